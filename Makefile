@@ -1,0 +1,121 @@
+# attnscope: one Makefile for the host C (gcc), the CUDA kernels (nvcc) and the tests.
+#
+#   make            build/attnscope and build/attnscope_tests (CUDA build)
+#   make run        set up, build, open attnscope on the built-in tiny model
+#   make test       set up, build, run every test; then the CPU tests again under ASan + UBSan
+#   make bundle     dist/attnscope/: binary + the shared libraries it needs, relocatable
+#   make fuzz       each libFuzzer target for FUZZ_SECONDS
+#
+# BUILD=dir puts objects elsewhere; NO_CUDA=1 builds without the engine; SAN=1 adds ASan + UBSan.
+
+BUILD ?= build
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CC ?= gcc
+ifeq ($(CC),cc)
+CC := gcc
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags hdf5 ncursesw libcjson 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs hdf5 ncursesw libcjson 2>/dev/null)
+ifeq ($(strip $(PKG_LIBS)),)
+PKG_CFLAGS := -I/usr/include/hdf5/serial -I/usr/include/cjson
+PKG_LIBS := -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5 -lncursesw -ltinfo -lcjson
+endif
+
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -ffp-contract=off -fopenmp \
+          -I. $(filter-out -D_XOPEN_SOURCE=600,$(PKG_CFLAGS)) -DAS_VERSION='"$(VERSION)"' -MMD -MP
+LDLIBS := $(PKG_LIBS) -lopenblas -fopenmp -lm -lpthread
+
+# sm_90a for Hopper (wgmma, setmaxnreg) plus PTX for compute_80 so that Ampere, Ada, Blackwell
+# and GB10 devices can JIT the portable kernels.
+NVFLAGS ?= -O3 -g -lineinfo
+NVFLAGS += -std=c++17 -I. -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings \
+           -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=compute_80 -MMD -MP
+
+ifeq ($(SAN),1)
+CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDLIBS += -fsanitize=address,undefined
+NO_CUDA := 1
+endif
+
+HOST_DIRS := model ref dumps driver tui cli
+HOST_SRC := $(filter-out cli/main.c,$(foreach d,$(HOST_DIRS),$(wildcard $(d)/*.c)))
+TEST_SRC := $(wildcard tests/*.c)
+ifeq ($(NO_CUDA),1)
+ENGINE_SRC := engine/no_cuda.c
+CU_SRC :=
+TEST_SRC := $(filter-out tests/gpu_%,$(TEST_SRC))
+CUDA_LIBS :=
+else
+ENGINE_SRC := $(filter-out engine/no_cuda.c,$(wildcard engine/*.c))
+CU_SRC := $(wildcard kernels/*.cu engine/*.cu)
+CFLAGS += -I$(CUDA_HOME)/include -DAS_HAVE_CUDA=1
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart_static -ldl -lrt -lstdc++ \
+             -Wl,-rpath,'$$ORIGIN/../lib:$(CUDA_HOME)/lib64'
+endif
+
+LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(HOST_SRC) $(ENGINE_SRC)) \
+           $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC))
+TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC))
+LIB := $(BUILD)/libattnscope.a
+
+.PHONY: all deps run test test-cpu test-san test-tui bundle fuzz clean
+all: $(BUILD)/attnscope $(BUILD)/attnscope_tests
+
+deps:
+	@sh scripts/deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/attnscope: $(BUILD)/obj/cli/main.o $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
+
+# Tests link every object directly so that their constructors register.
+$(BUILD)/attnscope_tests: $(TEST_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(LIB) $(CUDA_LIBS) $(LDLIBS)
+
+run: deps
+	@$(MAKE) --no-print-directory $(BUILD)/attnscope
+	./$(BUILD)/attnscope
+
+# The whole suite: CUDA build (GPU tests skip without a device), then the CPU tests again under
+# ASan + UBSan, then the terminal-driven tests.
+test: deps
+	@$(MAKE) --no-print-directory all
+	./$(BUILD)/attnscope_tests
+	@$(MAKE) --no-print-directory test-san
+	@$(MAKE) --no-print-directory test-tui
+
+test-cpu: all
+	./$(BUILD)/attnscope_tests --cpu-only
+
+test-san:
+	@$(MAKE) --no-print-directory BUILD=build-san SAN=1 build-san/attnscope_tests build-san/attnscope
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  OMP_NUM_THREADS=2 ./build-san/attnscope_tests --cpu-only $(SAN_TESTS)
+
+test-tui: $(BUILD)/attnscope
+	@if ls tests/*.sh >/dev/null 2>&1; then \
+	  for t in tests/*.sh; do echo "== $$t"; sh $$t $(BUILD)/attnscope || exit 1; done; fi
+
+bundle: $(BUILD)/attnscope $(BUILD)/attnscope_tests
+	sh scripts/bundle.sh $(BUILD) dist/attnscope
+
+clean:
+	rm -rf build build-san build-fuzz dist
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,48 @@
+/* The GPU attention engine (CUDA C + cuBLAS): the device form of ref/, layer state on the GPU.
+ * The driver steps it one layer at a time (or a whole step at once) and copies any layer's run
+ * back to the host in the reference's AsRun form. */
+#ifndef AS_ENGINE_H
+#define AS_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model/errors.h"
+#include "model/weights.h"
+#include "ref/run.h"
+
+typedef struct AsEngine AsEngine;
+
+typedef struct {
+    int device;           /* CUDA device ordinal */
+    const char *inject;   /* a named fault (driver --inject), or NULL */
+    bool host_select;     /* select top-k on the host with the reference's code */
+    bool capture_runs;    /* keep every intermediate for as_engine_layer_run (debugging) */
+} AsEngineOptions;
+
+/* Number of usable CUDA devices (0 when none, or when built without CUDA). */
+int as_engine_device_count(void);
+/* One line per device ("0: NVIDIA H200, sm_90, 139.8 GiB, driver 13.0") or why there is none. */
+void as_engine_describe_devices(char *buf, size_t n);
+/* "CUDA 13.0 (runtime), cuBLAS 13.x" or "built without CUDA". */
+const char *as_engine_build_info(void);
+
+/* Uploads the model's weights and allocates the layer and shared state. */
+int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **out, AsError *err);
+void as_engine_destroy(AsEngine *e);
+/* Empties every layer's state and the shared state (before a new prefill). */
+void as_engine_reset(AsEngine *e);
+
+/* Starts a step (prefill: start_pos 0, any s >= 1; decode: start_pos > 0, s == 1) on the
+ * token inputs h0 ([s][dim], bf16 values). */
+int as_engine_begin_step(AsEngine *e, const float *h0, int start_pos, int s, AsError *err);
+/* Runs the next layer of the current step; returns its index through *layer (-1 once done). */
+int as_engine_next_layer(AsEngine *e, int *layer, AsError *err);
+/* Runs all remaining layers of the current step. */
+int as_engine_finish_step(AsEngine *e, AsError *err);
+/* Copies the run of the layer just executed (every tensor of ref/run.h) to the host. */
+int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err);
+/* The residual stream h ([s][dim]) entering the next layer (after the last one: the step's output). */
+int as_engine_residual(AsEngine *e, float *h, AsError *err);
+
+#endif

@@ -1,0 +1,28 @@
+/* One error type for every layer of attnscope: a code that is also the process exit status,
+ * and a one-line message that names what is wrong. */
+#ifndef AS_ERRORS_H
+#define AS_ERRORS_H
+
+#include <stddef.h>
+
+enum {
+    AS_OK = 0,
+    AS_EMISMATCH = 1,   /* a comparison out of tolerance (batch mode verdict) */
+    AS_EBADINPUT = 2,   /* bad script, config, weights, dump, option or value */
+    AS_ERUNTIME = 3,    /* CUDA, memory, I/O failure at run time */
+    AS_EREFUSED = 4,    /* the model refuses the step (SPEC 3.6): a layer may not attend */
+    AS_ECANCELLED = 5,  /* the user cancelled a long operation */
+};
+
+typedef struct {
+    int code;
+    char msg[512];
+} AsError;
+
+/* Sets err (when non-NULL) and returns code: `return as_err(err, AS_EBADINPUT, "...", ...);` */
+int as_err(AsError *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Prefixes the message already in err with more context ("loading X: <old message>"). */
+int as_err_wrap(AsError *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void as_err_clear(AsError *err);
+
+#endif
