@@ -5,6 +5,7 @@
 #   make test       set up, build, run every test; then the CPU tests again under ASan + UBSan
 #   make bundle     dist/attnscope/: binary + the shared libraries it needs, relocatable
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS
+#   make test-cpu TESTS='glob*'   just some CPU tests (also test-san)
 #
 # BUILD=dir puts objects elsewhere; NO_CUDA=1 builds without the engine; SAN=1 adds ASan + UBSan.
 
@@ -42,8 +43,10 @@ LDLIBS += -fsanitize=address,undefined
 NO_CUDA := 1
 endif
 
-HOST_DIRS := model ref dumps driver tui cli
-HOST_SRC := $(filter-out cli/main.c,$(foreach d,$(HOST_DIRS),$(wildcard $(d)/*.c)))
+# cli/ objects link into the binary directly: each command registers itself (constructor).
+HOST_DIRS := model ref dumps driver tui
+HOST_SRC := $(foreach d,$(HOST_DIRS),$(wildcard $(d)/*.c))
+CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/*.c))
 TEST_SRC := $(wildcard tests/*.c)
 ifeq ($(NO_CUDA),1)
 ENGINE_SRC := engine/no_cuda.c
@@ -81,8 +84,8 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/attnscope: $(BUILD)/obj/cli/main.o $(LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(CUDA_LIBS) $(LDLIBS)
+$(BUILD)/attnscope: $(CLI_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(CUDA_LIBS) $(LDLIBS)
 
 # Tests link every object directly so that their constructors register.
 $(BUILD)/attnscope_tests: $(TEST_OBJ) $(LIB)
@@ -96,17 +99,18 @@ run: deps
 # ASan + UBSan, then the terminal-driven tests.
 test: deps
 	@$(MAKE) --no-print-directory all
-	./$(BUILD)/attnscope_tests
+	ATTNSCOPE_BIN=./$(BUILD)/attnscope ./$(BUILD)/attnscope_tests
 	@$(MAKE) --no-print-directory test-san
 	@$(MAKE) --no-print-directory test-tui
 
 test-cpu: all
-	./$(BUILD)/attnscope_tests --cpu-only
+	ATTNSCOPE_BIN=./$(BUILD)/attnscope ./$(BUILD)/attnscope_tests --cpu-only $(TESTS)
 
+SAN_BUILD ?= build-san
 test-san:
-	@$(MAKE) --no-print-directory BUILD=build-san SAN=1 build-san/attnscope_tests build-san/attnscope
+	@$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) SAN=1 $(SAN_BUILD)/attnscope_tests $(SAN_BUILD)/attnscope
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  OMP_NUM_THREADS=2 ./build-san/attnscope_tests --cpu-only $(SAN_TESTS)
+	  OMP_NUM_THREADS=2 ATTNSCOPE_BIN=./$(SAN_BUILD)/attnscope ./$(SAN_BUILD)/attnscope_tests --cpu-only $(TESTS)
 
 test-tui: $(BUILD)/attnscope
 	@if ls tests/*.sh >/dev/null 2>&1; then \
