@@ -1,0 +1,19 @@
+/* select_candidate_blocks (SPEC 3): block maxima of the scores, the newest visible block
+ * pinned to +inf, torch's topk over blocks, kept -inf blocks dropped, positions marked. */
+#ifndef AS_CANDIDATES_H
+#define AS_CANDIDATES_H
+
+#include <stdint.h>
+
+/* score: [s][width]; mask: [s][width] (1 = candidate). Returns 0, -1 on OOM. */
+int as_select_candidate_blocks(const float *score, int s, int width, const int *compress_lens, int bs,
+                               int topk_blocks, uint8_t *mask);
+
+/* Floor division: the pinned block of a query (-1 when compress_len == 0: nothing pinned). */
+static inline int as_pinned_block(int compress_len, int bs)
+{
+    int a = compress_len - 1;
+    return a >= 0 ? a / bs : -((-a + bs - 1) / bs);
+}
+
+#endif

@@ -1,0 +1,69 @@
+/* One layer's attention forward (SPEC section 3), its persistent state, and the shared state
+ * that threads through the layers (`SharedV41`), on the CPU, value-faithful to DeepSeek's
+ * reference in bf16 mode, quirks included. */
+#ifndef AS_REF_LAYER_H
+#define AS_REF_LAYER_H
+
+#include <stdint.h>
+
+#include "model/weights.h"
+#include "ref/rope.h"
+#include "ref/run.h"
+
+/* Per-layer state, persisting across calls. Zero at start (a fresh prefill). */
+typedef struct {
+    float *ring;               /* [window][hd] bf16 values */
+    float *part_kv, *part_sc;  /* [ratio][hd] f32, ratio-2 kv sources; score starts at -inf */
+    float *ccache;             /* [cap][hd] compressed cache (kv sources) */
+    int ccache_rows;           /* rows written so far */
+    float *ikcache;            /* [cap][ihd] index-key cache (key owners) */
+    int ikcache_rows;
+    int cap;                   /* max_seq / ratio */
+} AsRefLayerState;
+
+/* The shared state. The caches are views of the publishing layer's own cache (as in the
+ * reference, where the shared slot holds the same tensor); selection and mask are copies. */
+typedef struct {
+    const float *compress_kv;  /* latest kv source's whole compressed cache */
+    int compress_kv_cap;
+    AsProvenance compress_kv_from;
+    const float *index_k;      /* latest published index-key cache */
+    int index_k_cap;
+    AsProvenance index_k_from;
+    int32_t *sel;              /* [sel_s][sel_k] latest index source's selection (offset added) */
+    int sel_s, sel_k;
+    AsProvenance sel_from;
+    uint8_t *cand;             /* [cand_s][cand_width] candidate mask */
+    int cand_s, cand_width;
+    AsProvenance cand_from;
+} AsRefShared;
+
+/* What the reference precomputes once per model: f32 copies of the small f32 tensors and
+ * the RoPE tables of both layer kinds. Weights themselves stay in the file mapping. */
+typedef struct {
+    const AsModel *m;
+    AsRopeTable rope_plain;    /* ratio-0 layers */
+    AsRopeTable rope_yarn;     /* ratio > 0 layers */
+    float *attn_norm[AS_MAX_LAYERS], *q_norm[AS_MAX_LAYERS], *kv_norm[AS_MAX_LAYERS];
+    float *c_norm[AS_MAX_LAYERS], *k_norm[AS_MAX_LAYERS], *sink[AS_MAX_LAYERS];
+} AsRefModel;
+
+typedef struct {
+    AsRefLayerState layer[AS_MAX_LAYERS];
+    AsRefShared shared;
+} AsRefState;
+
+int as_ref_model_init(AsRefModel *rm, const AsModel *m, AsError *err);
+void as_ref_model_free(AsRefModel *rm);
+
+int as_ref_state_init(AsRefState *st, const AsConfig *cfg, AsError *err);
+void as_ref_state_reset(AsRefState *st, const AsConfig *cfg);   /* back to zero / -inf */
+void as_ref_state_free(AsRefState *st, const AsConfig *cfg);
+
+/* attention(x, start_pos) of layer l, step number `step` (for provenance). x: [s][dim]. Fills
+ * run with every tensor of ref/run.h and the layer state after the call. Returns 0, or
+ * AS_EREFUSED (SPEC 3.6) / AS_EBADINPUT / AS_ERUNTIME with a message naming the layer. */
+int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, const float *x,
+                         int start_pos, int s, AsRun *run, AsError *err);
+
+#endif
