@@ -1,0 +1,82 @@
+// Shared device helpers for attnscope's kernels: the roundings of SPEC section 2 on the
+// device (bit-for-bit the same as ref/numerics.h), small math, and the launch convention.
+//
+// Exactness: nvcc contracts a*b+c into an FMA by default. Where SPEC rounds each operation
+// (RoPE, the quantisers' x/s and *s, the index weights, the residual), use __fmul_rn / __fadd_rn /
+// __fdiv_rn, which are never contracted; dot products may use FMA (summation order is free).
+//
+// Launch convention: every kernel file exposes `extern "C"` launchers taking raw pointers
+// (bf16 as uint16_t on the C side) and a stream, returning cudaGetLastError() of the launch as
+// an int (0 = ok) so the host code can name the operation and the sizes in its message.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#define AS_HD __host__ __device__ __forceinline__
+
+static inline int as_ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
+
+// bf16 <-> f32 by bits (RNE), identical to ref/numerics.h.
+AS_HD float as_d_bf16_to_f32(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+__device__ __forceinline__ uint16_t as_d_f32_to_bf16(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+__device__ __forceinline__ float as_d_bf16(float x) { return as_d_bf16_to_f32(as_d_f32_to_bf16(x)); }
+
+// 2^(e + (mantissa != 0)) for a positive normal float, from the IEEE fields.
+__device__ __forceinline__ float as_d_pow2_ceil(float v)
+{
+    uint32_t u = __float_as_uint(v);
+    int e = (int)((u >> 23) & 0xff);
+    if (u & 0x7fffffu)
+        e += 1;
+    return __uint_as_float((uint32_t)e << 23);
+}
+
+// Nearest float8_e4m3fn value, ties to even; callers clamp to [-448, 448] first.
+__device__ __forceinline__ float as_d_e4m3(float x)
+{
+    __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+    __half_raw h = __nv_cvt_fp8_to_halfraw(q, __NV_E4M3);
+    return __half2float(__half(h));
+}
+
+// Nearest of {0, .5, 1, 1.5, 2, 3, 4, 6} in magnitude, sign kept, ties to the even code.
+__device__ __forceinline__ float as_d_e2m1(float x)
+{
+    float a = fabsf(x), r;
+    // Thresholds are the midpoints; at a midpoint the even code wins (codes 0..7 in grid order).
+    if (a <= 0.25f) r = 0.0f;        // 0.25 -> 0 (code 0 even)
+    else if (a < 0.75f) r = 0.5f;
+    else if (a <= 1.25f) r = 1.0f;   // 0.75 -> 1 (code 2), 1.25 -> 1 (code 2)
+    else if (a < 1.75f) r = 1.5f;
+    else if (a <= 2.5f) r = 2.0f;    // 1.75 -> 2 (code 4), 2.5 -> 2 (code 4)
+    else if (a < 3.5f) r = 3.0f;
+    else if (a <= 5.0f) r = 4.0f;    // 3.5 -> 4 (code 6), 5 -> 4 (code 6)
+    else r = 6.0f;
+    return copysignf(r, x);
+}
+
+__device__ __forceinline__ float as_d_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float as_d_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+#define AS_LAUNCH_RESULT() ((int)cudaGetLastError())

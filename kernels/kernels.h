@@ -1,0 +1,89 @@
+/* The C interface of attnscope's CUDA kernels. Each launcher lives in its own kernels/<op>.cu
+ * with a CPU twin test in tests/gpu_<op>.c. Activations are bf16 (raw bits, as_bf16_t), row
+ * major; launchers return the launch's cudaError_t as an int (0 = ok). Semantics are those of
+ * the reference function named beside each (ref/...), element for element. */
+#ifndef AS_KERNELS_H
+#define AS_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t as_bf16_t;
+
+enum { AS_KQ_FP8 = 1, AS_KQ_FP4_E8M0 = 2, AS_KQ_FP4_E4M3 = 3 };
+
+/* ---- elementwise and small ops (kernels/rmsnorm.cu, rope.cu, quant.cu, window.cu, ...) ---- */
+
+/* as_rmsnorm: y[r] = bf16(w * x[r] / sqrt(mean(x[r]^2) + eps)); rows of n, row strides ldx/ldy.
+ * y may alias x. */
+int as_k_rmsnorm(const as_bf16_t *x, int64_t ldx, const float *w, as_bf16_t *y, int64_t ldy, int rows, int n,
+                 float eps, cudaStream_t st);
+
+/* as_rope_rows / as_rope_heads, in place: `rows` rows (stride ld) of `heads` sub-rows of `width`
+ * (contiguous); RoPE on the last rd channels of each sub-row at position pos ? pos[row] :
+ * pos0 + row; cos_t / sin_t are the reference's tables [max_seq][rd/2] uploaded as they are. */
+int as_k_rope(as_bf16_t *x, int64_t ld, int rows, int heads, int width, int rd, int pos0, const int32_t *pos,
+              const float *cos_t, const float *sin_t, int inverse, cudaStream_t st);
+
+/* as_fp8_quant / as_fp4_quant_e8m0 / as_fp4_quant_e4m3 in place over n contiguous values
+ * (n a multiple of the block: 32 / 32 / 16). pre (optional) receives the input first. */
+int as_k_quant(as_bf16_t *x, as_bf16_t *pre, int64_t n, int kind, cudaStream_t st);
+
+/* as_window_store_prefill (start_pos == 0: the last min(s, win) rows, token p into slot p % win)
+ * or as_window_store_decode (slot start_pos % win takes row 0). */
+int as_k_ring_store(as_bf16_t *ring, int win, int hd, const as_bf16_t *kv, int s, int start_pos, cudaStream_t st);
+/* as_window_select_prefill / _decode: widx [s][cols], cols = prefill ? min(s, win) : win. */
+int as_k_window_select(int32_t *widx, int s, int win, int start_pos, cudaStream_t st);
+
+/* as_compress_pooled's state handling and pooling for r >= 2, on the f32 projections ckv, csc
+ * ([s][hd] each): prefill pools floor(s/r) groups into latent rows 0.. and stores the s % r trailing
+ * rows at state row t % r; decode writes state row start_pos % r and pools the whole state into
+ * latent row 0 when (start_pos + 1) % r == 0. latent: bf16(pooled), BEFORE the rmsnorm. */
+int as_k_compress_pool(const float *ckv, const float *csc, int s, int r, int hd, int start_pos, float *part_kv,
+                       float *part_sc, as_bf16_t *latent, cudaStream_t st);
+/* Fills the partial score state with -inf (and kv with 0): the empty state. */
+int as_k_compress_state_reset(float *part_kv, float *part_sc, int n, cudaStream_t st);
+
+/* bf16 -> f32 widening (input of the f32 compressor GEMMs). */
+int as_k_bf16_to_f32(const as_bf16_t *x, float *y, int64_t n, cudaStream_t st);
+
+/* as_index_weights_scale: w = bf16(w * c), c = (float)(ihd^-0.5 * nh^-0.5). */
+int as_k_scale_bf16(as_bf16_t *w, int64_t n, float c, cudaStream_t st);
+
+/* h = bf16(h + out) (the attention-only residual stream). */
+int as_k_residual_add(as_bf16_t *h, const as_bf16_t *out, int64_t n, cudaStream_t st);
+
+/* ---- the heavy kernels (kernels/index_scores.cu, sparse_attn.cu, gemv.cu) ---- */
+
+/* as_index_scores + as_index_visibility fused: score[t][p] = bf16( sum_h bf16( relu(bf16(iq[t][h] . k[p]))
+ * * w[t][h] ) ) for p < width, then -inf where p >= clen[t] (clen = start_pos == 0 ? (t + 1) / ratio : width).
+ * iq [s][nh][ihd], keys [width][ihd] (rows of the shared index-key cache), w [s][nh], score [s][width]
+ * as bf16 bits (-inf = 0xff80). */
+int as_k_index_scores(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh, int ihd,
+                      int width, int start_pos, int ratio, as_bf16_t *score, cudaStream_t st);
+
+/* as_sparse_attention: rows i < na come from rows_a, i >= na from rows_b[i - na]; idx [s][topk]
+ * (-1 skipped), q / o [s][nh][hd], sink [nh] f32. Tiled over the selection: any topk works. */
+int as_k_sparse_attn(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
+                     const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
+                     float scale, cudaStream_t st);
+
+/* Decode GEMV, batched: for b < batch, t < m (m <= 8): y_b[t][o] = sum_i x_b[t][i] * W_b[o][i] over
+ * n_in, o < n_out; W_b = W + b * strideW (rows ldw apart), x_b = x + b * strideX (rows ldx apart),
+ * y_b = y + b * strideY (rows ldy apart). bf16 weights; y is bf16 (rounded) or, with y_f32, f32. */
+int as_k_gemv_bf16(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const as_bf16_t *x,
+                   int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32, int batch,
+                   cudaStream_t st);
+/* The same with f32 weights and f32 output (the ratio-2 compressor's wkv / wgate). */
+int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
+                   float *y, int64_t ldy, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
