@@ -1,0 +1,210 @@
+/* The decode GEMV: memory bound, so each variant streams 4 rows of W at once against one x
+ * (x stays in L1/L2) and widens bf16 by a 16-bit shift. FMA is used only inside the dot
+ * product's accumulation (the summation order is free there); tails run scalar. */
+#include "ref/gemv.h"
+
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "ref/numerics.h"
+
+/* ---- portable ---- */
+
+static inline float w_bf16(const uint8_t *p, int64_t i)
+{
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return as_bf16_to_f32(h);
+}
+
+static inline float w_f32(const uint8_t *p, int64_t i)
+{
+    float v;
+    memcpy(&v, p + 4 * i, 4);
+    return v;
+}
+
+/* Four partial sums per row so the adds do not serialise on one register. */
+#define PORTABLE_DOT(NAME, LOAD)                                                       \
+    static float NAME(const float *x, const uint8_t *w, int64_t cols)                  \
+    {                                                                                  \
+        float a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                          \
+        int64_t i = 0;                                                                 \
+        for (; i + 4 <= cols; i += 4) {                                                \
+            a0 += x[i] * LOAD(w, i);                                                   \
+            a1 += x[i + 1] * LOAD(w, i + 1);                                           \
+            a2 += x[i + 2] * LOAD(w, i + 2);                                           \
+            a3 += x[i + 3] * LOAD(w, i + 3);                                           \
+        }                                                                              \
+        for (; i < cols; i++)                                                          \
+            a0 += x[i] * LOAD(w, i);                                                   \
+        return (a0 + a1) + (a2 + a3);                                                  \
+    }
+PORTABLE_DOT(dot_bf16_portable, w_bf16)
+PORTABLE_DOT(dot_f32_portable, w_f32)
+
+static void gemv_bf16_portable(const float *x, const uint8_t *w, int64_t cols, int64_t n, float *y)
+{
+    for (int64_t o = 0; o < n; o++)
+        y[o] = dot_bf16_portable(x, w + 2 * o * cols, cols);
+}
+
+static void gemv_f32_portable(const float *x, const uint8_t *w, int64_t cols, int64_t n, float *y)
+{
+    for (int64_t o = 0; o < n; o++)
+        y[o] = dot_f32_portable(x, w + 4 * o * cols, cols);
+}
+
+/* ---- AVX2 + FMA: 8 lanes ---- */
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+AVX2 static inline __m256 bf16x8_avx2(const uint8_t *p)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+AVX2 static inline float hsum_avx2(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+#define AVX2_GEMV(NAME, ESZ, LOADV, TAILDOT)                                           \
+    AVX2 static void NAME(const float *x, const uint8_t *w, int64_t cols, int64_t n, float *y) \
+    {                                                                                  \
+        const int64_t body = cols & ~(int64_t)7;                                       \
+        int64_t o = 0;                                                                 \
+        for (; o + 4 <= n; o += 4) {                                                   \
+            const uint8_t *r0 = w + ESZ * o * cols, *r1 = r0 + ESZ * cols;             \
+            const uint8_t *r2 = r1 + ESZ * cols, *r3 = r2 + ESZ * cols;                \
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                \
+            for (int64_t i = 0; i < body; i += 8) {                                    \
+                __m256 xv = _mm256_loadu_ps(x + i);                                    \
+                a0 = _mm256_fmadd_ps(LOADV(r0 + ESZ * i), xv, a0);                     \
+                a1 = _mm256_fmadd_ps(LOADV(r1 + ESZ * i), xv, a1);                     \
+                a2 = _mm256_fmadd_ps(LOADV(r2 + ESZ * i), xv, a2);                     \
+                a3 = _mm256_fmadd_ps(LOADV(r3 + ESZ * i), xv, a3);                     \
+            }                                                                          \
+            y[o] = hsum_avx2(a0) + TAILDOT(x + body, r0 + ESZ * body, cols - body);    \
+            y[o + 1] = hsum_avx2(a1) + TAILDOT(x + body, r1 + ESZ * body, cols - body); \
+            y[o + 2] = hsum_avx2(a2) + TAILDOT(x + body, r2 + ESZ * body, cols - body); \
+            y[o + 3] = hsum_avx2(a3) + TAILDOT(x + body, r3 + ESZ * body, cols - body); \
+        }                                                                              \
+        for (; o < n; o++) {                                                           \
+            const uint8_t *r0 = w + ESZ * o * cols;                                    \
+            __m256 a0 = _mm256_setzero_ps();                                           \
+            for (int64_t i = 0; i < body; i += 8)                                      \
+                a0 = _mm256_fmadd_ps(LOADV(r0 + ESZ * i), _mm256_loadu_ps(x + i), a0); \
+            y[o] = hsum_avx2(a0) + TAILDOT(x + body, r0 + ESZ * body, cols - body);    \
+        }                                                                              \
+    }
+#define F32X8(p) _mm256_loadu_ps((const float *)(const void *)(p))
+AVX2_GEMV(gemv_bf16_avx2, 2, bf16x8_avx2, dot_bf16_portable)
+AVX2_GEMV(gemv_f32_avx2, 4, F32X8, dot_f32_portable)
+
+/* ---- AVX-512: 16 lanes ---- */
+
+#define AVX512 __attribute__((target("avx512f")))
+
+AVX512 static inline __m512 bf16x16_avx512(const uint8_t *p)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+#define AVX512_GEMV(NAME, ESZ, LOADV, TAILDOT)                                         \
+    AVX512 static void NAME(const float *x, const uint8_t *w, int64_t cols, int64_t n, float *y) \
+    {                                                                                  \
+        const int64_t body = cols & ~(int64_t)15;                                      \
+        int64_t o = 0;                                                                 \
+        for (; o + 4 <= n; o += 4) {                                                   \
+            const uint8_t *r0 = w + ESZ * o * cols, *r1 = r0 + ESZ * cols;             \
+            const uint8_t *r2 = r1 + ESZ * cols, *r3 = r2 + ESZ * cols;                \
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                \
+            for (int64_t i = 0; i < body; i += 16) {                                   \
+                __m512 xv = _mm512_loadu_ps(x + i);                                    \
+                a0 = _mm512_fmadd_ps(LOADV(r0 + ESZ * i), xv, a0);                     \
+                a1 = _mm512_fmadd_ps(LOADV(r1 + ESZ * i), xv, a1);                     \
+                a2 = _mm512_fmadd_ps(LOADV(r2 + ESZ * i), xv, a2);                     \
+                a3 = _mm512_fmadd_ps(LOADV(r3 + ESZ * i), xv, a3);                     \
+            }                                                                          \
+            y[o] = _mm512_reduce_add_ps(a0) + TAILDOT(x + body, r0 + ESZ * body, cols - body); \
+            y[o + 1] = _mm512_reduce_add_ps(a1) + TAILDOT(x + body, r1 + ESZ * body, cols - body); \
+            y[o + 2] = _mm512_reduce_add_ps(a2) + TAILDOT(x + body, r2 + ESZ * body, cols - body); \
+            y[o + 3] = _mm512_reduce_add_ps(a3) + TAILDOT(x + body, r3 + ESZ * body, cols - body); \
+        }                                                                              \
+        for (; o < n; o++) {                                                           \
+            const uint8_t *r0 = w + ESZ * o * cols;                                    \
+            __m512 a0 = _mm512_setzero_ps();                                           \
+            for (int64_t i = 0; i < body; i += 16)                                     \
+                a0 = _mm512_fmadd_ps(LOADV(r0 + ESZ * i), _mm512_loadu_ps(x + i), a0); \
+            y[o] = _mm512_reduce_add_ps(a0) + TAILDOT(x + body, r0 + ESZ * body, cols - body); \
+        }                                                                              \
+    }
+#define F32X16(p) _mm512_loadu_ps((const void *)(p))
+AVX512_GEMV(gemv_bf16_avx512, 2, bf16x16_avx512, dot_bf16_portable)
+AVX512_GEMV(gemv_f32_avx512, 4, F32X16, dot_f32_portable)
+
+/* ---- dispatch ---- */
+
+static atomic_int g_forced; /* AsIsa; AUTO = best this CPU has */
+
+static AsIsa best_isa(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return AS_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return AS_ISA_AVX2;
+    return AS_ISA_PORTABLE;
+}
+
+AsIsa as_gemv_isa(void)
+{
+    AsIsa f = (AsIsa)atomic_load(&g_forced);
+    return f != AS_ISA_AUTO ? f : best_isa();
+}
+
+int as_gemv_force_isa(AsIsa isa)
+{
+    AsIsa best = best_isa();
+    if ((isa == AS_ISA_AVX512 && best != AS_ISA_AVX512) ||
+        (isa == AS_ISA_AVX2 && best == AS_ISA_PORTABLE))
+        return -1;
+    atomic_store(&g_forced, (int)isa);
+    return 0;
+}
+
+const char *as_isa_name(AsIsa isa)
+{
+    switch (isa) {
+    case AS_ISA_AUTO: return "auto";
+    case AS_ISA_PORTABLE: return "portable";
+    case AS_ISA_AVX2: return "avx2+fma";
+    case AS_ISA_AVX512: return "avx512f";
+    }
+    return "?";
+}
+
+void as_gemv_bf16(const float *x, const void *w, int64_t cols, int64_t n, float *y)
+{
+    switch (as_gemv_isa()) {
+    case AS_ISA_AVX512: gemv_bf16_avx512(x, w, cols, n, y); return;
+    case AS_ISA_AVX2: gemv_bf16_avx2(x, w, cols, n, y); return;
+    default: gemv_bf16_portable(x, w, cols, n, y); return;
+    }
+}
+
+void as_gemv_f32(const float *x, const void *w, int64_t cols, int64_t n, float *y)
+{
+    switch (as_gemv_isa()) {
+    case AS_ISA_AVX512: gemv_f32_avx512(x, w, cols, n, y); return;
+    case AS_ISA_AVX2: gemv_f32_avx2(x, w, cols, n, y); return;
+    default: gemv_f32_portable(x, w, cols, n, y); return;
+    }
+}
