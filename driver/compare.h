@@ -43,6 +43,7 @@ typedef struct {
     AsVerdict verdict;
     int64_t numel;
     bool shape_differs;
+    bool absent_got, absent_want;   /* present on one side only (a mismatch) */
     /* values */
     double max_abs;         /* max |got - want| over elements that are not benign flips */
     double want_max;        /* max |want| */
@@ -70,6 +71,7 @@ typedef struct {
 typedef struct {
     AsTolerance tol[AS_T_COUNT];  /* per-tensor (batch scripts may override) */
     bool quantised;               /* Q2_K/Q8_0 projections: looser documented tolerance */
+    int cand_block;               /* candidate_block_size; 0 = unknown: every cand difference is real */
 } AsCompareOptions;
 
 void as_compare_options_default(AsCompareOptions *o);
@@ -86,5 +88,9 @@ int64_t as_bf16_ulp_distance(float a, float b);
 
 /* "token 3, head 1, channel 17" for tensor id at flat index i. */
 void as_format_coord(AsTensorId id, const int64_t coord[3], int ndim, char *buf, int n);
+
+/* One line for a report: "q: MISMATCH max_abs 0.5 (tol 0.0079, rel 0.25) at token 3, head 1,
+ * channel 17: got 2.5 want 2 (16 ulp), 3 bad", or the selection / structural equivalent. */
+void as_tensor_diff_line(AsTensorId id, const AsTensorDiff *d, char *buf, int n);
 
 #endif
