@@ -51,6 +51,9 @@ int as_k_compress_state_reset(float *part_kv, float *part_sc, int n, cudaStream_
 /* bf16 -> f32 widening (input of the f32 compressor GEMMs). */
 int as_k_bf16_to_f32(const as_bf16_t *x, float *y, int64_t n, cudaStream_t st);
 
+/* f32 -> bf16 (RNE), kernels/convert.cu. */
+int as_k_f32_to_bf16(const float *x, as_bf16_t *y, int64_t n, cudaStream_t st);
+
 /* as_index_weights_scale: w = bf16(w * c), c = (float)(ihd^-0.5 * nh^-0.5). */
 int as_k_scale_bf16(as_bf16_t *w, int64_t n, float c, cudaStream_t st);
 

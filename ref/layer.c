@@ -25,6 +25,10 @@ int as_ref_model_init(AsRefModel *rm, const AsModel *m, AsError *err)
     const AsConfig *cfg = &m->cfg;
     if (as_rope_init_for_ratio(&rm->rope_plain, cfg, 0) || as_rope_init_for_ratio(&rm->rope_yarn, cfg, 1))
         goto oom;
+    if (!(rm->no_sink = malloc(sizeof(float) * (size_t)cfg->n_heads)))
+        goto oom;
+    for (int h = 0; h < cfg->n_heads; h++)
+        rm->no_sink[h] = -INFINITY;
     for (int l = 0; l < cfg->n_layers; l++) {
         const AsLayerWeights *w = &m->layer[l];
         const AsWTensor *vecs[] = {w->attn_norm, w->q_norm, w->kv_norm, w->c_norm, w->i_k_norm, w->attn_sink};
@@ -44,6 +48,7 @@ void as_ref_model_free(AsRefModel *rm)
 {
     as_rope_free(&rm->rope_plain);
     as_rope_free(&rm->rope_yarn);
+    free(rm->no_sink);
     for (int l = 0; l < AS_MAX_LAYERS; l++) {
         free(rm->attn_norm[l]), free(rm->q_norm[l]), free(rm->kv_norm[l]);
         free(rm->c_norm[l]), free(rm->k_norm[l]), free(rm->sink[l]);
@@ -166,7 +171,7 @@ static int project_q_kv(const AsRefModel *rm, int l, const float *x, int s, cons
     as_linear(x, s, w->wq_a, qr, true);
     as_rmsnorm(qr, rm->q_norm[l], qr, s, cfg->q_lora_rank, cfg->norm_eps);
     as_linear(qr, s, w->wq_b, q, true);
-    as_rope_heads(q, s, nh, hd, start_pos, rope, false);
+    as_rope_heads(q, s, nh, hd, start_pos, rope, rm->fault == AS_FAULT_ROPE_BACKWARDS);
 
     as_linear(x, s, w->wkv, kv_pre, true);
     as_rmsnorm(kv_pre, rm->kv_norm[l], kv_pre, s, hd, cfg->norm_eps);
@@ -177,8 +182,9 @@ static int project_q_kv(const AsRefModel *rm, int l, const float *x, int s, cons
 }
 
 /* Step 3: the ring update, rows_a and the window selection. */
-static int window_step(const AsConfig *cfg, AsRefLayerState *ls, int s, int start_pos, AsRun *run)
+static int window_step(const AsRefModel *rm, AsRefLayerState *ls, int s, int start_pos, AsRun *run)
 {
+    const AsConfig *cfg = &rm->m->cfg;
     int hd = cfg->head_dim, win = cfg->window;
     const float *kv = run->t[AS_T_KV].data;
     bool prefill = start_pos == 0;
@@ -193,7 +199,7 @@ static int window_step(const AsConfig *cfg, AsRefLayerState *ls, int s, int star
         memcpy(rows_a, kv, ROW((size_t)s * hd));
         as_window_select_prefill(widx, s, win);
     } else {
-        as_window_store_decode(ls->ring, win, hd, kv, start_pos);
+        as_window_store_decode(ls->ring, win, hd, kv, start_pos + (rm->fault == AS_FAULT_RING_SLOT));
         memcpy(rows_a, ls->ring, ROW((size_t)win * hd));
         as_window_select_decode(widx, win, start_pos);
     }
@@ -220,7 +226,8 @@ static int publish_index_keys(const AsRefModel *rm, AsRefState *st, int l, int s
     memcpy(ik, ik_pre, ROW((size_t)n * ihd));
     as_fp4_quant_e8m0(ik, (int64_t)n * ihd, AS_FP4_E8M0_BLOCK);
     int row0 = start_pos / r;
-    memcpy(ls->ikcache + (size_t)row0 * ihd, ik, ROW((size_t)n * ihd));
+    if (!(rm->fault == AS_FAULT_STALE_KEYS && start_pos > 0))
+        memcpy(ls->ikcache + (size_t)row0 * ihd, ik, ROW((size_t)n * ihd));
     if (row0 + n > ls->ikcache_rows)
         ls->ikcache_rows = row0 + n;
     st->shared.index_k = ls->ikcache;
@@ -286,7 +293,7 @@ static int run_indexer(const AsRefModel *rm, AsRefState *st, int l, int step, co
         sh->cand_width = width;
         sh->cand_from = (AsProvenance){l, step};
         run->cand_from = sh->cand_from;
-    } else if (role->uses_candidates) {
+    } else if (role->uses_candidates && rm->fault != AS_FAULT_CAND_MASK_OFF) {
         if (!sh->cand || sh->cand_s != s || sh->cand_width != width) {
             free(clens);
             return as_err(err, AS_EREFUSED,
@@ -306,7 +313,7 @@ static int run_indexer(const AsRefModel *rm, AsRefState *st, int l, int step, co
     int k = cfg->index_topk < width ? cfg->index_topk : width;
     int32_t *sel = malloc(sizeof(int32_t) * (size_t)s * k + 1);
     int32_t *csel = as_run_shape(run, AS_T_CSEL, 2, s, k, 0);
-    if (!sel || !csel || as_index_topk(score, s, width, k, clens, run->rows_a_len, sel)) {
+    if (!sel || !csel || as_index_topk(score, s, width, k, clens, rm->fault == AS_FAULT_NO_OFFSET ? 0 : run->rows_a_len, sel)) {
         free(sel);
         goto oom;
     }
@@ -362,6 +369,9 @@ static int store_latents(const AsRefModel *rm, AsRefState *st, int l, int step, 
     as_rope_rows(pre, n, hd, hd, lpos, &rm->rope_yarn, false);
     memcpy(lq, pre, ROW((size_t)n * hd));
     as_fp4_quant_e4m3(lq, (int64_t)n * hd, AS_FP4_E4M3_BLOCK);
+    if (rm->fault == AS_FAULT_FP4_SCALE)
+        for (int64_t i = 0; i < (int64_t)n * hd; i++)
+            lq[i] *= 2.0f;
     int row0 = start_pos / r;
     memcpy(ls->ccache + (size_t)row0 * hd, lq, ROW((size_t)n * hd));
     if (row0 + n > ls->ccache_rows)
@@ -498,7 +508,8 @@ static int attend_and_project(const AsRefModel *rm, int l, int s, int start_pos,
     memcpy(rows, run->t[AS_T_ROWS_A].data, ROW((size_t)na * hd));
     if (nb)
         memcpy(rows + (size_t)na * hd, run->t[AS_T_ROWS_B].data, ROW((size_t)nb * hd));
-    as_sparse_attention(run->t[AS_T_Q].data, rows, na + nb, run->t[AS_T_IDX].data, run->topk, rm->sink[l], o, s, nh,
+    as_sparse_attention(run->t[AS_T_Q].data, rows, na + nb, run->t[AS_T_IDX].data, run->topk,
+                        rm->fault == AS_FAULT_SINK_IGNORED ? rm->no_sink : rm->sink[l], o, s, nh,
                         hd, (float)(1.0 / sqrt((double)hd)));
     memcpy(ob, o, ROW((size_t)s * nh * hd));
     as_rope_heads(ob, s, nh, hd, start_pos, rope, true);
@@ -535,7 +546,7 @@ int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, 
     run->ratio = role->ratio;
 
     float *xc = as_run_shape(run, AS_T_X, 2, s, cfg->dim, 0);
-    if (!xc || project_q_kv(rm, l, x, s, rope, start_pos, run) || window_step(cfg, &st->layer[l], s, start_pos, run))
+    if (!xc || project_q_kv(rm, l, x, s, rope, start_pos, run) || window_step(rm, &st->layer[l], s, start_pos, run))
         return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
     memcpy(xc, x, ROW((size_t)s * cfg->dim));
     int rc;

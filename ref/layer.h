@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "model/weights.h"
+#include "ref/faults.h"
 #include "ref/rope.h"
 #include "ref/run.h"
 
@@ -46,6 +47,8 @@ typedef struct {
     AsRopeTable rope_yarn;     /* ratio > 0 layers */
     float *attn_norm[AS_MAX_LAYERS], *q_norm[AS_MAX_LAYERS], *kv_norm[AS_MAX_LAYERS];
     float *c_norm[AS_MAX_LAYERS], *k_norm[AS_MAX_LAYERS], *sink[AS_MAX_LAYERS];
+    float *no_sink;            /* [n_heads] of -inf, for AS_FAULT_SINK_IGNORED */
+    AsFault fault;             /* AS_FAULT_NONE: the faithful reference */
 } AsRefModel;
 
 typedef struct {

@@ -1,0 +1,292 @@
+/* Engine set-up: device choice, weights uploaded once per layer, layer and shared state
+ * allocated, RoPE tables (the reference's own) uploaded; reset and tear-down. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/check.h"
+#include "engine/internal.h"
+#include "ref/rope.h"
+
+const char *as_cublas_status_name(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "mapping error";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return "unknown status";
+    }
+}
+
+/* cudaMalloc with the out-of-memory message the issue asks for: asked vs what the device has. */
+static int dev_alloc(AsEngine *e, void **p, size_t bytes, const char *what, AsError *err)
+{
+    cudaError_t rc = cudaMalloc(p, bytes ? bytes : 1);
+    if (rc == cudaSuccess)
+        return 0;
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    *p = NULL;
+    return as_err(err, AS_ERUNTIME,
+                  "out of GPU memory allocating %s: asked %.1f MiB, device %d has %.1f MiB free of %.1f MiB (%s)",
+                  what, (double)bytes / 1048576.0, e->device, (double)free_b / 1048576.0,
+                  (double)total_b / 1048576.0, cudaGetErrorString(rc));
+}
+
+/* Uploads one weight: bf16 for projections stored as bf16 / fp8+scale, f32 otherwise (f32 and f16
+ * keep their exact values; the projection code then rounds the output where SPEC does). */
+static int upload_weight(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, bool keep_f32, AsError *err)
+{
+    memset(dw, 0, sizeof *dw);
+    if (!t)
+        return 0;
+    int64_t rows = as_wt_rows(t), cols = as_wt_cols(t);
+    dw->out = (int)rows;
+    dw->in = (int)cols;
+    dw->f32 = keep_f32 || t->dtype == AS_DT_F32 || t->dtype == AS_DT_F16;
+    size_t esz = dw->f32 ? 4 : 2;
+    TRY(dev_alloc(e, &dw->d, (size_t)rows * cols * esz, t->name, err));
+    e->weight_bytes += (size_t)rows * cols * esz;
+    /* decode on the host in panels of ~32 MiB, then copy */
+    int64_t panel = (32 << 20) / (cols * (int64_t)esz);
+    if (panel < 1)
+        panel = 1;
+    void *stage = NULL;
+    CU(err, cudaMallocHost(&stage, (size_t)panel * cols * esz), "pinned staging for %s", t->name);
+    int rc = 0;
+    for (int64_t r0 = 0; r0 < rows && !rc; r0 += panel) {
+        int64_t n = rows - r0 < panel ? rows - r0 : panel;
+        if (dw->f32)
+            as_wt_rows_f32(t, r0, n, stage);
+        else
+            as_wt_rows_bf16(t, r0, n, stage);
+        cudaError_t cr = cudaMemcpy((char *)dw->d + (size_t)r0 * cols * esz, stage, (size_t)n * cols * esz,
+                                    cudaMemcpyHostToDevice);
+        if (cr != cudaSuccess)
+            rc = as_err(err, AS_ERUNTIME, "uploading %s rows %ld..%ld: %s", t->name, (long)r0, (long)(r0 + n),
+                        cudaGetErrorString(cr));
+    }
+    cudaFreeHost(stage);
+    return rc;
+}
+
+static int upload_vec(AsEngine *e, const AsWTensor *t, float **d, AsError *err)
+{
+    *d = NULL;
+    if (!t)
+        return 0;
+    float *h = as_wt_vec_f32(t);
+    if (!h)
+        return as_err(err, AS_ERUNTIME, "out of host memory reading %s", t->name);
+    int64_t n = as_wt_cols(t);
+    int rc = dev_alloc(e, (void **)d, sizeof(float) * (size_t)n, t->name, err);
+    if (!rc && cudaMemcpy(*d, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess)
+        rc = as_err(err, AS_ERUNTIME, "uploading %s (%ld floats)", t->name, (long)n);
+    free(h);
+    return rc;
+}
+
+static int upload_layer(AsEngine *e, int l, AsError *err)
+{
+    const AsLayerWeights *lw = &e->m->layer[l];
+    AsDevLayerWeights *dw = &e->w[l];
+    bool r2 = e->cfg.role[l].ratio >= 2;
+    TRY(upload_weight(e, lw->wq_a, &dw->wq_a, false, err));
+    TRY(upload_weight(e, lw->wq_b, &dw->wq_b, false, err));
+    TRY(upload_weight(e, lw->wkv, &dw->wkv, false, err));
+    TRY(upload_weight(e, lw->wo_a, &dw->wo_a, false, err));
+    TRY(upload_weight(e, lw->wo_b, &dw->wo_b, false, err));
+    TRY(upload_weight(e, lw->c_wkv, &dw->c_wkv, r2, err));
+    TRY(upload_weight(e, lw->c_wgate, &dw->c_wgate, r2, err));
+    TRY(upload_weight(e, lw->i_wq_b, &dw->i_wq_b, false, err));
+    TRY(upload_weight(e, lw->i_weights_proj, &dw->i_wproj, false, err));
+    TRY(upload_weight(e, lw->i_wk, &dw->i_wk, false, err));
+    TRY(upload_vec(e, lw->attn_norm, &dw->attn_norm, err));
+    TRY(upload_vec(e, lw->q_norm, &dw->q_norm, err));
+    TRY(upload_vec(e, lw->kv_norm, &dw->kv_norm, err));
+    TRY(upload_vec(e, lw->c_norm, &dw->c_norm, err));
+    TRY(upload_vec(e, lw->i_k_norm, &dw->k_norm, err));
+    TRY(upload_vec(e, lw->attn_sink, &dw->sink, err));
+    return 0;
+}
+
+static int alloc_state(AsEngine *e, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        const AsLayerRole *r = &c->role[l];
+        AsDevLayerState *ls = &e->ls[l];
+        char what[64];
+        snprintf(what, sizeof what, "layer %d window ring", l);
+        TRY(dev_alloc(e, (void **)&ls->ring, sizeof(as_bf16_t) * (size_t)c->window * c->head_dim, what, err));
+        e->state_bytes += sizeof(as_bf16_t) * (size_t)c->window * c->head_dim;
+        if (!r->kv_source)
+            continue;
+        ls->cap = c->max_seq / r->ratio;
+        snprintf(what, sizeof what, "layer %d compressed cache", l);
+        TRY(dev_alloc(e, (void **)&ls->ccache, sizeof(as_bf16_t) * (size_t)ls->cap * c->head_dim, what, err));
+        e->state_bytes += sizeof(as_bf16_t) * (size_t)ls->cap * c->head_dim;
+        if (r->ratio >= 2) {
+            snprintf(what, sizeof what, "layer %d partial group", l);
+            TRY(dev_alloc(e, (void **)&ls->part_kv, sizeof(float) * (size_t)r->ratio * c->head_dim, what, err));
+            TRY(dev_alloc(e, (void **)&ls->part_sc, sizeof(float) * (size_t)r->ratio * c->head_dim, what, err));
+        }
+        if (r->key_owner) {
+            snprintf(what, sizeof what, "layer %d index-key cache", l);
+            TRY(dev_alloc(e, (void **)&ls->ikcache, sizeof(as_bf16_t) * (size_t)ls->cap * c->index_head_dim, what,
+                          err));
+            e->state_bytes += sizeof(as_bf16_t) * (size_t)ls->cap * c->index_head_dim;
+        }
+    }
+    return 0;
+}
+
+static int upload_rope(AsEngine *e, AsError *err)
+{
+    AsRopeTable t[2];
+    float **dst[2][2] = {{&e->cos_plain, &e->sin_plain}, {&e->cos_yarn, &e->sin_yarn}};
+    for (int k = 0; k < 2; k++) {
+        if (as_rope_init_for_ratio(&t[k], &e->cfg, k))
+            return as_err(err, AS_ERUNTIME, "out of host memory for the RoPE tables (max_seq %d)", e->cfg.max_seq);
+        size_t bytes = sizeof(float) * (size_t)t[k].max_seq * (t[k].rd / 2);
+        int rc = dev_alloc(e, (void **)dst[k][0], bytes, "RoPE cos table", err);
+        if (!rc)
+            rc = dev_alloc(e, (void **)dst[k][1], bytes, "RoPE sin table", err);
+        if (!rc && (cudaMemcpy(*dst[k][0], t[k].cos, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+                    cudaMemcpy(*dst[k][1], t[k].sin, bytes, cudaMemcpyHostToDevice) != cudaSuccess))
+            rc = as_err(err, AS_ERUNTIME, "uploading the RoPE tables (%zu bytes)", bytes);
+        as_rope_free(&t[k]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **out, AsError *err)
+{
+    *out = NULL;
+    AsEngine *e = calloc(1, sizeof *e);
+    if (!e)
+        return as_err(err, AS_ERUNTIME, "out of host memory");
+    e->m = m;
+    e->cfg = m->cfg;
+    if (opt)
+        e->opt = *opt;
+    e->device = e->opt.device;
+    e->fault = AS_FAULT_NONE;
+    e->last_layer = -1;
+    as_run_init(&e->last);
+    int rc = 0;
+    if (e->opt.inject && (e->fault = as_fault_by_name(e->opt.inject)) == AS_FAULT_COUNT) {
+        rc = as_err(err, AS_EBADINPUT, "unknown fault '%s'", e->opt.inject);
+        goto fail;
+    }
+    int count = as_engine_device_count();
+    if (e->device < 0 || e->device >= count) {
+        rc = as_err(err, AS_ERUNTIME, "CUDA device %d not present (%d visible)", e->device, count);
+        goto fail;
+    }
+#define STEP(x)           \
+    if ((rc = (x)))       \
+        goto fail;
+    STEP(cudaSetDevice(e->device) ? as_err(err, AS_ERUNTIME, "cudaSetDevice(%d)", e->device) : 0);
+    STEP(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking) ? as_err(err, AS_ERUNTIME, "cudaStreamCreate") : 0);
+    STEP(cublasCreate(&e->cublas) ? as_err(err, AS_ERUNTIME, "cublasCreate failed on device %d", e->device) : 0);
+    STEP(cublasSetStream(e->cublas, e->st) ? as_err(err, AS_ERUNTIME, "cublasSetStream") : 0);
+    /* f32 GEMMs must stay f32: no TF32 */
+    STEP(cublasSetMathMode(e->cublas, CUBLAS_DEFAULT_MATH) ? as_err(err, AS_ERUNTIME, "cublasSetMathMode") : 0);
+    for (int l = 0; l < e->cfg.n_layers; l++)
+        STEP(upload_layer(e, l, err));
+    STEP(alloc_state(e, err));
+    STEP(upload_rope(e, err));
+    STEP(dev_alloc(e, (void **)&e->no_sink, sizeof(float) * (size_t)e->cfg.n_heads, "no-sink vector", err));
+    {
+        float *ns = malloc(sizeof(float) * (size_t)e->cfg.n_heads);
+        if (!ns)
+            STEP(as_err(err, AS_ERUNTIME, "out of host memory"));
+        for (int h = 0; h < e->cfg.n_heads; h++)
+            ns[h] = -INFINITY;
+        cudaError_t cr = cudaMemcpy(e->no_sink, ns, sizeof(float) * (size_t)e->cfg.n_heads, cudaMemcpyHostToDevice);
+        free(ns);
+        STEP(cr ? as_err(err, AS_ERUNTIME, "uploading the no-sink vector") : 0);
+    }
+#undef STEP
+    as_engine_reset(e);
+    *out = e;
+    return 0;
+fail:
+    as_engine_destroy(e);
+    return rc;
+}
+
+static void free_weight(AsDevWeight *w) { cudaFree(w->d); }
+
+void as_engine_destroy(AsEngine *e)
+{
+    if (!e)
+        return;
+    if (e->st)
+        cudaStreamSynchronize(e->st);
+    for (int l = 0; l < AS_MAX_LAYERS; l++) {
+        AsDevLayerWeights *w = &e->w[l];
+        AsDevWeight *ws[] = {&w->wq_a, &w->wq_b, &w->wkv, &w->wo_a, &w->wo_b, &w->c_wkv, &w->c_wgate, &w->i_wq_b,
+                             &w->i_wproj, &w->i_wk};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            free_weight(ws[i]);
+        float *vs[] = {w->attn_norm, w->q_norm, w->kv_norm, w->c_norm, w->k_norm, w->sink};
+        for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
+            cudaFree(vs[i]);
+        AsDevLayerState *ls = &e->ls[l];
+        cudaFree(ls->ring), cudaFree(ls->part_kv), cudaFree(ls->part_sc), cudaFree(ls->ccache), cudaFree(ls->ikcache);
+    }
+    cudaFree(e->cos_plain), cudaFree(e->sin_plain), cudaFree(e->cos_yarn), cudaFree(e->sin_yarn);
+    cudaFree(e->no_sink);
+    cudaFree(e->sh.sel_d);
+    free(e->sh.sel_h);
+    free(e->sh.cand_h);
+    as_dev_work_free(e);
+    as_run_free(&e->last);
+    if (e->cublas)
+        cublasDestroy(e->cublas);
+    if (e->st)
+        cudaStreamDestroy(e->st);
+    free(e);
+}
+
+void as_engine_reset(AsEngine *e)
+{
+    const AsConfig *c = &e->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        AsDevLayerState *ls = &e->ls[l];
+        cudaMemsetAsync(ls->ring, 0, sizeof(as_bf16_t) * (size_t)c->window * c->head_dim, e->st);
+        if (ls->ccache)
+            cudaMemsetAsync(ls->ccache, 0, sizeof(as_bf16_t) * (size_t)ls->cap * c->head_dim, e->st);
+        if (ls->ikcache)
+            cudaMemsetAsync(ls->ikcache, 0, sizeof(as_bf16_t) * (size_t)ls->cap * c->index_head_dim, e->st);
+        if (ls->part_kv)
+            as_k_compress_state_reset(ls->part_kv, ls->part_sc, c->role[l].ratio * c->head_dim, e->st);
+        ls->ccache_rows = ls->ikcache_rows = 0;
+    }
+    AsDevShared *sh = &e->sh;
+    sh->compress_kv = sh->index_k = NULL;
+    sh->compress_kv_cap = sh->index_k_cap = 0;
+    sh->sel_s = sh->sel_k = 0;
+    sh->cand_s = sh->cand_width = 0;
+    sh->compress_kv_from = sh->index_k_from = sh->sel_from = sh->cand_from = (AsProvenance){-1, -1};
+    sh->sel_present = false;
+    e->started = false;
+    e->step = 0;
+    e->s = 0;
+    e->start_pos = 0;
+    e->next_layer = c->n_layers;
+    e->last_layer = -1;
+    cudaStreamSynchronize(e->st);
+}

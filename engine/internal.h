@@ -1,0 +1,113 @@
+/* The engine's private state: weights, per-layer state and shared state on the device, and
+ * the work buffers of one layer's forward (they hold the last layer's run until the next). */
+#ifndef AS_ENGINE_INTERNAL_H
+#define AS_ENGINE_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "kernels/kernels.h"
+#include "ref/faults.h"
+#include "ref/run.h"
+
+/* A projection weight on the device: bf16 (most), or f32 (the ratio-2 compressor). */
+typedef struct {
+    void *d;
+    int out, in;
+    bool f32;
+} AsDevWeight;
+
+typedef struct {
+    AsDevWeight wq_a, wq_b, wkv, wo_a, wo_b, c_wkv, c_wgate, i_wq_b, i_wproj, i_wk;
+    float *attn_norm, *q_norm, *kv_norm, *c_norm, *k_norm, *sink;
+} AsDevLayerWeights;
+
+typedef struct {
+    as_bf16_t *ring;              /* [window][hd] */
+    float *part_kv, *part_sc;     /* [ratio][hd] (ratio-2 kv sources) */
+    as_bf16_t *ccache;            /* [cap][hd] */
+    int ccache_rows;
+    as_bf16_t *ikcache;           /* [cap][ihd] */
+    int ikcache_rows;
+    int cap;
+} AsDevLayerState;
+
+/* The shared state: device views of the publishing layers' caches, device copies of the
+ * selection and mask with host mirrors (the host selection path reads them). */
+typedef struct {
+    const as_bf16_t *compress_kv;
+    int compress_kv_cap;
+    AsProvenance compress_kv_from;
+    const as_bf16_t *index_k;
+    int index_k_cap;
+    AsProvenance index_k_from;
+    bool sel_present;
+    int32_t *sel_d, *sel_h;       /* [sel_s][sel_k] */
+    int sel_s, sel_k, sel_cap;
+    AsProvenance sel_from;
+    uint8_t *cand_h;              /* [cand_s][cand_width] */
+    int cand_s, cand_width;
+    size_t cand_cap;
+    AsProvenance cand_from;
+} AsDevShared;
+
+/* Work buffers, sized for `cap_s` tokens and `cap_w` index-score columns. */
+typedef struct {
+    int cap_s, cap_w, cap_topk;
+    as_bf16_t *h, *x, *qr, *q, *kv_pre, *kv, *latent, *latent_pre, *latent_q, *ik_pre, *ik;
+    as_bf16_t *iq_pre, *iq, *w, *score, *o, *o_back, *og, *out;
+    float *xf, *ckv, *csc;
+    int32_t *widx, *csel, *idx, *lpos;
+    uint8_t *cand;
+    /* pinned host staging */
+    uint16_t *score_h;
+    float *score_f;
+    int32_t *idx_h, *widx_h, *csel_h, *lpos_h;
+} AsDevWork;
+
+struct AsEngine {
+    const AsModel *m;
+    AsConfig cfg;
+    AsEngineOptions opt;
+    AsFault fault;
+    int device;
+    cudaStream_t st;
+    cublasHandle_t cublas;
+    AsDevLayerWeights w[AS_MAX_LAYERS];
+    AsDevLayerState ls[AS_MAX_LAYERS];
+    AsDevShared sh;
+    AsDevWork wk;
+    float *cos_plain, *sin_plain, *cos_yarn, *sin_yarn;  /* the reference's RoPE tables */
+    float *no_sink;                                       /* [n_heads] of -inf (fault) */
+    size_t weight_bytes, state_bytes;
+    /* the current step */
+    int s, start_pos, step, next_layer;
+    bool started;
+    /* the last layer's run: scalars and provenance (tensors stay in the work buffers) */
+    AsRun last;
+    int last_layer;
+};
+
+/* engine/gemm.c: y[s][out] = x[s][in] W^T (bf16, rounded) through cuBLAS or the decode GEMV. */
+int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                int64_t ldy, const char *what, AsError *err);
+/* f32 weights and f32 output (the ratio-2 compressor); x bf16. */
+int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
+                    AsError *err);
+/* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call. */
+int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err);
+
+/* engine/work.c: grow the work buffers to hold s tokens and width score columns. */
+int as_dev_work_reserve(AsEngine *e, int s, int width, int topk, AsError *err);
+void as_dev_work_free(AsEngine *e);
+
+/* engine/forward.c */
+int as_dev_layer_forward(AsEngine *e, int l, AsError *err);
+
+/* engine/select_host.c: candidate blocks and top-k on the host with the reference's code. */
+int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err);
+
+#endif

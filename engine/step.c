@@ -1,0 +1,189 @@
+/* Stepping the engine (prefill / decode, one layer at a time) and copying a layer's run back
+ * to the host in the reference's AsRun form. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/check.h"
+#include "engine/internal.h"
+#include "ref/numerics.h"
+
+int as_engine_begin_step(AsEngine *e, const float *h0, int start_pos, int s, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    if (s < 1 || start_pos < 0 || (start_pos > 0 && s != 1))
+        return as_err(err, AS_EBADINPUT, "a step is a prefill (start_pos 0, s >= 1) or a decode of one token");
+    if (start_pos > 0 && !e->started)
+        return as_err(err, AS_EBADINPUT, "decode before any prefill");
+    if (start_pos + s > c->max_seq)
+        return as_err(err, AS_EREFUSED, "position %d beyond max_seq %d", start_pos + s - 1, c->max_seq);
+    int width = s == 1 ? c->max_seq : start_pos + s;
+    TRY(as_dev_work_reserve(e, s, width, c->window + c->index_topk, err));
+    if (start_pos == 0) {
+        as_engine_reset(e);
+        e->started = true;
+    } else {
+        e->step++;
+    }
+    uint16_t *tmp = malloc(sizeof(uint16_t) * (size_t)s * c->dim);
+    if (!tmp)
+        return as_err(err, AS_ERUNTIME, "out of host memory for %d input rows", s);
+    for (int64_t i = 0; i < (int64_t)s * c->dim; i++)
+        tmp[i] = as_bf16_bits(h0[i]);
+    cudaError_t rc = cudaMemcpyAsync(e->wk.h, tmp, sizeof(uint16_t) * (size_t)s * c->dim, cudaMemcpyHostToDevice, e->st);
+    if (rc == cudaSuccess)
+        rc = cudaStreamSynchronize(e->st);
+    free(tmp);
+    CU(err, rc, "uploading %dx%d token inputs", s, c->dim);
+    e->s = s;
+    e->start_pos = start_pos;
+    e->next_layer = 0;
+    return 0;
+}
+
+int as_engine_next_layer(AsEngine *e, int *layer, AsError *err)
+{
+    *layer = -1;
+    if (e->next_layer >= e->cfg.n_layers)
+        return as_err(err, AS_EBADINPUT, "the step is finished: no next layer");
+    int l = e->next_layer;
+    TRY(as_dev_layer_forward(e, l, err));
+    CU(err, cudaGetLastError(), "layer %d", l);
+    e->next_layer = l + 1;
+    *layer = l;
+    return 0;
+}
+
+int as_engine_finish_step(AsEngine *e, AsError *err)
+{
+    int l;
+    while (e->next_layer < e->cfg.n_layers)
+        TRY(as_engine_next_layer(e, &l, err));
+    CU(err, cudaStreamSynchronize(e->st), "finishing the step");
+    return 0;
+}
+
+int as_engine_residual(AsEngine *e, float *h, AsError *err)
+{
+    size_t n = (size_t)e->s * e->cfg.dim;
+    uint16_t *tmp = malloc(sizeof(uint16_t) * n + 2);
+    if (!tmp)
+        return as_err(err, AS_ERUNTIME, "out of host memory");
+    cudaError_t rc = cudaMemcpyAsync(tmp, e->wk.h, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, e->st);
+    if (rc == cudaSuccess)
+        rc = cudaStreamSynchronize(e->st);
+    for (size_t i = 0; rc == cudaSuccess && i < n; i++)
+        h[i] = as_bf16_to_f32(tmp[i]);
+    free(tmp);
+    CU(err, rc, "downloading the residual %dx%d", e->s, e->cfg.dim);
+    return 0;
+}
+
+/* Copies rows x cols of a device bf16 tensor into run tensor id. */
+static int get_bf16(AsEngine *e, AsRun *r, AsTensorId id, const as_bf16_t *d, int ndim, int64_t d0, int64_t d1,
+                    int64_t d2, AsError *err)
+{
+    float *h = as_run_shape(r, id, ndim, d0, d1, d2);
+    if (!h)
+        return as_err(err, AS_ERUNTIME, "out of host memory for %s", as_tensor_desc[id].name);
+    int64_t n = as_ht_numel(&r->t[id]);
+    if (n == 0)
+        return 0;
+    uint16_t *tmp = malloc(sizeof(uint16_t) * (size_t)n);
+    if (!tmp)
+        return as_err(err, AS_ERUNTIME, "out of host memory for %s", as_tensor_desc[id].name);
+    cudaError_t rc = cudaMemcpyAsync(tmp, d, sizeof(uint16_t) * (size_t)n, cudaMemcpyDeviceToHost, e->st);
+    if (rc == cudaSuccess)
+        rc = cudaStreamSynchronize(e->st);
+    for (int64_t i = 0; rc == cudaSuccess && i < n; i++)
+        h[i] = as_bf16_to_f32(tmp[i]);
+    free(tmp);
+    CU(err, rc, "copying %s (%ld values) to the host", as_tensor_desc[id].name, (long)n);
+    return 0;
+}
+
+static int get_raw(AsRun *r, AsTensorId id, const void *d, size_t esz, int ndim, int64_t d0, int64_t d1, AsError *err)
+{
+    void *h = as_run_shape(r, id, ndim, d0, d1, 0);
+    if (!h)
+        return as_err(err, AS_ERUNTIME, "out of host memory for %s", as_tensor_desc[id].name);
+    size_t bytes = esz * (size_t)as_ht_numel(&r->t[id]);
+    if (bytes)
+        CU(err, cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), "copying %s to the host", as_tensor_desc[id].name);
+    return 0;
+}
+
+static int put_host(AsRun *r, AsTensorId id, const void *src, size_t esz, int64_t d0, int64_t d1, AsError *err)
+{
+    void *h = as_run_shape(r, id, 2, d0, d1, 0);
+    if (!h)
+        return as_err(err, AS_ERUNTIME, "out of host memory for %s", as_tensor_desc[id].name);
+    if (d0 > 0 && d1 > 0)
+        memcpy(h, src, esz * (size_t)(d0 * d1));
+    return 0;
+}
+
+int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err)
+{
+    if (e->last_layer < 0)
+        return as_err(err, AS_EBADINPUT, "no layer has run yet");
+    const AsConfig *c = &e->cfg;
+    const AsRun *m = &e->last;
+    const AsDevWork *wk = &e->wk;
+    const AsLayerRole *role = &c->role[m->layer];
+    const AsDevLayerState *ls = &e->ls[m->layer];
+    int s = m->s, hd = c->head_dim, nh = c->n_heads, ihd = c->index_head_dim, nhi = c->index_n_heads;
+    int n = m->n_new;
+    bool prefill = m->start_pos == 0;
+    CU(err, cudaStreamSynchronize(e->st), "waiting for layer %d", m->layer);
+    as_run_free(out);
+    AsHostTensor keep[AS_T_COUNT];
+    memcpy(keep, out->t, sizeof keep);
+    *out = *m;
+    memcpy(out->t, keep, sizeof keep);
+
+    TRY(get_bf16(e, out, AS_T_X, wk->x, 2, s, c->dim, 0, err));
+    TRY(get_bf16(e, out, AS_T_QR, wk->qr, 2, s, c->q_lora_rank, 0, err));
+    TRY(get_bf16(e, out, AS_T_Q, wk->q, 3, s, nh, hd, err));
+    TRY(get_bf16(e, out, AS_T_KV_PRE, wk->kv_pre, 2, s, hd, 0, err));
+    TRY(get_bf16(e, out, AS_T_KV, wk->kv, 2, s, hd, 0, err));
+    TRY(get_bf16(e, out, AS_T_ROWS_A, prefill ? wk->kv : ls->ring, 2, m->rows_a_len, hd, 0, err));
+    TRY(get_raw(out, AS_T_WIDX, wk->widx, sizeof(int32_t), 2, s, m->cols, err));
+    if (role->ratio > 0) {
+        if (role->kv_source) {
+            TRY(get_bf16(e, out, AS_T_LATENT, wk->latent, 2, n, hd, 0, err));
+            if (n > 0) {
+                TRY(get_bf16(e, out, AS_T_LATENT_PRE, wk->latent_pre, 2, n, hd, 0, err));
+                TRY(get_bf16(e, out, AS_T_LATENT_Q, wk->latent_q, 2, n, hd, 0, err));
+            }
+        }
+        if (m->indexer_ran) {
+            if (role->key_owner && n > 0) {
+                TRY(get_bf16(e, out, AS_T_IK_PRE, wk->ik_pre, 2, n, ihd, 0, err));
+                TRY(get_bf16(e, out, AS_T_IK, wk->ik, 2, n, ihd, 0, err));
+            }
+            TRY(get_bf16(e, out, AS_T_IQ_PRE, wk->iq_pre, 3, s, nhi, ihd, err));
+            TRY(get_bf16(e, out, AS_T_IQ, wk->iq, 3, s, nhi, ihd, err));
+            TRY(get_bf16(e, out, AS_T_W, wk->w, 2, s, nhi, 0, err));
+            TRY(put_host(out, AS_T_ISCORE, wk->score_f, sizeof(float), s, m->width, err));
+            if (role->candidate_source || (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF))
+                TRY(put_host(out, AS_T_CAND, e->sh.cand_h, 1, s, m->width, err));
+        }
+        TRY(put_host(out, AS_T_CSEL, wk->csel_h, sizeof(int32_t), s, m->k, err));
+        TRY(get_bf16(e, out, AS_T_ROWS_B, e->sh.compress_kv, 2, m->rows_b_len, hd, 0, err));
+    }
+    TRY(put_host(out, AS_T_IDX, wk->idx_h, sizeof(int32_t), s, m->topk, err));
+    TRY(get_bf16(e, out, AS_T_O, wk->o, 3, s, nh, hd, err));
+    TRY(get_bf16(e, out, AS_T_O_BACK, wk->o_back, 3, s, nh, hd, err));
+    TRY(get_bf16(e, out, AS_T_OG, wk->og, 3, s, c->o_groups, c->o_lora_rank, err));
+    TRY(get_bf16(e, out, AS_T_OUT, wk->out, 2, s, c->dim, 0, err));
+    TRY(get_bf16(e, out, AS_T_ST_RING, ls->ring, 2, c->window, hd, 0, err));
+    if (ls->part_kv) {
+        TRY(get_raw(out, AS_T_ST_PART_KV, ls->part_kv, sizeof(float), 2, role->ratio, hd, err));
+        TRY(get_raw(out, AS_T_ST_PART_SC, ls->part_sc, sizeof(float), 2, role->ratio, hd, err));
+    }
+    if (ls->ccache)
+        TRY(get_bf16(e, out, AS_T_ST_CCACHE, ls->ccache, 2, ls->ccache_rows, hd, 0, err));
+    if (ls->ikcache)
+        TRY(get_bf16(e, out, AS_T_ST_IKCACHE, ls->ikcache, 2, ls->ikcache_rows, ihd, 0, err));
+    return 0;
+}
