@@ -1,0 +1,398 @@
+/* Stepping the reference and the checked side together, layer by layer, and comparing. */
+#include "driver/driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/inputs_file.h"
+#include "model/inputs.h"
+#include "ref/linear.h"
+
+const char *as_mode_name(AsMode m) { return m == AS_MODE_FREE ? "free" : "teacher"; }
+
+void as_driver_options_default(AsDriverOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "tiny";
+    o->weight_seed = 1;
+    o->input_seed = 1;
+    o->mode = AS_MODE_TEACHER;
+}
+
+const AsConfig *as_driver_config(const AsDriver *d) { return &d->model.cfg; }
+
+void as_driver_set_hook(AsDriver *d, AsLayerHook hook, void *ctx)
+{
+    d->hook = hook;
+    d->hook_ctx = ctx;
+}
+
+void as_driver_set_mode(AsDriver *d, AsMode m) { d->opt.mode = m; }
+
+static void say(const AsDriver *d, const char *msg)
+{
+    if (!d->opt.quiet)
+        fprintf(stderr, "attnscope: %s\n", msg);
+}
+
+/* The checked side: the engine where a device is, else a faulty reference twin when a fault
+ * is named, else nothing (reference only). */
+static int open_got_side(AsDriver *d, AsError *err)
+{
+    const AsDriverOptions *o = &d->opt;
+    AsFault fault = AS_FAULT_NONE;
+    if (o->inject && (fault = as_fault_by_name(o->inject)) == AS_FAULT_COUNT) {
+        char names[512] = "";
+        for (int i = 1; i < AS_FAULT_COUNT; i++) {
+            strncat(names, as_fault_desc[i].name, sizeof names - strlen(names) - 2);
+            if (i + 1 < AS_FAULT_COUNT)
+                strncat(names, ", ", sizeof names - strlen(names) - 1);
+        }
+        return as_err(err, AS_EBADINPUT, "unknown fault '%s' (known: %s)", o->inject, names);
+    }
+    int devices = o->no_engine ? 0 : as_engine_device_count();
+    if (devices > 0) {
+        AsEngineOptions eo = {.device = o->device, .inject = o->inject, .host_select = true, .capture_runs = true};
+        int rc = as_engine_create(&d->model, &eo, &d->eng, err);
+        if (rc)
+            return rc;
+        d->got_kind = AS_GOT_ENGINE;
+        snprintf(d->got_name, sizeof d->got_name, "engine");
+        snprintf(d->note, sizeof d->note, "engine on CUDA device %d%s%s", o->device, fault ? ", fault " : "",
+                 fault ? o->inject : "");
+        return 0;
+    }
+    if (fault != AS_FAULT_NONE) {
+        d->twin = calloc(1, sizeof *d->twin);
+        if (!d->twin)
+            return as_err(err, AS_ERUNTIME, "out of host memory");
+        int rc = as_ref_stack_init(d->twin, &d->model, err);
+        if (rc) {
+            free(d->twin);
+            d->twin = NULL;
+            return rc;
+        }
+        d->twin->rm.fault = fault;
+        d->got_kind = AS_GOT_TWIN;
+        snprintf(d->got_name, sizeof d->got_name, "ref+fault:%s", o->inject);
+        snprintf(d->note, sizeof d->note, "%s: no CUDA device, the fault runs in a reference twin",
+                 o->no_engine ? "engine disabled" : "no CUDA device");
+        return 0;
+    }
+    d->got_kind = AS_GOT_NONE;
+    snprintf(d->got_name, sizeof d->got_name, "none");
+    snprintf(d->note, sizeof d->note, "reference only: %s", o->no_engine ? "engine disabled" : "no CUDA device");
+    return 0;
+}
+
+int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err)
+{
+    *out = NULL;
+    AsDriver *d = calloc(1, sizeof *d);
+    if (!d)
+        return as_err(err, AS_ERUNTIME, "out of host memory");
+    d->opt = *o;
+    d->cur.step = -1;
+    char dir[1024];
+    int rc = as_resolve_model(o->model, o->weight_seed, dir, sizeof dir, o->quiet, err);
+    if (!rc)
+        rc = as_model_load(dir, o->max_seq, &d->model, err);
+    if (rc) {
+        free(d);
+        return rc;
+    }
+    const AsConfig *cfg = &d->model.cfg;
+    as_compare_options_default(&d->cmp);
+    d->cmp.cand_block = cfg->candidate_block_size;
+    d->cmp.quantised = d->model.quantised;
+    if (o->threads > 0)
+        as_ref_set_threads(o->threads);
+    if ((rc = as_ref_stack_init(&d->ref, &d->model, err)))
+        goto fail;
+    d->ref_run = calloc((size_t)cfg->n_layers, sizeof(AsRun));
+    d->got_run = calloc((size_t)cfg->n_layers, sizeof(AsRun));
+    d->diff = calloc((size_t)cfg->n_layers, sizeof(AsLayerDiff));
+    d->layer_done = calloc((size_t)cfg->n_layers, sizeof(bool));
+    if (!d->ref_run || !d->got_run || !d->diff || !d->layer_done) {
+        rc = as_err(err, AS_ERUNTIME, "out of host memory");
+        goto fail;
+    }
+    for (int l = 0; l < cfg->n_layers; l++) {
+        as_run_init(&d->ref_run[l]);
+        as_run_init(&d->got_run[l]);
+    }
+    if (o->inputs_path &&
+        (rc = as_inputs_file_load(o->inputs_path, o->inputs_dataset, cfg->dim, cfg->max_seq, &d->file_inputs,
+                                  &d->file_tokens, err)))
+        goto fail;
+    if ((rc = open_got_side(d, err)))
+        goto fail;
+    say(d, d->note);
+    *out = d;
+    return 0;
+fail:
+    as_driver_close(d);
+    return rc;
+}
+
+void as_driver_close(AsDriver *d)
+{
+    if (!d)
+        return;
+    int n = d->model.cfg.n_layers;
+    for (int l = 0; d->ref_run && l < n; l++)
+        as_run_free(&d->ref_run[l]);
+    for (int l = 0; d->got_run && l < n; l++)
+        as_run_free(&d->got_run[l]);
+    free(d->ref_run), free(d->got_run), free(d->diff), free(d->layer_done);
+    if (d->eng)
+        as_engine_destroy(d->eng);
+    if (d->twin) {
+        as_ref_stack_free(d->twin);
+        free(d->twin);
+    }
+    as_ref_stack_free(&d->ref);
+    as_model_free(&d->model);
+    free(d->h0);
+    free(d->file_inputs);
+    free(d);
+}
+
+int as_driver_inputs(AsDriver *d, int pos0, int s, float *h0, AsError *err)
+{
+    int dim = d->model.cfg.dim;
+    if (!d->file_inputs) {
+        as_inputs_synthetic(d->opt.input_seed, pos0, s, dim, h0);
+        return 0;
+    }
+    if (pos0 + s > d->file_tokens)
+        return as_err(err, AS_EBADINPUT, "%s holds %d input rows: position %d is past its end", d->opt.inputs_path,
+                      d->file_tokens, pos0 + s - 1);
+    memcpy(h0, d->file_inputs + (size_t)pos0 * dim, sizeof(float) * (size_t)s * dim);
+    return 0;
+}
+
+static int begin_step(AsDriver *d, int start_pos, int s, AsError *err)
+{
+    const AsConfig *cfg = &d->model.cfg;
+    if (s > d->h0_cap) {
+        float *h = realloc(d->h0, sizeof(float) * (size_t)s * cfg->dim);
+        if (!h)
+            return as_err(err, AS_ERUNTIME, "out of host memory for %d inputs", s);
+        d->h0 = h;
+        d->h0_cap = s;
+    }
+    int rc = as_driver_inputs(d, start_pos, s, d->h0, err);
+    if (!rc)
+        rc = as_ref_begin_step(&d->ref, d->h0, start_pos, s, err);
+    if (!rc && d->eng)
+        rc = as_engine_begin_step(d->eng, d->h0, start_pos, s, err);
+    if (!rc && d->twin)
+        rc = as_ref_begin_step(d->twin, d->h0, start_pos, s, err);
+    if (rc)
+        return rc;
+    d->cur.step = start_pos == 0 ? 0 : d->cur.step + 1;
+    d->cur.prefill = start_pos == 0;
+    d->cur.start_pos = start_pos;
+    d->cur.s = s;
+    d->cur.next_layer = 0;
+    d->next_pos = start_pos + s;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        d->layer_done[l] = false;
+        memset(&d->diff[l], 0, sizeof d->diff[l]);
+        d->diff[l].layer = l;
+        d->diff[l].step = d->cur.step;
+        d->diff[l].worst_tensor = AS_T_COUNT;
+    }
+    return 0;
+}
+
+int as_driver_begin_prefill(AsDriver *d, int s, AsError *err)
+{
+    if (s < 1)
+        return as_err(err, AS_EBADINPUT, "prefill needs at least one token");
+    return begin_step(d, 0, s, err);
+}
+
+int as_driver_begin_decode(AsDriver *d, AsError *err)
+{
+    if (d->cur.step < 0)
+        return as_err(err, AS_EBADINPUT, "decode before any prefill");
+    if (d->cur.next_layer < d->model.cfg.n_layers)
+        return as_err(err, AS_EBADINPUT, "the current step is not finished (layer %d next)", d->cur.next_layer);
+    return begin_step(d, d->next_pos, 1, err);
+}
+
+/* Runs above this size keep only the latest layer's tensors (the diffs of all are kept). */
+static size_t run_budget(void)
+{
+    const char *e = getenv("ATTNSCOPE_RUN_BUDGET_MB");
+    long mb = e ? atol(e) : 4096;
+    return (size_t)(mb > 0 ? mb : 4096) << 20;
+}
+
+static size_t run_bytes(const AsRun *r)
+{
+    size_t b = 0;
+    for (int i = 0; i < AS_T_COUNT; i++)
+        b += r->t[i].cap;
+    return b;
+}
+
+int as_driver_step_layer(AsDriver *d, AsError *err)
+{
+    const AsConfig *cfg = &d->model.cfg;
+    int l = d->cur.next_layer;
+    if (d->cur.step < 0 || l >= cfg->n_layers)
+        return as_err(err, AS_EBADINPUT, "no step in progress: prefill or decode first");
+    atomic_store(&d->progress_layer, l);
+    AsRun *got = NULL;
+    int rc = 0;
+    if (d->eng) {
+        int done;
+        rc = as_engine_next_layer(d->eng, &done, err);
+        if (!rc)
+            rc = as_engine_layer_run(d->eng, &d->got_run[l], err);
+        got = &d->got_run[l];
+    } else if (d->twin) {
+        rc = as_ref_next_layer(d->twin, NULL, &d->got_run[l], err);
+        got = &d->got_run[l];
+    }
+    if (rc)
+        return as_err_wrap(err, "%s, step %d", d->got_name, d->cur.step);
+    const float *x = (got && d->opt.mode == AS_MODE_TEACHER) ? got->t[AS_T_X].data : NULL;
+    if ((rc = as_ref_next_layer(&d->ref, x, &d->ref_run[l], err)))
+        return as_err_wrap(err, "reference, step %d", d->cur.step);
+    if (got)
+        as_compare_layer(got, &d->ref_run[l], &d->cmp, &d->diff[l]);
+    else
+        d->diff[l].verdict = AS_V_NOT_RUN;
+    d->diff[l].layer = l;
+    d->diff[l].step = d->cur.step;
+    d->layer_done[l] = true;
+    d->cur.next_layer = l + 1;
+    if (d->hook)
+        d->hook(d->hook_ctx, d->cur.step, l, got, &d->ref_run[l], got ? &d->diff[l] : NULL);
+    /* keep memory bounded at large geometries: drop the previous layer's tensors */
+    if (l > 0 && (run_bytes(&d->ref_run[l]) + run_bytes(&d->got_run[l])) * (size_t)cfg->n_layers > run_budget()) {
+        as_run_free(&d->ref_run[l - 1]);
+        as_run_free(&d->got_run[l - 1]);
+    }
+    return 0;
+}
+
+int as_driver_finish_step(AsDriver *d, AsError *err)
+{
+    while (d->cur.step >= 0 && d->cur.next_layer < d->model.cfg.n_layers) {
+        if (atomic_load(&d->cancel))
+            return as_err(err, AS_ECANCELLED, "cancelled at step %d, layer %d", d->cur.step, d->cur.next_layer);
+        int rc = as_driver_step_layer(d, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int as_driver_prefill(AsDriver *d, int s, AsError *err)
+{
+    int rc = as_driver_begin_prefill(d, s, err);
+    return rc ? rc : as_driver_finish_step(d, err);
+}
+
+int as_driver_decode(AsDriver *d, int n, AsError *err)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = as_driver_begin_decode(d, err);
+        if (!rc)
+            rc = as_driver_finish_step(d, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int verdict_rank(AsVerdict v)
+{
+    switch (v) {
+    case AS_V_MISMATCH: return 5;
+    case AS_V_NEAR_TIE: return 4;
+    case AS_V_FLIPS: return 3;
+    case AS_V_PASS: return 2;
+    case AS_V_ABSENT: return 1;
+    default: return 0;
+    }
+}
+
+AsVerdict as_driver_step_verdict(const AsDriver *d, int *layer, AsTensorId *tensor)
+{
+    AsVerdict worst = AS_V_NOT_RUN;
+    int wl = -1;
+    AsTensorId wt = AS_T_COUNT;
+    for (int l = 0; l < d->model.cfg.n_layers; l++) {
+        if (!d->layer_done[l])
+            continue;
+        if (verdict_rank(d->diff[l].verdict) > verdict_rank(worst)) {
+            worst = d->diff[l].verdict;
+            wl = l;
+            wt = d->diff[l].worst_tensor;
+        }
+    }
+    if (layer)
+        *layer = wl;
+    if (tensor)
+        *tensor = wt;
+    return worst;
+}
+
+/* The first tensor in forward order whose verdict is a mismatch. */
+static bool first_mismatch(const AsLayerDiff *df, AsTensorId *id)
+{
+    for (int i = 0; i < AS_T_COUNT; i++)
+        if (df->t[i].verdict == AS_V_MISMATCH) {
+            *id = (AsTensorId)i;
+            return true;
+        }
+    return false;
+}
+
+static int scan_step(AsDriver *d, AsDivergence *out, AsError *err)
+{
+    while (d->cur.next_layer < d->model.cfg.n_layers) {
+        if (atomic_load(&d->cancel))
+            return as_err(err, AS_ECANCELLED, "cancelled at step %d, layer %d", d->cur.step, d->cur.next_layer);
+        int l = d->cur.next_layer;
+        int rc = as_driver_step_layer(d, err);
+        if (rc)
+            return rc;
+        AsTensorId id;
+        if (first_mismatch(&d->diff[l], &id)) {
+            out->found = true;
+            out->step = d->cur.step;
+            out->layer = l;
+            out->start_pos = d->cur.start_pos;
+            out->tensor = id;
+            out->diff = d->diff[l].t[id];
+            return 0;
+        }
+    }
+    return 0;
+}
+
+int as_driver_first_divergence(AsDriver *d, int prefill_s, int max_decode, AsDivergence *out, AsError *err)
+{
+    memset(out, 0, sizeof *out);
+    out->tensor = AS_T_COUNT;
+    if (d->got_kind == AS_GOT_NONE)
+        return as_err(err, AS_EBADINPUT, "first-divergence needs an engine (or --inject): %s", d->note);
+    int rc;
+    if (d->cur.step < 0 && (rc = as_driver_begin_prefill(d, prefill_s, err)))
+        return rc;
+    if ((rc = scan_step(d, out, err)) || out->found)
+        return rc;
+    for (int i = 0; i < max_decode; i++) {
+        if ((rc = as_driver_begin_decode(d, err)) || (rc = scan_step(d, out, err)) || out->found)
+            return rc;
+    }
+    return 0;
+}

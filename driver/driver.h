@@ -1,0 +1,122 @@
+/* The driver: owns the model, the inputs, the engine (when a CUDA device is present), the
+ * reference and the comparison, and steps them through prefill and decode, one layer at a
+ * time or whole steps. The TUI and the batch mode both stand on it.
+ *
+ * Sides: "ref" is the CPU reference; "got" is what is checked against it: the GPU engine, or
+ * (no device, --inject given) a reference twin with the named fault, or nothing (reference
+ * only: everything but the got column works). */
+#ifndef AS_DRIVER_H
+#define AS_DRIVER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "driver/compare.h"
+#include "engine/engine.h"
+#include "model/weights.h"
+#include "ref/faults.h"
+#include "ref/stack.h"
+
+typedef enum { AS_MODE_TEACHER, AS_MODE_FREE } AsMode;
+typedef enum { AS_GOT_NONE, AS_GOT_ENGINE, AS_GOT_TWIN } AsGotKind;
+
+const char *as_mode_name(AsMode m);
+
+typedef struct {
+    const char *model;       /* a directory / file, or a preset name ("tiny", "flash", "preset:tiny") */
+    uint64_t weight_seed;    /* seed of a generated preset (default 1) */
+    uint64_t input_seed;     /* seed of the synthetic token inputs (default 1) */
+    const char *inputs_path; /* HDF5 file with a [tokens][dim] dataset (or a dump), or NULL */
+    const char *inputs_dataset; /* dataset name in inputs_path (NULL: "inputs/h0", else the first 2-D one) */
+    int max_seq;             /* 0: the config's */
+    AsMode mode;
+    bool no_engine;          /* reference only even where a device is present */
+    const char *inject;      /* fault name: in the engine, or in a reference twin without a device */
+    int device;
+    int threads;             /* reference threads (0: all cores) */
+    bool quiet;              /* no notes on stderr */
+} AsDriverOptions;
+
+void as_driver_options_default(AsDriverOptions *o);
+
+/* Called after each layer of each step with both sides' runs (got may be NULL) and the diff. */
+typedef void (*AsLayerHook)(void *ctx, int step, int layer, const AsRun *got, const AsRun *ref,
+                            const AsLayerDiff *diff);
+
+typedef struct {
+    int step;               /* -1 until the first prefill */
+    bool prefill;
+    int start_pos, s;
+    int next_layer;         /* n_layers once the step is done */
+} AsStepInfo;
+
+typedef struct AsDriver {
+    AsDriverOptions opt;
+    AsModel model;
+    AsCompareOptions cmp;
+    AsRefStack ref;
+    AsGotKind got_kind;
+    char got_name[48];      /* "engine", "ref+fault:NAME", "none" */
+    AsEngine *eng;
+    AsRefStack *twin;
+    char note[256];         /* how the driver runs, said once ("reference only: no CUDA device") */
+
+    AsStepInfo cur;
+    int next_pos;           /* position of the next decode token */
+    float *h0;              /* [s][dim] the current step's inputs */
+    int h0_cap;
+    /* this step's runs, per layer (ref always; got when present); diff per layer */
+    AsRun *ref_run, *got_run;
+    AsLayerDiff *diff;
+    bool *layer_done;
+
+    /* the inputs file (if any): all its rows, positions 0.. */
+    float *file_inputs;
+    int file_tokens;
+
+    AsLayerHook hook;
+    void *hook_ctx;
+    atomic_int cancel;      /* set from another thread to stop between layers */
+    atomic_int progress_layer;
+} AsDriver;
+
+int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err);
+void as_driver_close(AsDriver *d);
+const AsConfig *as_driver_config(const AsDriver *d);
+void as_driver_set_hook(AsDriver *d, AsLayerHook hook, void *ctx);
+
+/* Starts a prefill of s tokens (resets every state) or a decode step of one token. */
+int as_driver_begin_prefill(AsDriver *d, int s, AsError *err);
+int as_driver_begin_decode(AsDriver *d, AsError *err);
+/* Runs the next layer of the current step on both sides and compares. */
+int as_driver_step_layer(AsDriver *d, AsError *err);
+int as_driver_finish_step(AsDriver *d, AsError *err);
+/* Whole steps. */
+int as_driver_prefill(AsDriver *d, int s, AsError *err);
+int as_driver_decode(AsDriver *d, int n, AsError *err);
+/* Toggles teacher / free; takes effect from the next layer. */
+void as_driver_set_mode(AsDriver *d, AsMode m);
+
+/* The worst verdict of the current step so far. */
+AsVerdict as_driver_step_verdict(const AsDriver *d, int *layer, AsTensorId *tensor);
+
+/* Where the got side first goes out of tolerance. */
+typedef struct {
+    bool found;
+    int step, layer, start_pos;
+    AsTensorId tensor;
+    AsTensorDiff diff;
+} AsDivergence;
+
+/* Runs (a prefill of prefill_s tokens when nothing has run yet, then) up to max_decode decode
+ * steps, stopping at the first layer whose verdict is a mismatch. */
+int as_driver_first_divergence(AsDriver *d, int prefill_s, int max_decode, AsDivergence *out, AsError *err);
+
+/* The step's token inputs for positions pos0 .. pos0 + s - 1 (file or synthetic). */
+int as_driver_inputs(AsDriver *d, int pos0, int s, float *h0, AsError *err);
+
+/* Resolves a model spec (preset name or path) to a directory, generating a preset into the cache
+ * directory ($ATTNSCOPE_CACHE, else $XDG_CACHE_HOME/attnscope, else ~/.cache/attnscope) on first use. */
+int as_resolve_model(const char *spec, uint64_t seed, char *dir, size_t n, bool quiet, AsError *err);
+
+#endif
