@@ -1,9 +1,66 @@
+/* attnscope: one binary, its subcommands registered from their own files (cli/command.h). */
 #include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/command.h"
 #include "engine/engine.h"
-int main(void)
+
+#ifndef AS_VERSION
+#define AS_VERSION "unknown"
+#endif
+
+static void print_help(FILE *f)
 {
-    char buf[4096];
-    as_engine_describe_devices(buf, sizeof buf);
-    fputs(buf, stdout);
+    fprintf(f, "attnscope %s: a step debugger for the attention of DeepSeek-V4.1 Flash\n\n"
+               "usage: attnscope [COMMAND] [OPTIONS]\n\ncommands:\n", AS_VERSION);
+    int n;
+    const AsCommand *const *cmds = as_command_list(&n);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  %-10s %s\n", cmds[i]->name, cmds[i]->summary);
+    fprintf(f, "\n  attnscope help COMMAND, attnscope COMMAND --help: a command's options\n"
+               "  attnscope --version: version and build\n"
+               "exit status: 0 ok, 1 mismatch, 2 bad input, 3 runtime failure\n");
+}
+
+/* What `attnscope` alone does. The TUI will open here; until it exists, the help. */
+static int no_command(void)
+{
+    print_help(stdout);
     return 0;
+}
+
+static int help(int argc, char **argv)
+{
+    if (argc < 3) {
+        print_help(stdout);
+        return 0;
+    }
+    if (!as_command_find(argv[2])) {
+        fprintf(stderr, "attnscope help: unknown command '%s' (see attnscope --help)\n", argv[2]);
+        return 2;
+    }
+    as_cli_print_usage(argv[2], stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return no_command();
+    const char *a = argv[1];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+        return help(1, argv);
+    if (!strcmp(a, "help"))
+        return help(argc, argv);
+    if (!strcmp(a, "--version")) {
+        printf("attnscope %s (%s)\n", AS_VERSION, as_engine_build_info());
+        return 0;
+    }
+    const AsCommand *c = as_command_find(a);
+    if (!c) {
+        fprintf(stderr, "attnscope: unknown %s '%s' (see attnscope --help)\n", a[0] == '-' ? "option" : "command", a);
+        return 2;
+    }
+    return c->fn(argc - 1, argv + 1);
 }

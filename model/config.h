@@ -67,9 +67,12 @@ typedef struct {
 #define AS_LIMIT_WINDOW     65536
 #define AS_LIMIT_MAX_SEQ    (1 << 20)
 #define AS_LIMIT_TOPK       65536
+#define AS_DEFAULT_MAX_SEQ  8192    /* when the config has no max_seq_len */
 
 /* Parses config.json text in either spelling (Hugging Face or DeepSeek's inference one).
- * Returns 0, or AS_EBADINPUT with a one-line message naming the field in err. */
+ * Returns 0, or AS_EBADINPUT with a one-line message naming the field in err. Checks each field's
+ * type and range; the rules between fields (and cfg->role) come from as_config_validate, to be
+ * called after any max_seq override. */
 int as_config_parse_json(const char *text, size_t len, AsConfig *cfg, AsError *err);
 int as_config_load(const char *path, AsConfig *cfg, AsError *err);
 /* Writes the config in the Hugging Face spelling (what `gen` writes). Caller frees. */
@@ -82,7 +85,9 @@ int as_config_validate(AsConfig *cfg, AsError *err);
 int as_config_preset(const char *name, AsConfig *cfg, AsError *err);
 const char *const *as_config_preset_names(void);
 
-/* One line describing layer l's role, e.g. "20  r1  kv index cand-src  rows_b<-20 keys<-20 sel<-20". */
+/* One line describing layer l's role, e.g. "20  r1  kv idx cand-src  rows_b<-20  keys<-20  sel<-20"
+ * (a reusing layer: "21  r1  -  rows_b<-20  sel<-20 (reuse)"); the header names its columns. */
 void as_config_role_line(const AsConfig *cfg, int l, char *buf, size_t n);
+const char *as_config_role_header(void);
 
 #endif

@@ -1,0 +1,433 @@
+/* Loading a model: the config, the weight files (one safetensors file or an index and its shards),
+ * every tensor a layer's role needs checked for presence, shape and dtype, and the digest.
+ *
+ * The digest is the SHA-256 of, per file (shards in sorted order): its size (8 bytes, little
+ * endian), its header bytes (the 8-byte length and the JSON), and 4 KiB of its data section at
+ * every 64 MiB; then, per tensor read (in name order): its name and the first and last 4 KiB of
+ * its data. It reads a few MiB of a 10 GB model, and differs between models that differ in any
+ * name, shape, dtype or offset, or in the sampled bytes (all of a tiny model, and every tensor's
+ * first bytes in a synthetic model of another seed). It does not prove two models are equal
+ * byte for byte. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/digest.h"
+#include "model/model_load.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+#define DIGEST_SAMPLE 4096
+#define DIGEST_STRIDE ((uint64_t)64 << 20)
+#define FP8_BLOCK 128 /* one scale per 128 x 128 block of an fp8 weight */
+
+/* ---- which tensors a layer needs ---- */
+
+typedef enum { N_ALL, N_KV, N_KV1, N_KV2, N_INDEX, N_OWNER } Need;
+typedef enum { D_NONE, D_DIM, D_QLR, D_NHHD, D_HD, D_OGOLR, D_GW, D_NH, D_IQ, D_NHI, D_IHD } Dim;
+
+typedef struct {
+    const char *suffix;     /* after "layers.{l}." */
+    size_t slot;            /* offsetof(AsLayerWeights, ...) */
+    AsWeightKind kind;
+    Need need;
+    Dim d0, d1;             /* d1 = D_NONE: 1-D */
+} Want;
+
+#define SLOT(f) offsetof(AsLayerWeights, f)
+static const Want wants[] = {
+    {"attn_norm.weight", SLOT(attn_norm), AS_WK_NORM, N_ALL, D_DIM, D_NONE},
+    {"attn.wq_a.weight", SLOT(wq_a), AS_WK_PROJ, N_ALL, D_QLR, D_DIM},
+    {"attn.q_norm.weight", SLOT(q_norm), AS_WK_NORM, N_ALL, D_QLR, D_NONE},
+    {"attn.wq_b.weight", SLOT(wq_b), AS_WK_PROJ, N_ALL, D_NHHD, D_QLR},
+    {"attn.wkv.weight", SLOT(wkv), AS_WK_PROJ, N_ALL, D_HD, D_DIM},
+    {"attn.kv_norm.weight", SLOT(kv_norm), AS_WK_NORM, N_ALL, D_HD, D_NONE},
+    {"attn.wo_a.weight", SLOT(wo_a), AS_WK_PROJ, N_ALL, D_OGOLR, D_GW},
+    {"attn.wo_b.weight", SLOT(wo_b), AS_WK_PROJ, N_ALL, D_DIM, D_OGOLR},
+    {"attn.attn_sink", SLOT(attn_sink), AS_WK_SINK, N_ALL, D_NH, D_NONE},
+    {"attn.compressor.wkv.weight", SLOT(c_wkv), AS_WK_F32, N_KV2, D_HD, D_DIM},
+    {"attn.compressor.wkv.weight", SLOT(c_wkv), AS_WK_PROJ, N_KV1, D_HD, D_DIM},
+    {"attn.compressor.wgate.weight", SLOT(c_wgate), AS_WK_GATE, N_KV2, D_HD, D_DIM},
+    {"attn.compressor.norm.weight", SLOT(c_norm), AS_WK_NORM, N_KV, D_HD, D_NONE},
+    {"attn.indexer.wq_b.weight", SLOT(i_wq_b), AS_WK_PROJ, N_INDEX, D_IQ, D_QLR},
+    {"attn.indexer.weights_proj.weight", SLOT(i_weights_proj), AS_WK_PROJ, N_INDEX, D_NHI, D_DIM},
+    {"attn.indexer.wk.weight", SLOT(i_wk), AS_WK_PROJ, N_OWNER, D_IHD, D_HD},
+    {"attn.indexer.k_norm.weight", SLOT(i_k_norm), AS_WK_NORM, N_OWNER, D_IHD, D_NONE},
+};
+#define N_WANTS (int)(sizeof wants / sizeof wants[0])
+_Static_assert(N_WANTS <= AS_LAYER_MAX_TENSORS, "AS_LAYER_MAX_TENSORS too small");
+
+static int64_t dim_of(const AsConfig *c, Dim d)
+{
+    switch (d) {
+    case D_DIM: return c->dim;
+    case D_QLR: return c->q_lora_rank;
+    case D_NHHD: return (int64_t)c->n_heads * c->head_dim;
+    case D_HD: return c->head_dim;
+    case D_OGOLR: return (int64_t)c->o_groups * c->o_lora_rank;
+    case D_GW: return c->gw;
+    case D_NH: return c->n_heads;
+    case D_IQ: return (int64_t)c->index_n_heads * c->index_head_dim;
+    case D_NHI: return c->index_n_heads;
+    case D_IHD: return c->index_head_dim;
+    case D_NONE: break;
+    }
+    return 0;
+}
+
+/* Whether layer l's role needs the tensor: the reason, or NULL. */
+static const char *needed(const AsLayerRole *r, Need n)
+{
+    switch (n) {
+    case N_ALL: return "every layer has it";
+    case N_KV: return r->kv_source ? "it is a kv source" : NULL;
+    case N_KV1: return r->kv_source && r->ratio == 1 ? "it is a ratio-1 kv source" : NULL;
+    case N_KV2: return r->kv_source && r->ratio == 2 ? "it is a ratio-2 kv source" : NULL;
+    case N_INDEX: return r->index_source ? "it is an index source" : NULL;
+    case N_OWNER: return r->key_owner ? "it is a key owner (index and kv source)" : NULL;
+    }
+    return NULL;
+}
+
+int as_layer_tensors(const AsConfig *cfg, int l, AsLayerTensor *out)
+{
+    int n = 0;
+    for (int i = 0; i < N_WANTS; i++) {
+        const Want *w = &wants[i];
+        const char *why = needed(&cfg->role[l], w->need);
+        if (!why)
+            continue;
+        AsLayerTensor *t = &out[n++];
+        snprintf(t->name, sizeof t->name, "layers.%d.%s", l, w->suffix);
+        t->kind = w->kind;
+        t->ndim = w->d1 == D_NONE ? 1 : 2;
+        t->shape[0] = dim_of(cfg, w->d0);
+        t->shape[1] = dim_of(cfg, w->d1);
+        t->why = why;
+        t->slot = w->slot;
+    }
+    return n;
+}
+
+static void shape_str(const int64_t *s, int ndim, char *buf, size_t n)
+{
+    if (ndim == 1)
+        snprintf(buf, n, "[%lld]", (long long)s[0]);
+    else if (ndim == 2)
+        snprintf(buf, n, "[%lld, %lld]", (long long)s[0], (long long)s[1]);
+    else
+        snprintf(buf, n, "(%d dimensions)", ndim);
+}
+
+static int check_scale(const AsWTensor *t, AsError *err)
+{
+    const AsWTensor *s = t->scale;
+    if (!s)
+        return as_err(err, AS_EBADINPUT, "%s: F8_E4M3 without its block scale (%.*s.scale or %s_scale_inv)",
+                      t->name, (int)strlen(t->name) - 7, t->name, t->name);
+    if (s->dtype != AS_DT_F32 && s->dtype != AS_DT_BF16 && s->dtype != AS_DT_F8_E8M0)
+        return as_err(err, AS_EBADINPUT, "%s: dtype %s but a block scale must be F32, BF16 or F8_E8M0", s->name,
+                      as_dtype_name(s->dtype));
+    int64_t want[2] = {(t->shape[0] + FP8_BLOCK - 1) / FP8_BLOCK, (t->shape[1] + FP8_BLOCK - 1) / FP8_BLOCK};
+    if (s->ndim != 2 || s->shape[0] != want[0] || s->shape[1] != want[1]) {
+        char got[64], need[64];
+        shape_str(s->shape, s->ndim, got, sizeof got);
+        shape_str(want, 2, need, sizeof need);
+        return as_err(err, AS_EBADINPUT, "%s: shape %s but the F8_E4M3 weight %s needs %s (one per 128x128 block)",
+                      s->name, got, t->name, need);
+    }
+    return AS_OK;
+}
+
+static int check_tensor(const AsWTensor *t, const AsLayerTensor *w, AsError *err)
+{
+    if (t->ndim != w->ndim || t->shape[0] != w->shape[0] || (w->ndim == 2 && t->shape[1] != w->shape[1])) {
+        char got[64], need[64];
+        shape_str(t->shape, t->ndim, got, sizeof got);
+        shape_str(w->shape, w->ndim, need, sizeof need);
+        return as_err(err, AS_EBADINPUT, "%s: shape %s but the config needs %s", t->name, got, need);
+    }
+    AsDType d = t->dtype;
+    switch (w->kind) {
+    case AS_WK_PROJ:
+        if (d == AS_DT_F8_E4M3)
+            return check_scale(t, err);
+        if (d != AS_DT_BF16 && d != AS_DT_F16 && d != AS_DT_F32)
+            return as_err(err, AS_EBADINPUT,
+                          "%s: dtype %s but a projection must be BF16, F16, F32 or F8_E4M3 (with a scale)", t->name,
+                          as_dtype_name(d));
+        break;
+    case AS_WK_NORM:
+    case AS_WK_SINK:
+        if (d != AS_DT_F32 && d != AS_DT_BF16 && d != AS_DT_F16)
+            return as_err(err, AS_EBADINPUT, "%s: dtype %s but a norm weight or sink must be F32, BF16 or F16",
+                          t->name, as_dtype_name(d));
+        break;
+    case AS_WK_F32:
+    case AS_WK_GATE:
+        if (d != AS_DT_F32)
+            return as_err(err, AS_EBADINPUT, "%s: dtype %s but the ratio-2 compressor needs F32", t->name,
+                          as_dtype_name(d));
+        break;
+    }
+    return AS_OK;
+}
+
+static int bind_layers(AsModel *m, AsError *err)
+{
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        AsLayerTensor want[AS_LAYER_MAX_TENSORS];
+        int n = as_layer_tensors(&m->cfg, l, want);
+        for (int i = 0; i < n; i++) {
+            const AsWTensor *t = as_model_find(m, want[i].name);
+            if (!t)
+                return as_err(err, AS_EBADINPUT, "%s: missing (layer %d needs it: %s)", want[i].name, l,
+                              want[i].why);
+            int rc = check_tensor(t, &want[i], err);
+            if (rc)
+                return rc;
+            *(const AsWTensor **)((char *)&m->layer[l] + want[i].slot) = t;
+        }
+    }
+    return AS_OK;
+}
+
+/* ---- the tensor list ---- */
+
+/* Names in natural order (layers.9 before layers.10); plain strcmp breaks the remaining ties. */
+static int name_cmp(const char *a, const char *b)
+{
+    const char *a0 = a, *b0 = b;
+    while (*a && *b) {
+        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+            while (*a == '0' && isdigit((unsigned char)a[1]))
+                a++;
+            while (*b == '0' && isdigit((unsigned char)b[1]))
+                b++;
+            size_t la = 0, lb = 0;
+            while (isdigit((unsigned char)a[la]))
+                la++;
+            while (isdigit((unsigned char)b[lb]))
+                lb++;
+            if (la != lb)
+                return la < lb ? -1 : 1;
+            int c = memcmp(a, b, la);
+            if (c)
+                return c;
+            a += la;
+            b += lb;
+            continue;
+        }
+        if (*a != *b)
+            return (unsigned char)*a - (unsigned char)*b;
+        a++;
+        b++;
+    }
+    if (*a || *b)
+        return *a ? 1 : -1;
+    return strcmp(a0, b0);
+}
+
+static int tensor_cmp(const void *x, const void *y)
+{
+    return name_cmp(((const AsWTensor *)x)->name, ((const AsWTensor *)y)->name);
+}
+
+const AsWTensor *as_model_find(const AsModel *m, const char *name)
+{
+    if (!m->tensors || strlen(name) >= sizeof m->tensors[0].name)
+        return NULL;
+    AsWTensor key;
+    snprintf(key.name, sizeof key.name, "%s", name);
+    return bsearch(&key, m->tensors, (size_t)m->n_tensors, sizeof *m->tensors, tensor_cmp);
+}
+
+/* Points every F8_E4M3 "X.weight" at its block scale "X.scale" (or "X.weight_scale_inv"). */
+static void wire_scales(AsModel *m)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        AsWTensor *t = &m->tensors[i];
+        size_t n = strlen(t->name);
+        if (t->dtype != AS_DT_F8_E4M3 || n < 7 || strcmp(t->name + n - 7, ".weight"))
+            continue;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s.scale", (int)(n - 7), t->name);
+        t->scale = as_model_find(m, name);
+        if (!t->scale) {
+            snprintf(name, sizeof name, "%s_scale_inv", t->name);
+            t->scale = as_model_find(m, name);
+        }
+    }
+}
+
+/* ---- files ---- */
+
+static int add_file(AsModel *m, const char *path, int *cap, AsError *err)
+{
+    AsWeightFile **nf = realloc(m->files, (size_t)(m->n_files + 1) * sizeof *nf);
+    if (!nf)
+        return as_err(err, AS_ERUNTIME, "out of memory");
+    m->files = nf;
+    int rc = as_st_open(path, &m->files[m->n_files], &m->tensors, &m->n_tensors, cap, err);
+    if (!rc)
+        m->n_files++;
+    return rc;
+}
+
+static int open_weights(AsModel *m, const char *dir, const char *weights, bool is_index, AsError *err)
+{
+    int cap = 0, rc;
+    if (!is_index)
+        return add_file(m, weights, &cap, err);
+    AsStIndex ix;
+    if ((rc = as_st_read_index(weights, &ix, err)))
+        return rc;
+    for (int i = 0; i < ix.n_shards && !rc; i++) {
+        char path[2048];
+        if (snprintf(path, sizeof path, "%s/%s", dir, ix.shards[i]) >= (int)sizeof path)
+            rc = as_err(err, AS_EBADINPUT, "%s: shard path too long", weights);
+        else
+            rc = add_file(m, path, &cap, err);
+    }
+    as_st_index_free(&ix);
+    return rc;
+}
+
+static void digest(AsModel *m)
+{
+    AsSha256 s;
+    as_sha256_init(&s);
+    for (int i = 0; i < m->n_files; i++) {
+        const AsWeightFile *f = m->files[i];
+        as_sha256_update(&s, &f->size, 8); /* little-endian host */
+        as_sha256_update(&s, f->map, 8 + f->header_len);
+        for (uint64_t off = 0; off < f->data_len; off += DIGEST_STRIDE)
+            as_sha256_update(&s, f->data + off, f->data_len - off < DIGEST_SAMPLE ? f->data_len - off : DIGEST_SAMPLE);
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const AsWTensor *t = &m->tensors[i];
+        const uint8_t *p = t->data;
+        int64_t n = t->nbytes < DIGEST_SAMPLE ? t->nbytes : DIGEST_SAMPLE;
+        as_sha256_update(&s, t->name, strlen(t->name) + 1);
+        as_sha256_update(&s, p, (size_t)n);
+        as_sha256_update(&s, p + t->nbytes - n, (size_t)n);
+    }
+    uint8_t d[32];
+    as_sha256_final(&s, d);
+    as_sha256_hex(d, m->digest);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* GGUF files (issue 7) will be read here; the rest of the loader takes their tensors as they come. */
+static int load_gguf(const char *path, AsError *err)
+{
+    return as_err(err, AS_EBADINPUT, "%s: GGUF support: not built yet (issue 7)", path);
+}
+
+/* Finds the config and the weights for a directory or a weight file. */
+static int resolve(const char *path, char *dir, char *config, char *weights, size_t n, bool *is_index,
+                   AsError *err)
+{
+    struct stat st;
+    if (stat(path, &st))
+        return as_err(err, AS_EBADINPUT, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(dir, n, "%s", path);
+        snprintf(weights, n, "%s/model.safetensors.index.json", path);
+        *is_index = is_file(weights);
+        if (!*is_index) {
+            snprintf(weights, n, "%s/model.safetensors", path);
+            if (!is_file(weights))
+                return as_err(err, AS_EBADINPUT,
+                              "%s: no model.safetensors or model.safetensors.index.json in this directory", path);
+        }
+    } else {
+        *is_index = ends_with(path, ".safetensors.index.json");
+        if (!*is_index && !ends_with(path, ".safetensors"))
+            return as_err(err, AS_EBADINPUT,
+                          "%s: not a model directory, a .safetensors file, an index.json or a .gguf file", path);
+        snprintf(weights, n, "%s", path);
+        const char *slash = strrchr(path, '/');
+        snprintf(dir, n, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+        if (slash == path)
+            snprintf(dir, n, "/");
+    }
+    if (snprintf(config, n, "%s/config.json", dir) >= (int)n)
+        return as_err(err, AS_EBADINPUT, "%s: path too long", path);
+    return AS_OK;
+}
+
+/* "tiny/model.safetensors": the weight file and the directory it sits in. */
+static void weights_name(AsModel *m, const char *dir, const char *weights)
+{
+    char real[PATH_MAX];
+    const char *d = realpath(dir, real) ? real : dir;
+    const char *base = strrchr(d, '/');
+    const char *file = strrchr(weights, '/');
+    snprintf(m->weights_name, sizeof m->weights_name, "%.120s/%.120s", base && base[1] ? base + 1 : d,
+             file ? file + 1 : weights);
+}
+
+int as_model_load(const char *path, int max_seq, AsModel *m, AsError *err)
+{
+    memset(m, 0, sizeof *m);
+    if (ends_with(path, ".gguf"))
+        return load_gguf(path, err);
+    if (strlen(path) >= sizeof m->dir)
+        return as_err(err, AS_EBADINPUT, "%.64s...: path too long", path);
+    snprintf(m->dir, sizeof m->dir, "%s", path);
+    char dir[1024], config[1100], weights[1100];
+    bool is_index = false;
+    int rc = resolve(path, dir, config, weights, sizeof dir, &is_index, err);
+    if (rc)
+        return rc;
+    if ((rc = as_config_load(config, &m->cfg, err)))
+        return rc;
+    if (max_seq > 0)
+        m->cfg.max_seq = max_seq;
+    if ((rc = as_config_validate(&m->cfg, err)))
+        return as_err_wrap(err, "%s", config);
+    if ((rc = open_weights(m, dir, weights, is_index, err)))
+        goto fail;
+    qsort(m->tensors, (size_t)m->n_tensors, sizeof *m->tensors, tensor_cmp);
+    for (int i = 1; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, m->tensors[i - 1].name)) {
+            rc = as_err(err, AS_EBADINPUT, "%s: tensor %s appears in two shards", weights, m->tensors[i].name);
+            goto fail;
+        }
+    wire_scales(m);
+    if ((rc = bind_layers(m, err))) {
+        as_err_wrap(err, "%s", weights);
+        goto fail;
+    }
+    weights_name(m, dir, weights);
+    digest(m);
+    return AS_OK;
+fail:
+    as_model_free(m);
+    return rc;
+}
+
+void as_model_free(AsModel *m)
+{
+    for (int i = 0; i < m->n_files; i++)
+        as_st_close(m->files[i]);
+    free(m->files);
+    free(m->tensors);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,553 @@
+/* safetensors files: read by mmap with every header field checked against the file, the sharded
+ * index, and streamed atomic writing. */
+#include "model/safetensors.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian and is read in place: little-endian hosts only"
+#endif
+
+#define MAX_DIMS 8                      /* shapes of skipped dtypes may have more than 4 */
+#define MAX_ELEMS ((uint64_t)1 << 56)   /* 64 Pi elements: bits * count cannot overflow */
+#define WRITE_CHUNK ((size_t)4 << 20)
+
+typedef struct {
+    const char *name;
+    int bits;
+    int dt;     /* AsDType, or -1: a valid safetensors dtype attnscope never reads */
+} StDType;
+
+static const StDType st_dtypes[] = {
+    {"F32", 32, AS_DT_F32},         {"F16", 16, AS_DT_F16},          {"BF16", 16, AS_DT_BF16},
+    {"F8_E4M3", 8, AS_DT_F8_E4M3},  {"F8_E4M3FN", 8, AS_DT_F8_E4M3}, {"F8_E8M0", 8, AS_DT_F8_E8M0},
+    {"F64", 64, -1},  {"C64", 64, -1}, {"I64", 64, -1},     {"U64", 64, -1},     {"I32", 32, -1},
+    {"U32", 32, -1},  {"I16", 16, -1}, {"U16", 16, -1},     {"I8", 8, -1},       {"U8", 8, -1},
+    {"BOOL", 8, -1},  {"F8_E5M2", 8, -1}, {"F6_E2M3", 6, -1}, {"F6_E3M2", 6, -1}, {"F4", 4, -1},
+};
+#define N_DTYPES (int)(sizeof st_dtypes / sizeof st_dtypes[0])
+
+static const StDType *dtype_by_name(const char *s)
+{
+    for (int i = 0; i < N_DTYPES; i++)
+        if (!strcmp(s, st_dtypes[i].name))
+            return &st_dtypes[i];
+    return NULL;
+}
+
+static const StDType *dtype_of(AsDType t)
+{
+    for (int i = 0; i < N_DTYPES; i++)
+        if (st_dtypes[i].dt == (int)t)
+            return &st_dtypes[i];
+    return NULL;
+}
+
+const char *as_st_dtype_name(AsDType t)
+{
+    const StDType *d = dtype_of(t);
+    return d ? d->name : NULL;
+}
+
+/* An integral JSON number in [0, 2^53], the range a double holds exactly. */
+static bool json_u53(const cJSON *it, uint64_t *out)
+{
+    if (!cJSON_IsNumber(it))
+        return false;
+    double v = it->valuedouble;
+    if (!(v >= 0 && v <= 9007199254740992.0) || v != (double)(uint64_t)v)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+static void shape_str(const int64_t *shape, int ndim, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+typedef struct {
+    uint64_t begin, end;
+    const char *name;
+} Span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const Span *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Checks one header entry against the data section; fills t (when its dtype is read) and sp. */
+static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, AsWTensor *t, bool *keep,
+                       Span *sp, AsError *err)
+{
+    const char *name = e->string;
+    if (!cJSON_IsObject(e))
+        return as_err(err, AS_EBADINPUT, "%s: header entry '%.64s' is not an object", path, name);
+    if (!name[0] || strlen(name) >= sizeof t->name)
+        return as_err(err, AS_EBADINPUT, "%s: tensor name '%.64s...' is empty or longer than %zu bytes", path,
+                      name, sizeof t->name - 1);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt))
+        return as_err(err, AS_EBADINPUT, "%s: tensor '%s': dtype missing or not a string", path, name);
+    const StDType *d = dtype_by_name(dt->valuestring);
+    if (!d)
+        return as_err(err, AS_EBADINPUT, "%s: tensor '%s': unknown dtype '%.32s'", path, name, dt->valuestring);
+    if (!cJSON_IsArray(shape))
+        return as_err(err, AS_EBADINPUT, "%s: tensor '%s': shape missing or not an array", path, name);
+    int ndim = cJSON_GetArraySize(shape);
+    if (ndim > (d->dt >= 0 ? 4 : MAX_DIMS))
+        return as_err(err, AS_EBADINPUT, "%s: tensor '%s': %d dimensions (at most %d)", path, name, ndim,
+                      d->dt >= 0 ? 4 : MAX_DIMS);
+    int64_t dims[MAX_DIMS] = {0};
+    uint64_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        uint64_t v;
+        if (!json_u53(cJSON_GetArrayItem(shape, i), &v))
+            return as_err(err, AS_EBADINPUT, "%s: tensor '%s': shape[%d] is not a non-negative integer", path,
+                          name, i);
+        if (v && count > MAX_ELEMS / v)
+            return as_err(err, AS_EBADINPUT, "%s: tensor '%s': shape has more than 2^56 elements", path, name);
+        dims[i] = (int64_t)v;
+        count *= v;
+    }
+    char ss[160];
+    shape_str(dims, ndim, ss, sizeof ss);
+    if (count * (uint64_t)d->bits % 8)
+        return as_err(err, AS_EBADINPUT, "%s: tensor '%s': %s %s is not a whole number of bytes", path, name,
+                      d->name, ss);
+    uint64_t need = count * (uint64_t)d->bits / 8, b, en;
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_u53(cJSON_GetArrayItem(offs, 0), &b) ||
+        !json_u53(cJSON_GetArrayItem(offs, 1), &en) || b > en)
+        return as_err(err, AS_EBADINPUT, "%s: tensor '%s': data_offsets must be [begin, end] with begin <= end",
+                      path, name);
+    if (en > f->data_len)
+        return as_err(err, AS_EBADINPUT,
+                      "%s: tensor '%s': data_offsets [%llu, %llu] run past the data section (%llu bytes)", path,
+                      name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)f->data_len);
+    if (en - b != need)
+        return as_err(err, AS_EBADINPUT, "%s: tensor '%s': data_offsets hold %llu bytes but %s %s needs %llu",
+                      path, name, (unsigned long long)(en - b), d->name, ss, (unsigned long long)need);
+    *sp = (Span){b, en, name};
+    *keep = d->dt >= 0;
+    if (*keep) {
+        memset(t, 0, sizeof *t);
+        snprintf(t->name, sizeof t->name, "%s", name);
+        t->dtype = (AsDType)d->dt;
+        t->ndim = ndim;
+        memcpy(t->shape, dims, sizeof t->shape);
+        t->data = f->data + b;
+        t->nbytes = (int64_t)need;
+    }
+    return AS_OK;
+}
+
+/* Every entry of a parsed header: appended to *tensors only if all are valid. */
+static int parse_header(const char *path, const cJSON *root, AsWeightFile *f, AsWTensor **tensors, int *n,
+                        int *cap, AsError *err)
+{
+    int n_entries = cJSON_GetArraySize(root);
+    Span *spans = malloc(((size_t)n_entries + 1) * sizeof *spans);
+    if (!spans)
+        return as_err(err, AS_ERUNTIME, "%s: out of memory for %d header entries", path, n_entries);
+    int rc = AS_OK, n_spans = 0, base = *n;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root) {
+        if (!strcmp(e->string, "__metadata__")) {
+            if (!cJSON_IsObject(e)) {
+                rc = as_err(err, AS_EBADINPUT, "%s: __metadata__ is not an object", path);
+                break;
+            }
+            continue;
+        }
+        if (*n == *cap) {
+            int nc = *cap ? *cap * 2 : 256;
+            AsWTensor *nt = nc > *cap ? realloc(*tensors, (size_t)nc * sizeof *nt) : NULL;
+            if (!nt) {
+                rc = as_err(err, AS_ERUNTIME, "%s: out of memory for the tensor list", path);
+                break;
+            }
+            *tensors = nt;
+            *cap = nc;
+        }
+        bool keep = false;
+        if ((rc = parse_entry(path, e, f, &(*tensors)[*n], &keep, &spans[n_spans], err)))
+            break;
+        n_spans++;
+        if (keep)
+            (*n)++;
+        else
+            f->n_skipped++;
+    }
+    if (!rc) {
+        qsort(spans, (size_t)n_spans, sizeof *spans, span_cmp);
+        uint64_t end = 0;
+        const char *last = NULL;
+        for (int i = 0; i < n_spans && !rc; i++) {
+            if (spans[i].begin == spans[i].end)
+                continue; /* empty tensors overlap nothing */
+            if (last && spans[i].begin < end)
+                rc = as_err(err, AS_EBADINPUT, "%s: tensors '%s' and '%s' overlap in the data section", path, last,
+                            spans[i].name);
+            if (spans[i].end > end) {
+                end = spans[i].end;
+                last = spans[i].name;
+            }
+        }
+    }
+    free(spans);
+    if (rc)
+        *n = base;
+    f->n_tensors = *n - base;
+    return rc;
+}
+
+int as_st_open(const char *path, AsWeightFile **out, AsWTensor **tensors, int *n, int *cap, AsError *err)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return as_err(err, AS_EBADINPUT, "%s: not a regular file", path);
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (size < 8) {
+        close(fd);
+        return as_err(err, AS_EBADINPUT, "%s: %llu bytes, too short for a safetensors header", path,
+                      (unsigned long long)size);
+    }
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return as_err(err, AS_ERUNTIME, "%s: mmap failed (%s)", path, strerror(errno));
+    AsWeightFile *f = calloc(1, sizeof *f);
+    if (!f) {
+        munmap(map, (size_t)size);
+        return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
+    }
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->map = map;
+    f->size = size;
+    uint64_t hn = 0;
+    memcpy(&hn, map, 8); /* little-endian host (checked at compile time) */
+    int rc = AS_OK;
+    if (hn > AS_ST_MAX_HEADER)
+        rc = as_err(err, AS_EBADINPUT, "%s: header length %llu exceeds the %llu MiB limit (not safetensors?)",
+                    path, (unsigned long long)hn, (unsigned long long)(AS_ST_MAX_HEADER >> 20));
+    else if (hn > size - 8)
+        rc = as_err(err, AS_EBADINPUT, "%s: header length %llu runs past the end of the file (%llu bytes)", path,
+                    (unsigned long long)hn, (unsigned long long)size);
+    if (rc) {
+        as_st_close(f);
+        return rc;
+    }
+    f->header_len = hn;
+    f->data = f->map + 8 + hn;
+    f->data_len = size - 8 - hn;
+    const char *text = (const char *)f->map + 8, *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)hn, &end, false);
+    if (!root) {
+        rc = as_err(err, AS_EBADINPUT, "%s: header is not valid JSON", path);
+    } else if (!cJSON_IsObject(root)) {
+        rc = as_err(err, AS_EBADINPUT, "%s: header is not a JSON object", path);
+    } else {
+        for (const char *p = end; p < text + hn && !rc; p++)
+            if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
+                rc = as_err(err, AS_EBADINPUT, "%s: bytes after the header's JSON object (offset %lld)", path,
+                            (long long)(p - text) + 8);
+        if (!rc)
+            rc = parse_header(path, root, f, tensors, n, cap, err);
+    }
+    cJSON_Delete(root);
+    if (rc) {
+        as_st_close(f);
+        return rc;
+    }
+    *out = f;
+    return AS_OK;
+}
+
+void as_st_close(AsWeightFile *f)
+{
+    if (!f)
+        return;
+    if (f->map)
+        munmap((void *)f->map, (size_t)f->size);
+    free(f);
+}
+
+/* ---- model.safetensors.index.json ---- */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void as_st_index_free(AsStIndex *ix)
+{
+    for (int i = 0; i < ix->n_shards; i++)
+        free(ix->shards[i]);
+    free(ix->shards);
+    memset(ix, 0, sizeof *ix);
+}
+
+static int index_from_json(const char *path, const cJSON *root, AsStIndex *ix, AsError *err)
+{
+    const cJSON *wm = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
+    if (!cJSON_IsObject(wm))
+        return as_err(err, AS_EBADINPUT, "%s: no \"weight_map\" object", path);
+    int n = cJSON_GetArraySize(wm);
+    if (n == 0)
+        return as_err(err, AS_EBADINPUT, "%s: weight_map is empty", path);
+    if (!(ix->shards = calloc((size_t)n, sizeof *ix->shards)))
+        return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, wm) {
+        const char *s = cJSON_IsString(e) ? e->valuestring : NULL;
+        if (!s || !s[0] || strchr(s, '/') || strchr(s, '\\') || !strcmp(s, ".") || !strcmp(s, ".."))
+            return as_err(err, AS_EBADINPUT,
+                          "%s: weight_map['%.64s'] must be a plain file name in the same directory", path,
+                          e->string);
+        int k = 0;
+        while (k < ix->n_shards && strcmp(ix->shards[k], s))
+            k++;
+        if (k == ix->n_shards && !(ix->shards[ix->n_shards++] = strdup(s)))
+            return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
+    }
+    /* Sorted, so that the tensor list and the digest do not depend on the JSON's order. */
+    qsort(ix->shards, (size_t)ix->n_shards, sizeof *ix->shards, cmp_str);
+    return AS_OK;
+}
+
+int as_st_read_index(const char *path, AsStIndex *ix, AsError *err)
+{
+    memset(ix, 0, sizeof *ix);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
+    char *buf = malloc((size_t)AS_ST_MAX_INDEX + 1);
+    size_t len = buf ? fread(buf, 1, (size_t)AS_ST_MAX_INDEX + 1, fp) : 0;
+    int rc = AS_OK;
+    if (!buf)
+        rc = as_err(err, AS_ERUNTIME, "%s: out of memory", path);
+    else if (ferror(fp))
+        rc = as_err(err, AS_ERUNTIME, "%s: read error", path);
+    else if (len > (size_t)AS_ST_MAX_INDEX)
+        rc = as_err(err, AS_EBADINPUT, "%s: larger than %ld MiB", path, AS_ST_MAX_INDEX >> 20);
+    fclose(fp);
+    if (!rc) {
+        cJSON *root = cJSON_ParseWithLength(buf, len);
+        rc = root ? index_from_json(path, root, ix, err) : as_err(err, AS_EBADINPUT, "%s: not valid JSON", path);
+        cJSON_Delete(root);
+    }
+    free(buf);
+    if (rc)
+        as_st_index_free(ix);
+    return rc;
+}
+
+/* ---- writing ---- */
+
+int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, AsError *err)
+{
+    *out = NULL;
+    if (snprintf(tmp, tmp_size, "%s.tmp-XXXXXX", path) >= (int)tmp_size)
+        return as_err(err, AS_EBADINPUT, "%s: path too long", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return as_err(err, AS_EBADINPUT, "%s: cannot create a file beside it (%s)", path, strerror(errno));
+    if (fchmod(fd, 0644) || !(*out = fdopen(fd, "wb"))) {
+        int rc = as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return rc;
+    }
+    return AS_OK;
+}
+
+void as_atomic_abort(FILE *f, const char *tmp)
+{
+    if (f)
+        fclose(f);
+    unlink(tmp);
+}
+
+int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err)
+{
+    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int e = errno;
+    ok = (fclose(f) == 0) && ok;
+    if (ok && rename(tmp, path) == 0)
+        return AS_OK;
+    e = ok ? errno : e;
+    unlink(tmp);
+    return as_err(err, AS_ERUNTIME, "%s: cannot write (%s)", path, strerror(e));
+}
+
+static int cmp_spec(const void *a, const void *b)
+{
+    return strcmp((*(const AsStTensorSpec *const *)a)->name, (*(const AsStTensorSpec *const *)b)->name);
+}
+
+/* Bytes of a tensor to write, checked. */
+static int spec_bytes(const AsStTensorSpec *t, int64_t *bytes, AsError *err)
+{
+    const StDType *d = dtype_of(t->dtype);
+    if (!t->name[0])
+        return as_err(err, AS_EBADINPUT, "writing safetensors: a tensor has no name");
+    if (!d)
+        return as_err(err, AS_EBADINPUT, "writing safetensors: %s: dtype %d cannot be stored", t->name,
+                      (int)t->dtype);
+    if (t->ndim < 0 || t->ndim > 4)
+        return as_err(err, AS_EBADINPUT, "writing safetensors: %s: %d dimensions", t->name, t->ndim);
+    uint64_t count = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0 || (t->shape[i] && count > MAX_ELEMS / (uint64_t)t->shape[i]))
+            return as_err(err, AS_EBADINPUT, "writing safetensors: %s: bad shape", t->name);
+        count *= (uint64_t)t->shape[i];
+    }
+    *bytes = (int64_t)(count * (uint64_t)d->bits / 8);
+    return AS_OK;
+}
+
+/* The header JSON for the tensors in ord (bytes[k] is ord[k]'s size), padded with spaces to a
+ * multiple of 8 bytes so that the data section starts 8-byte aligned. */
+static char *build_header(const AsStTensorSpec *const *ord, const int64_t *bytes, int n, const char *const *meta,
+                          uint64_t *len)
+{
+    cJSON *root = cJSON_CreateObject();
+    bool ok = root != NULL;
+    if (ok && meta && meta[0]) {
+        cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
+        ok = m != NULL;
+        for (int i = 0; ok && meta[i] && meta[i + 1]; i += 2)
+            ok = cJSON_AddStringToObject(m, meta[i], meta[i + 1]) != NULL;
+    }
+    uint64_t off = 0;
+    for (int k = 0; ok && k < n; k++) {
+        const AsStTensorSpec *t = ord[k];
+        cJSON *e = cJSON_AddObjectToObject(root, t->name);
+        cJSON *sh = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
+        cJSON *of = e ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
+        ok = e && sh && of && cJSON_AddStringToObject(e, "dtype", as_st_dtype_name(t->dtype));
+        for (int i = 0; ok && i < t->ndim; i++)
+            ok = cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[i]));
+        ok = ok && cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+        off += (uint64_t)bytes[k];
+        ok = ok && cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+    }
+    char *s = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!s)
+        return NULL;
+    size_t l = strlen(s), padded = (l + 7) / 8 * 8;
+    char *p = realloc(s, padded + 1);
+    if (!p) {
+        free(s);
+        return NULL;
+    }
+    memset(p + l, ' ', padded - l);
+    p[padded] = '\0';
+    *len = padded;
+    return p;
+}
+
+/* Streams one tensor's bytes: from memory, or chunk by chunk from fill. */
+static int write_tensor(FILE *f, const AsStTensorSpec *t, int i, int64_t bytes, const AsStWriteOptions *opt,
+                        void *buf, int64_t *done, int64_t total, const char *path, AsError *err)
+{
+    for (int64_t off = 0; off < bytes;) {
+        size_t n = bytes - off < (int64_t)WRITE_CHUNK ? (size_t)(bytes - off) : WRITE_CHUNK;
+        const void *src = t->data ? (const uint8_t *)t->data + off : buf;
+        if (!t->data) {
+            int rc = opt->fill(opt->ctx, i, off, buf, n, err);
+            if (rc)
+                return rc;
+        }
+        if (fwrite(src, 1, n, f) != n)
+            return as_err(err, AS_ERUNTIME, "%s: write failed (%s)", path, strerror(errno));
+        off += (int64_t)n;
+        *done += (int64_t)n;
+        if (opt->progress)
+            opt->progress(opt->ctx, *done, total);
+    }
+    return AS_OK;
+}
+
+int as_st_write(const char *path, const AsStTensorSpec *t, int n, const AsStWriteOptions *opt, AsError *err)
+{
+    static const AsStWriteOptions none = {0};
+    if (!opt)
+        opt = &none;
+    if (n < 0)
+        return as_err(err, AS_EBADINPUT, "writing safetensors: %d tensors", n);
+    const AsStTensorSpec **ord = malloc(((size_t)n + 1) * sizeof *ord);
+    int64_t *bytes = malloc(((size_t)n + 1) * sizeof *bytes);
+    void *buf = malloc(WRITE_CHUNK);
+    char *header = NULL, tmp[1100];
+    FILE *f = NULL;
+    int rc = AS_OK;
+    int64_t total = 0, done = 0;
+    uint64_t hlen = 0;
+    if (!ord || !bytes || !buf) {
+        rc = as_err(err, AS_ERUNTIME, "%s: out of memory", path);
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        ord[i] = &t[i];
+    qsort(ord, (size_t)n, sizeof *ord, cmp_spec);
+    for (int k = 0; k < n && !rc; k++) {
+        if (k > 0 && !strcmp(ord[k]->name, ord[k - 1]->name))
+            rc = as_err(err, AS_EBADINPUT, "writing safetensors: tensor %s given twice", ord[k]->name);
+        else if (!ord[k]->data && !opt->fill)
+            rc = as_err(err, AS_EBADINPUT, "writing safetensors: %s has no data", ord[k]->name);
+        else if (!(rc = spec_bytes(ord[k], &bytes[k], err)))
+            total += bytes[k];
+    }
+    if (rc)
+        goto out;
+    if (!(header = build_header(ord, bytes, n, opt->metadata, &hlen))) {
+        rc = as_err(err, AS_ERUNTIME, "%s: out of memory building the header", path);
+        goto out;
+    }
+    if (hlen > AS_ST_MAX_HEADER) {
+        rc = as_err(err, AS_EBADINPUT, "%s: header of %llu bytes exceeds the limit", path, (unsigned long long)hlen);
+        goto out;
+    }
+    if ((rc = as_atomic_create(path, tmp, sizeof tmp, &f, err)))
+        goto out;
+    if (fwrite(&hlen, 8, 1, f) != 1 || fwrite(header, 1, (size_t)hlen, f) != (size_t)hlen) {
+        rc = as_err(err, AS_ERUNTIME, "%s: write failed (%s)", path, strerror(errno));
+        goto out;
+    }
+    for (int k = 0; k < n && !rc; k++)
+        rc = write_tensor(f, ord[k], (int)(ord[k] - t), bytes[k], opt, buf, &done, total, path, err);
+    if (!rc) {
+        rc = as_atomic_commit(f, tmp, path, err);
+        f = NULL;
+    }
+out:
+    if (f)
+        as_atomic_abort(f, tmp);
+    free(ord);
+    free(bytes);
+    free(buf);
+    free(header);
+    return rc;
+}

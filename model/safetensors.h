@@ -1,0 +1,86 @@
+/* The safetensors container: reading (mmap, read-only, every header field checked against the
+ * file), the sharded index, and writing (streamed, atomic).
+ *
+ * Layout: 8-byte little-endian header length N, N bytes of JSON
+ *   {"name": {"dtype": "BF16", "shape": [..], "data_offsets": [begin, end]}, "__metadata__": {..}}
+ * (padded with spaces), then the data section; offsets are relative to the data section.
+ *
+ * Reading checks: N within the file and at most AS_ST_MAX_HEADER; the header a JSON object with
+ * nothing but spaces after it; each entry a known dtype, a shape of at most 4 non-negative dims
+ * whose element count does not overflow, offsets within the data section whose length is
+ * exactly elements * dtype size; no two tensors overlapping. Valid safetensors dtypes that
+ * attnscope never reads (I64, U8, F8_E5M2, F4...) are checked the same way and then skipped.
+ * A tensor's data pointer is only as aligned as the file makes it: read it through memcpy. */
+#ifndef AS_SAFETENSORS_H
+#define AS_SAFETENSORS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/errors.h"
+#include "model/weights.h"
+
+/* Largest header accepted (the full DeepSeek-V4 checkpoint's headers are a few MiB each). */
+#define AS_ST_MAX_HEADER ((uint64_t)100 << 20)
+/* Largest model.safetensors.index.json accepted. */
+#define AS_ST_MAX_INDEX ((long)64 << 20)
+
+/* One mapped file (also used by the GGUF reader later). */
+struct AsWeightFile {
+    char path[1024];
+    const uint8_t *map;     /* the whole file, PROT_READ */
+    uint64_t size;
+    uint64_t header_len;    /* N */
+    const uint8_t *data;    /* the data section: map + 8 + N */
+    uint64_t data_len;
+    int n_tensors;          /* tensors appended to the caller's array */
+    int n_skipped;          /* tensors of dtypes attnscope does not read */
+};
+
+/* The safetensors name of a dtype attnscope reads ("BF16", "F8_E4M3"...), NULL for others. */
+const char *as_st_dtype_name(AsDType t);
+
+/* Maps path and appends its tensors to *tensors (grown with realloc, *n and *cap updated); their
+ * data points into the mapping and scale is NULL. On error nothing is appended and *out is NULL. */
+int as_st_open(const char *path, AsWeightFile **out, AsWTensor **tensors, int *n, int *cap, AsError *err);
+void as_st_close(AsWeightFile *f);
+
+/* model.safetensors.index.json: {"weight_map": {"tensor": "shard file"}}. Shard names are plain
+ * file names in the index's directory (no path separators). */
+typedef struct {
+    int n_shards;
+    char **shards;          /* unique, sorted */
+} AsStIndex;
+
+int as_st_read_index(const char *path, AsStIndex *ix, AsError *err);
+void as_st_index_free(AsStIndex *ix);
+
+/* One tensor to write. data: the whole tensor in memory, or NULL to have fill produce it. */
+typedef struct {
+    char name[192];
+    AsDType dtype;          /* F32, F16, BF16, F8_E4M3 or F8_E8M0 */
+    int ndim;
+    int64_t shape[4];
+    const void *data;
+} AsStTensorSpec;
+
+typedef struct {
+    /* Produces bytes [off, off + n) of tensor i (the caller's index) into buf; off and n are
+     * multiples of the element size, chunks arrive in order. Returns 0 or an AS_E* code. */
+    int (*fill)(void *ctx, int i, int64_t off, void *buf, size_t n, AsError *err);
+    void (*progress)(void *ctx, int64_t done, int64_t total);   /* may be NULL */
+    void *ctx;
+    const char *const *metadata;    /* "__metadata__" pairs: key, value, ..., NULL; may be NULL */
+} AsStWriteOptions;
+
+/* Writes path atomically (a temporary file in the same directory, renamed at the end): tensors
+ * sorted by name, the header padded with spaces so that the data starts 8-byte aligned. */
+int as_st_write(const char *path, const AsStTensorSpec *t, int n, const AsStWriteOptions *opt, AsError *err);
+
+/* Atomic file writing, shared with other writers: create a temporary file beside path, write
+ * to it, then commit (flush, fsync, rename over path) or abort (remove it). */
+int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, AsError *err);
+int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err);
+void as_atomic_abort(FILE *f, const char *tmp);
+
+#endif
