@@ -14,13 +14,24 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #define AS_HD __host__ __device__ __forceinline__
 
 static inline int as_ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
 // bf16 <-> f32 by bits (RNE), identical to ref/numerics.h.
-AS_HD float as_d_bf16_to_f32(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+AS_HD float as_d_bf16_to_f32(uint16_t b)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float((uint32_t)b << 16);
+#else
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
 __device__ __forceinline__ uint16_t as_d_f32_to_bf16(float x)
 {
     uint32_t u = __float_as_uint(x);
@@ -41,9 +52,13 @@ __device__ __forceinline__ float as_d_pow2_ceil(float v)
     return __uint_as_float((uint32_t)e << 23);
 }
 
-// Nearest float8_e4m3fn value, ties to even; callers clamp to [-448, 448] first.
+// Nearest float8_e4m3fn value, ties to even, subnormals down to 2^-9. Like ref/numerics.c's
+// as_e4m3 (torch's cast): |x| > 464 (the midpoint past 448), inf and NaN give NaN; up to 464 the
+// satfinite conversion rounds exactly as the unsaturated one (464 ties to 448, the even code).
 __device__ __forceinline__ float as_d_e4m3(float x)
 {
+    if (!(fabsf(x) <= 464.0f))
+        return __int_as_float(0x7fffffff);
     __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
     __half_raw h = __nv_cvt_fp8_to_halfraw(q, __NV_E4M3);
     return __half2float(__half(h));
@@ -52,6 +67,8 @@ __device__ __forceinline__ float as_d_e4m3(float x)
 // Nearest of {0, .5, 1, 1.5, 2, 3, 4, 6} in magnitude, sign kept, ties to the even code.
 __device__ __forceinline__ float as_d_e2m1(float x)
 {
+    if (isnan(x))
+        return x; // as ref/numerics.c: NaN stays NaN (not 6)
     float a = fabsf(x), r;
     // Thresholds are the midpoints; at a midpoint the even code wins (codes 0..7 in grid order).
     if (a <= 0.25f) r = 0.0f;        // 0.25 -> 0 (code 0 even)
@@ -63,6 +80,20 @@ __device__ __forceinline__ float as_d_e2m1(float x)
     else if (a <= 5.0f) r = 4.0f;    // 3.5 -> 4 (code 6), 5 -> 4 (code 6)
     else r = 6.0f;
     return copysignf(r, x);
+}
+
+// expf through the double exp (<= 1 double ulp), rounded once to f32: correctly rounded but for
+// double-rounding cases (about 1 in 10^8). glibc's expf (<= 0.502 ulp) is correctly rounded in
+// all but rare cases, so the two agree far more often than with the device expf (up to 2 ulp).
+// Never __expf.
+__device__ __forceinline__ float as_d_expf(float x) { return (float)exp((double)x); }
+
+// Max over aligned groups of `width` lanes (a power of two <= 32); every lane of the warp calls it.
+__device__ __forceinline__ float as_d_group_max(float v, int width)
+{
+    for (int o = width >> 1; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
 }
 
 __device__ __forceinline__ float as_d_warp_sum(float v)
