@@ -245,7 +245,7 @@ static void put_fp8(Specs *sp, AsDType scale_dt, const char *scale_suffix, int64
     char name[192];
     snprintf(name, sizeof name, "layers.0.attn.wq_b.%s", scale_suffix);
     const void *data = scale_dt == AS_DT_F32 ? (const void *)scale_f32
-                       : scale_dt == AS_DT_BF16 ? (const void *)scale_bf16 : (const void *)scale_e8m0;
+                       : scale_dt == AS_DT_F8_E8M0 ? (const void *)scale_e8m0 : (const void *)scale_bf16;
     add(sp, name, scale_dt, s0, 1, data);
 }
 static void e_fp8_f32(Specs *sp) { put_fp8(sp, AS_DT_F32, "scale", 2); }

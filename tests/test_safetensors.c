@@ -226,6 +226,7 @@ TEST(safetensors_broken_headers_refused_cleanly)
         AsError err = {0};
         CHECK(open_st(path, &o, &err) == AS_EBADINPUT && strstr(err.msg, "too short"), "%d-byte file: %s", size,
               err.msg);
+        close_st(&o);
     }
     expect_refused("zero-length header", 0, "", 0, "not valid JSON");
 
@@ -285,6 +286,7 @@ TEST(safetensors_truncated_file_refused)
     Opened o;
     CHECK(open_st(path, &o, &err) == AS_EBADINPUT && strstr(err.msg, "run past the data section"),
           "a file cut 100 bytes short is refused: %s", err.msg);
+    close_st(&o);
     REQUIRE(truncate(path, 20) == 0, "truncate");
     CHECK(open_st(path, &o, &err) == AS_EBADINPUT && strstr(err.msg, "runs past the end"),
           "a file cut inside the header is refused: %s", err.msg);
