@@ -1,6 +1,7 @@
 /* sparse_attn with the attention sink (SPEC 3 step 7) and the ratio-2 compressor's softmax
- * pooling (step 5a). Per query the selected rows are gathered once into a dense [n][hd] block;
- * the two dot-product stages are then matrix products over all heads (BLAS sgemm: the f32
+ * pooling (step 5a). Threads take queries (or, with fewer queries than threads, groups of a
+ * query's heads); the selected rows are gathered into a dense [n][hd] block; the two
+ * dot-product stages are then matrix products over the heads (serial BLAS sgemm: the f32
  * summation order inside a dot product is free), and the softmax between them is scalar f32
  * with every rounding in the order of the SPEC:
  *   z_i = (q . row_i) * scale;  m = max(sink, max z);  e_i = exp(z_i - m);
@@ -13,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/gemm.h"
+#include "ref/linear.h"
 #include "ref/numerics.h"
 
 static void *xmalloc(size_t n)
@@ -65,29 +68,44 @@ void as_sparse_attention(const float *q, const float *rows, int64_t nrows, const
 {
     if (s <= 0 || nh <= 0 || hd <= 0)
         return;
-    float *k = xmalloc((size_t)(topk > 0 ? topk : 1) * (size_t)hd * sizeof *k);
-    float *z = xmalloc((size_t)nh * (size_t)(topk > 0 ? topk : 1) * sizeof *z);
-    for (int64_t t = 0; t < s; t++) {
-        const float *qt = q + t * nh * hd;
-        float *ot = o + t * nh * hd;
-        int64_t n = gather_rows(rows, nrows, idx + t * topk, topk, hd, k);
-        if (n == 0) { /* only the sink: o = bf16(0) */
-            memset(ot, 0, (size_t)nh * (size_t)hd * sizeof *ot);
-            continue;
+    as_blas_serial();
+    const int nt = as_ref_threads();
+    /* Work items are (query, group of heads): whole queries when there are enough of them, else
+     * each query's heads split so that every thread has work (decode: s == 1). */
+    const int groups = s >= nt ? 1 : (int)((nt + s - 1) / s) < nh ? (int)((nt + s - 1) / s) : nh;
+    const int hpg = (nh + groups - 1) / groups;
+    const int64_t cap = topk > 0 ? topk : 1;
+#pragma omp parallel num_threads(nt)
+    {
+        float *k = xmalloc((size_t)cap * (size_t)hd * sizeof *k);
+        float *z = xmalloc((size_t)hpg * (size_t)cap * sizeof *z);
+#pragma omp for schedule(dynamic)
+        for (int64_t item = 0; item < s * groups; item++) {
+            const int64_t t = item / groups;
+            const int h0 = (int)(item % groups) * hpg, nhg = nh - h0 < hpg ? nh - h0 : hpg;
+            if (nhg <= 0)
+                continue;
+            const float *qt = q + (t * nh + h0) * hd;
+            float *ot = o + (t * nh + h0) * hd;
+            int64_t n = gather_rows(rows, nrows, idx + t * topk, topk, hd, k);
+            if (n == 0) { /* only the sink: o = bf16(0) */
+                memset(ot, 0, (size_t)nhg * (size_t)hd * sizeof *ot);
+                continue;
+            }
+            /* z[h][i] = q[t][h] . k[i] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nhg, (int)n, hd, 1.0f, qt, hd, k, hd, 0.0f,
+                        z, (int)n);
+            for (int h = 0; h < nhg; h++)
+                softmax_with_sink(z + (int64_t)h * n, n, sink[h0 + h], scale);
+            /* o[t][h] = sum_i p[h][i] * k[i] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nhg, hd, (int)n, 1.0f, z, (int)n, k, hd,
+                        0.0f, ot, hd);
+            for (int64_t i = 0; i < (int64_t)nhg * hd; i++)
+                ot[i] = as_bf16(ot[i]);
         }
-        /* z[h][i] = q[t][h] . k[i] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nh, (int)n, hd, 1.0f, qt, hd, k, hd,
-                    0.0f, z, (int)n);
-        for (int h = 0; h < nh; h++)
-            softmax_with_sink(z + (int64_t)h * n, n, sink[h], scale);
-        /* o[t][h] = sum_i p[h][i] * k[i] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nh, hd, (int)n, 1.0f, z, (int)n, k,
-                    hd, 0.0f, ot, hd);
-        for (int64_t i = 0; i < (int64_t)nh * hd; i++)
-            ot[i] = as_bf16(ot[i]);
+        free(k);
+        free(z);
     }
-    free(k);
-    free(z);
 }
 
 /* Per channel d: softmax over the group's r scores (m = max, e_j = exp(score_j - m),

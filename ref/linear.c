@@ -3,8 +3,8 @@
  *   s == 1 (decode): threads split the rows; BF16 / F32 rows are streamed straight from the
  *     mapping by the GEMV kernels (ref/gemv.c), other types are decoded a few rows at a time
  *     into a thread-local buffer first.
- *   s > 1 (prefill): panels of W rows are decoded to f32 (exact) and multiplied by OpenBLAS
- *     sgemm, y[:, panel] = x . panel^T. */
+ *   s > 1 (prefill): threads take panels of W rows, decode each to f32 (exact) in a
+ *     thread-local buffer and multiply it with the serial OpenBLAS sgemm, y[:, panel] = x . panel^T. */
 #include "ref/linear.h"
 
 #include <cblas.h>
@@ -12,11 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ref/gemm.h"
 #include "ref/gemv.h"
 #include "ref/numerics.h"
 
 #define GEMV_ROWS 16   /* rows a thread decodes at once (non-BF16/F32 decode path) */
-#define PANEL_ROWS 256 /* W rows per sgemm */
 
 static void *xmalloc(size_t n)
 {
@@ -53,47 +53,64 @@ static void gemv_rows(const float *x, const AsWTensor *w, int64_t r0, int64_t r1
     }
 }
 
+/* Rows go out in chunks of about 256 KiB of weights, handed out dynamically: each chunk is one
+ * contiguous stream, and a thread that loses its core (a busy machine) does not hold the
+ * others up. */
 static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t nout, float *y)
 {
     const int64_t cols = as_wt_cols(w);
+    const int64_t row_bytes = as_dtype_bytes(w->dtype, cols) > 0 ? as_dtype_bytes(w->dtype, cols) : 1;
+    int64_t chunk = (256 * 1024 / row_bytes + 3) & ~(int64_t)3;
+    chunk = chunk < 16 ? 16 : chunk;
+    const int64_t nchunk = (nout + chunk - 1) / chunk;
     const int nt = as_ref_threads();
-    /* Contiguous slices (one stream per thread), in multiples of 4 rows (the kernels' block). */
-    const int64_t per = ((nout + nt - 1) / nt + 3) & ~(int64_t)3;
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (nchunk > 1)
     {
         float *buf = streams_in_place(w) ? NULL : xmalloc((size_t)(GEMV_ROWS * cols) * sizeof *buf);
-#pragma omp for schedule(static, 1)
-        for (int i = 0; i < nt; i++) {
-            int64_t a = (int64_t)i * per, b = a + per < nout ? a + per : nout;
-            if (a < b)
-                gemv_rows(x, w, o0 + a, o0 + b, y + a, buf);
+#pragma omp for schedule(dynamic)
+        for (int64_t j = 0; j < nchunk; j++) {
+            int64_t a = j * chunk, b = a + chunk < nout ? a + chunk : nout;
+            gemv_rows(x, w, o0 + a, o0 + b, y + a, buf);
         }
         free(buf);
     }
 }
 
+/* W rows per panel: small s is memory bound, so the panel stays in L2 between its decode and
+ * the sgemm that reads it back; large s is compute bound, so panels are wide enough that
+ * re-packing x for every panel costs little. */
+static int64_t panel_rows(int64_t s, int64_t cols)
+{
+    int64_t p = s >= 64 ? 256 : (256 * 1024 / 4) / (cols > 0 ? cols : 1);
+    p = p < 16 ? 16 : p > 256 ? 256 : p;
+    return p & ~(int64_t)15;
+}
+
+/* Each thread decodes its panels into its own buffer and runs the serial sgemm
+ * y[:, panel] = x . panel^T on them. */
 static void linear_gemm(const float *x, int64_t s, const AsWTensor *w, int64_t o0, int64_t nout,
                         float *y, int64_t ldy)
 {
-    const int64_t cols = as_wt_cols(w);
+    const int64_t cols = as_wt_cols(w), prow = panel_rows(s, cols);
+    const int64_t npanel = (nout + prow - 1) / prow;
     const int nt = as_ref_threads();
-    /* An F32 tensor at a float-aligned address is already the panel. */
-    if (w->dtype == AS_DT_F32 && (uintptr_t)w->data % sizeof(float) == 0) {
-        const float *wf = (const float *)w->data + o0 * cols;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s, (int)nout, (int)cols, 1.0f, x,
-                    (int)cols, wf, (int)cols, 0.0f, y, (int)ldy);
-        return;
+    /* An F32 tensor at a float-aligned address is its own panel. */
+    const bool direct = w->dtype == AS_DT_F32 && (uintptr_t)w->data % sizeof(float) == 0;
+    as_blas_serial();
+#pragma omp parallel num_threads(nt)
+    {
+        float *panel = direct ? NULL : xmalloc((size_t)(prow * cols) * sizeof *panel);
+#pragma omp for schedule(dynamic)
+        for (int64_t j = 0; j < npanel; j++) {
+            const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
+            const float *wp = direct ? (const float *)w->data + (o0 + p) * cols : panel;
+            if (!direct)
+                as_wt_rows_f32(w, o0 + p, np, panel);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s, (int)np, (int)cols, 1.0f, x,
+                        (int)cols, wp, (int)cols, 0.0f, y + p, (int)ldy);
+        }
+        free(panel);
     }
-    float *panel = xmalloc((size_t)(PANEL_ROWS * cols) * sizeof *panel);
-    for (int64_t p = 0; p < nout; p += PANEL_ROWS) {
-        const int64_t np = nout - p < PANEL_ROWS ? nout - p : PANEL_ROWS;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t r = 0; r < np; r += 8)
-            as_wt_rows_f32(w, o0 + p + r, np - r < 8 ? np - r : 8, panel + r * cols);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s, (int)np, (int)cols, 1.0f, x,
-                    (int)cols, panel, (int)cols, 0.0f, y + p, (int)ldy);
-    }
-    free(panel);
 }
 
 void as_linear_rows(const float *x, int64_t s, const AsWTensor *w, int64_t o0, int64_t nout,

@@ -1,12 +1,12 @@
 /* How many threads the reference uses: OpenMP regions ask as_ref_threads() explicitly (the
- * OpenMP default is per calling thread, and the reference may run off the main thread), and
- * OpenBLAS gets the same count. */
+ * OpenMP default is per calling thread, and the reference may run off the main thread).
+ * OpenBLAS itself stays single-threaded (ref/gemm.h says why). */
 #include "ref/linear.h"
 
 #include <omp.h>
 #include <stdatomic.h>
 
-void openblas_set_num_threads(int num_threads); /* cblas.h, whichever BLAS header is installed */
+#include "ref/gemm.h"
 
 static atomic_int g_threads; /* 0: not set, OpenMP's default (OMP_NUM_THREADS or all cores) */
 
@@ -15,7 +15,7 @@ void as_ref_set_threads(int n)
     if (n <= 0)
         n = omp_get_num_procs();
     atomic_store(&g_threads, n);
-    openblas_set_num_threads(n);
+    as_blas_serial();
 }
 
 int as_ref_threads(void)
