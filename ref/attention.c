@@ -70,10 +70,11 @@ void as_sparse_attention(const float *q, const float *rows, int64_t nrows, const
         return;
     as_blas_serial();
     const int nt = as_ref_threads();
-    /* Work items are (query, group of heads): whole queries when there are enough of them, else
-     * each query's heads split so that every thread has work (decode: s == 1). */
-    const int groups = s >= nt ? 1 : (int)((nt + s - 1) / s) < nh ? (int)((nt + s - 1) / s) : nh;
-    const int hpg = (nh + groups - 1) / groups;
+    /* Work items are (query, group of heads): whole queries when there are many, else groups of
+     * 16 heads so that a few queries (decode: s == 1) still feed every thread. The split depends
+     * on s only, never on the thread count, so the bits do not either. */
+    const int hpg = s >= 16 || nh < 16 ? nh : 16;
+    const int groups = (nh + hpg - 1) / hpg;
     const int64_t cap = topk > 0 ? topk : 1;
 #pragma omp parallel num_threads(nt)
     {

@@ -24,7 +24,8 @@ static inline float as_bf16_to_f32(uint16_t b) { return as_bits_f32((uint32_t)b 
 static inline float as_bf16(float x) { return as_bf16_to_f32(as_bf16_bits(x)); }
 
 /* Nearest float8_e4m3fn value (ties to even, subnormals down to 2^-9); |x| beyond the grid's
- * rounding range (>= 464) gives NaN as torch's cast does: callers clamp to [-448, 448] first. */
+ * rounding range (> 464; 464 itself ties to even, 448), inf and NaN give NaN as torch's cast
+ * does: callers clamp to [-448, 448] first. */
 float as_e4m3(float x);
 uint8_t as_e4m3_bits(float x);
 float as_e4m3_from_bits(uint8_t b);

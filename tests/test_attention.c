@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ref/attention.h"
+#include "ref/linear.h"
 #include "ref/numerics.h"
 #include "tests/harness.h"
 
@@ -187,4 +188,39 @@ TEST(attention_softmax_pool_hand)
     as_softmax_pool(kv1, sc1, 1, 3, o1);
     for (int d = 0; d < 3; d++)
         CHECK(o1[d] == as_bf16(kv1[d]), "r 1 channel %d: %g", d, o1[d]);
+}
+
+/* The split of work over threads must not change a bit (a debugger compares runs). */
+TEST(attention_same_bits_for_any_thread_count)
+{
+    enum { NH = 64, HD = 512, NROWS = 300, TOPK = 256 };
+    const int64_t ss[] = {1, 3, 20};
+    float *q = malloc(sizeof(float) * 20 * NH * HD), *rows = malloc(sizeof(float) * NROWS * HD);
+    float *o1 = malloc(sizeof(float) * 20 * NH * HD), *o2 = malloc(sizeof(float) * 20 * NH * HD), sink[NH];
+    int32_t *idx = malloc(sizeof(int32_t) * 20 * TOPK);
+    REQUIRE(q && rows && o1 && o2 && idx, "out of memory");
+    uint32_t seed = 21;
+    for (int i = 0; i < 20 * NH * HD; i++)
+        q[i] = rnd(&seed, -0.3f, 0.3f);
+    for (int i = 0; i < NROWS * HD; i++)
+        rows[i] = rnd(&seed, -1, 1);
+    for (int h = 0; h < NH; h++)
+        sink[h] = rnd(&seed, -1, 1);
+    for (int i = 0; i < 20 * TOPK; i++)
+        idx[i] = (i * 31) % NROWS;
+    int before = as_ref_threads();
+    for (int k = 0; k < 3; k++) {
+        as_ref_set_threads(1);
+        as_sparse_attention(q, rows, NROWS, idx, TOPK, sink, o1, ss[k], NH, HD, 0.0441941738f);
+        as_ref_set_threads(2);
+        as_sparse_attention(q, rows, NROWS, idx, TOPK, sink, o2, ss[k], NH, HD, 0.0441941738f);
+        CHECK(memcmp(o1, o2, sizeof(float) * ss[k] * NH * HD) == 0, "s %lld: 1 and 2 threads differ",
+              (long long)ss[k]);
+    }
+    as_ref_set_threads(before);
+    free(q);
+    free(rows);
+    free(o1);
+    free(o2);
+    free(idx);
 }
