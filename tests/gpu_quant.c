@@ -59,8 +59,9 @@ static Diff diff_bf16(const char *what, const uint16_t *got, const uint16_t *wan
                 }
             }
             if (d.bad < 6)
-                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %lld ulp", what, (long long)r,
-                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), (long long)dist);
+                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %s%lld ulp", what, (long long)r,
+                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), gn || wn ? "NaN on one side, " : "",
+                             (long long)dist);
             d.bad++;
         }
     return d;
@@ -169,14 +170,18 @@ static uint64_t mix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* Uniform [-1, 1] bf16 values, block b scaled by 2^k_b, k_b in [-40, 40] (exact). */
-static float *random_blocks(int64_t n, int B, uint64_t seed)
+/* Uniform [-1, 1] bf16 values, block b scaled by 2^k_b (exact), k_b in [-40, 40] for the
+ * power-of-two scales, [-12, 11] for the e4m3 scale (below, amax floors; above 2^11, amax / 6
+ * passes 464 and the block is NaN: the edge test covers both). */
+static float *random_blocks(int64_t n, int kind, uint64_t seed)
 {
+    const int B = kind_block(kind);
+    const int kmin = kind == AS_KQ_FP4_E4M3 ? -12 : -40, kmax = kind == AS_KQ_FP4_E4M3 ? 11 : 40;
     float *x = xmalloc(sizeof(float) * (size_t)n);
     as_fill_uniform(x, n, 1.0f, seed, 1);
     uint64_t s = seed ^ 0x5eedull;
     for (int64_t b = 0; b < n / B; b++) {
-        int k = (int)(mix(&s) % 81) - 40;
+        int k = (int)(mix(&s) % (uint64_t)(kmax - kmin + 1)) + kmin;
         for (int j = 0; j < B; j++)
             x[b * B + j] = ldexpf(x[b * B + j], k);
     }
@@ -188,7 +193,7 @@ static void random_cases(int kind, const char *geom, int width, uint64_t seed)
     const int s_list[] = {1, 7, 512};
     for (int k = 0; k < 3; k++) {
         int64_t n = (int64_t)s_list[k] * width;
-        float *x = random_blocks(n, kind_block(kind), seed + (uint64_t)k);
+        float *x = random_blocks(n, kind, seed + (uint64_t)k);
         char label[96];
         snprintf(label, sizeof label, "%s random s=%d x %d", geom, s_list[k], width);
         check_quant(kind, label, x, n, k == 1);
@@ -210,11 +215,11 @@ GPU_TEST(gpu_quant_random_blocks_flash_and_tiny)
     /* one block; and more than one grid's worth of 256-thread blocks with a partial last one */
     for (int kind = AS_KQ_FP8; kind <= AS_KQ_FP4_E4M3; kind++) {
         int B = kind_block(kind);
-        float *x = random_blocks(B, B, 7000 + (uint64_t)kind);
+        float *x = random_blocks(B, kind, 7000 + (uint64_t)kind);
         check_quant(kind, "one block", x, B, 1);
         free(x);
         int64_t n = (int64_t)B * 4099;
-        x = random_blocks(n, B, 7100 + (uint64_t)kind);
+        x = random_blocks(n, kind, 7100 + (uint64_t)kind);
         check_quant(kind, "4099 blocks", x, n, 0);
         free(x);
     }

@@ -2,7 +2,7 @@
  * order of its f32 sum of squares, so two checks per case:
  *   - bit-exact against a host emulation of the kernel's own order (thread-strided partials,
  *     the warp's xor butterfly, the 8 warp sums in order), then the reference's exact steps;
- *   - against as_rmsnorm itself: at most 1 bf16 ulp, on at most 1/64 of the elements (counted).
+ *   - against as_rmsnorm itself: at most 1 bf16 ulp, on at most 1/64 of the elements + 1 (counted).
  * Shapes: the flash norms (q 1280, kv 512, index k 128, attn 5120), the tiny ones (32, 64), odd
  * widths (1, 33, 257, 4099), row strides on both sides, in place, and rows of zeros, of tiny and
  * of huge values, and a row with a single nonzero element. */
@@ -60,8 +60,9 @@ static Diff diff_bf16(const char *what, const uint16_t *got, const uint16_t *wan
                 }
             }
             if (d.bad < 6)
-                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %lld ulp", what, (long long)r,
-                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), (long long)dist);
+                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %s%lld ulp", what, (long long)r,
+                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), gn || wn ? "NaN on one side, " : "",
+                             (long long)dist);
             d.bad++;
         }
     return d;
@@ -213,7 +214,7 @@ static void check_case(const char *geom, int rows, int n, int64_t ldx, int64_t l
           "rounding bug, not summation order)", what, (long long)de.bad, (long long)cnt);
     CHECK(dr.bad == 0, "%s: %lld of %lld elements more than 1 bf16 ulp from as_rmsnorm", what, (long long)dr.bad,
           (long long)cnt);
-    CHECK(dr.near <= cnt / 64, "%s: %lld of %lld elements 1 ulp from as_rmsnorm: more than summation order explains",
+    CHECK(dr.near <= cnt / 64 + 1, "%s: %lld of %lld elements 1 ulp from as_rmsnorm: more than summation order explains",
           what, (long long)dr.near, (long long)cnt);
     as_test_note("%s: %lld/%lld bit-exact to the kernel-order emulation; vs as_rmsnorm %lld exact, %lld at 1 ulp",
                  what, (long long)(cnt - de.bad), (long long)cnt, (long long)(cnt - dr.near - dr.bad),

@@ -59,8 +59,9 @@ static Diff diff_bf16(const char *what, const uint16_t *got, const uint16_t *wan
                 }
             }
             if (d.bad < 6)
-                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %lld ulp", what, (long long)r,
-                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), (long long)dist);
+                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %s%lld ulp", what, (long long)r,
+                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), gn || wn ? "NaN on one side, " : "",
+                             (long long)dist);
             d.bad++;
         }
     return d;
@@ -149,6 +150,22 @@ static void check_case(const Tables *tb, const char *what_tensor, int rows, int 
     for (int64_t i = 0; i < n; i++)
         want[i] = as_bf16_bits(x[i]);
     Diff d = diff_bf16(what, got, want, rows, ld, 0);
+    for (int64_t i = 0; i < n && d.bad; i++) /* the first mismatch in the model's terms */
+        if (got[i] != want[i]) {
+            int64_t r = i / ld, ch = i % ld, h = ch / width, c = ch % width, k = (c - (width - t->rd)) / 2;
+            if (h >= heads)
+                as_test_note("%s: first mismatch: row %lld, row padding channel %lld (must stay untouched)", what,
+                             (long long)r, (long long)(ch - (int64_t)heads * width));
+            else if (c < width - t->rd)
+                as_test_note("%s: first mismatch: row %lld head %lld channel %lld: not a RoPE channel (must stay "
+                             "untouched)", what, (long long)r, (long long)h, (long long)c);
+            else
+                as_test_note("%s: first mismatch: row %lld head %lld channel %lld = pair %lld %s, position %d, "
+                             "cos %a sin %a", what, (long long)r, (long long)h, (long long)c, (long long)k,
+                             c % 2 == (width - t->rd) % 2 ? "re" : "im", p[r],
+                             (double)t->cos[(int64_t)p[r] * (t->rd / 2) + k], (double)t->sin[(int64_t)p[r] * (t->rd / 2) + k]);
+            break;
+        }
     CHECK(d.bad == 0, "%s: %lld of %lld elements differ (coordinates [row][channel within ld] above)", what,
           (long long)d.bad, (long long)n);
     if (d.bad == 0)
