@@ -4,6 +4,7 @@
 #include "model/weights.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,15 @@ static float fp8_block_scale(const AsWTensor *sc, int64_t br, int64_t bc)
     }
 }
 
+/* The 256 float8_e4m3fn values, built once. */
+static float e4m3_lut[256];
+static pthread_once_t e4m3_once = PTHREAD_ONCE_INIT;
+static void build_e4m3_lut(void)
+{
+    for (int b = 0; b < 256; b++)
+        e4m3_lut[b] = as_e4m3_from_bits((uint8_t)b);
+}
+
 /* Row r of an fp8 weight: weight = bf16(fp8 * scale), the product in f32. */
 static void fp8_row(const AsWTensor *t, int64_t r, const float *lut, float *dst)
 {
@@ -121,11 +131,9 @@ void as_wt_rows_f32(const AsWTensor *t, int64_t r0, int64_t n, float *dst)
         return;
     }
     case AS_DT_F8_E4M3: {
-        float lut[256];
-        for (int b = 0; b < 256; b++)
-            lut[b] = as_e4m3_from_bits((uint8_t)b);
+        pthread_once(&e4m3_once, build_e4m3_lut);
         for (int64_t r = 0; r < n; r++)
-            fp8_row(t, r0 + r, lut, dst + r * cols);
+            fp8_row(t, r0 + r, e4m3_lut, dst + r * cols);
         return;
     }
     case AS_DT_F8_E8M0: {

@@ -53,10 +53,17 @@ static void gemv_rows(const float *x, const AsWTensor *w, int64_t r0, int64_t r1
     }
 }
 
+static void round_bf16_rows(float *y, int64_t s, int64_t n, int64_t ldy)
+{
+    for (int64_t t = 0; t < s; t++)
+        for (int64_t o = 0; o < n; o++)
+            y[t * ldy + o] = as_bf16(y[t * ldy + o]);
+}
+
 /* Rows go out in chunks of about 256 KiB of weights, handed out dynamically: each chunk is one
  * contiguous stream, and a thread that loses its core (a busy machine) does not hold the
  * others up. */
-static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t nout, float *y)
+static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t nout, float *y, bool round)
 {
     const int64_t cols = as_wt_cols(w);
     const int64_t row_bytes = as_dtype_bytes(w->dtype, cols) > 0 ? as_dtype_bytes(w->dtype, cols) : 1;
@@ -71,6 +78,8 @@ static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t 
         for (int64_t j = 0; j < nchunk; j++) {
             int64_t a = j * chunk, b = a + chunk < nout ? a + chunk : nout;
             gemv_rows(x, w, o0 + a, o0 + b, y + a, buf);
+            if (round)
+                round_bf16_rows(y + a, 1, b - a, b - a);
         }
         free(buf);
     }
@@ -89,7 +98,7 @@ static int64_t panel_rows(int64_t s, int64_t cols)
 /* Each thread decodes its panels into its own buffer and runs the serial sgemm
  * y[:, panel] = x . panel^T on them. */
 static void linear_gemm(const float *x, int64_t s, const AsWTensor *w, int64_t o0, int64_t nout,
-                        float *y, int64_t ldy)
+                        float *y, int64_t ldy, bool round)
 {
     const int64_t cols = as_wt_cols(w), prow = panel_rows(s, cols);
     const int64_t npanel = (nout + prow - 1) / prow;
@@ -108,6 +117,8 @@ static void linear_gemm(const float *x, int64_t s, const AsWTensor *w, int64_t o
                 as_wt_rows_f32(w, o0 + p, np, panel);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s, (int)np, (int)cols, 1.0f, x,
                         (int)cols, wp, (int)cols, 0.0f, y + p, (int)ldy);
+            if (round)
+                round_bf16_rows(y + p, s, np, ldy);
         }
         free(panel);
     }
@@ -123,11 +134,7 @@ void as_linear_rows(const float *x, int64_t s, const AsWTensor *w, int64_t o0, i
     if (s <= 0 || nout <= 0)
         return;
     if (s == 1)
-        linear_gemv(x, w, o0, nout, y);
+        linear_gemv(x, w, o0, nout, y, round_bf16);
     else
-        linear_gemm(x, s, w, o0, nout, y, ldy);
-    if (round_bf16)
-        for (int64_t t = 0; t < s; t++)
-            for (int64_t o = 0; o < nout; o++)
-                y[t * ldy + o] = as_bf16(y[t * ldy + o]);
+        linear_gemm(x, s, w, o0, nout, y, ldy, round_bf16);
 }

@@ -4,6 +4,7 @@
 
 #include <math.h>
 
+#include "ref/linear.h" /* as_ref_threads */
 #include "ref/numerics.h"
 
 static void rmsnorm_row(const float *x, const float *w, float *y, int64_t n, float eps)
@@ -23,7 +24,7 @@ void as_rmsnorm(const float *x, const float *w, float *y, int64_t rows, int64_t 
 {
     if (n <= 0)
         return;
-#pragma omp parallel for schedule(static) if (rows * n >= (1 << 16))
+#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) if (rows * n >= (1 << 16))
     for (int64_t r = 0; r < rows; r++)
         rmsnorm_row(x + r * n, w, y + r * n, n, eps);
 }

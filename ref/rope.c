@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "ref/linear.h" /* as_ref_threads */
 #include "ref/numerics.h"
 
 /* YaRN's correction dimension (in f64, as DeepSeek's find_correction_dim in Python floats):
@@ -59,7 +60,7 @@ int as_rope_init(AsRopeTable *t, int rd, int max_seq, double base, bool yarn, do
         return -1;
     }
     precompute_freqs(t->freq, rd, base, yarn, factor, original_seq_len, beta_fast, beta_slow);
-#pragma omp parallel for schedule(static) if (max_seq >= 4096)
+#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) if (max_seq >= 4096)
     for (int64_t p = 0; p < max_seq; p++)
         for (int64_t k = 0; k < half; k++) {
             float a = (float)p * t->freq[k];
@@ -116,7 +117,7 @@ void as_rope_rows(float *x, int64_t rows, int64_t stride, int width, const int *
 {
     if (width < t->rd)
         return;
-#pragma omp parallel for schedule(static) if (rows >= 4096)
+#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) if (rows >= 4096)
     for (int64_t r = 0; r < rows; r++)
         rope_row(x + r * stride, width, pos[r], t, inverse);
 }
@@ -125,7 +126,7 @@ void as_rope_heads(float *x, int64_t s, int heads, int width, int pos0, const As
 {
     if (width < t->rd)
         return;
-#pragma omp parallel for schedule(static) if (s * heads >= 4096)
+#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) if (s * heads >= 4096)
     for (int64_t r = 0; r < s * heads; r++)
         rope_row(x + r * width, width, pos0 + (int)(r / heads), t, inverse);
 }
