@@ -91,9 +91,11 @@ $(BUILD)/attnscope: $(CLI_OBJ) $(LIB)
 $(BUILD)/attnscope_tests: $(TEST_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(LIB) $(CUDA_LIBS) $(LDLIBS)
 
+# Until the TUI exists: the tiny model (generated once, models/ is git-ignored) and its description.
 run: deps
 	@$(MAKE) --no-print-directory $(BUILD)/attnscope
-	./$(BUILD)/attnscope
+	@[ -f models/tiny/model.safetensors ] || ./$(BUILD)/attnscope gen --preset tiny -o models/tiny
+	./$(BUILD)/attnscope info models/tiny
 
 # The whole suite: CUDA build (GPU tests skip without a device), then the CPU tests again under
 # ASan + UBSan, then the terminal-driven tests.

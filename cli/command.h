@@ -18,11 +18,14 @@ const AsCommand *as_command_find(const char *name);
 /* The registered commands sorted by name; *n gets the count. */
 const AsCommand *const *as_command_list(int *n);
 
-#define AS_COMMAND(name_, fn_, summary_, usage_)                                     \
-    static const AsCommand as_command_##name_ = {#name_, fn_, summary_, usage_};     \
-    __attribute__((constructor)) static void as_command_reg_##name_(void)           \
+/* AS_COMMAND(gen, cmd_gen, "summary", "usage"): the name is also an identifier. */
+#define AS_COMMAND(name_, fn_, summary_, usage_) AS_COMMAND_NAMED(name_, #name_, fn_, summary_, usage_)
+/* For names that are not identifiers: AS_COMMAND_NAMED(dump_info, "dump-info", ...). */
+#define AS_COMMAND_NAMED(id_, name_, fn_, summary_, usage_)                         \
+    static const AsCommand as_command_##id_ = {name_, fn_, summary_, usage_};        \
+    __attribute__((constructor)) static void as_command_reg_##id_(void)             \
     {                                                                                \
-        as_command_register(&as_command_##name_);                                   \
+        as_command_register(&as_command_##id_);                                     \
     }
 
 #endif
