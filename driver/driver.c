@@ -63,7 +63,7 @@ static int open_got_side(AsDriver *d, AsError *err)
                  fault ? o->inject : "");
         return 0;
     }
-    if (fault != AS_FAULT_NONE) {
+    if (o->inject) { /* "none" gives a faithful twin: the checker's own control */
         d->twin = calloc(1, sizeof *d->twin);
         if (!d->twin)
             return as_err(err, AS_ERUNTIME, "out of host memory");
@@ -76,7 +76,7 @@ static int open_got_side(AsDriver *d, AsError *err)
         d->twin->rm.fault = fault;
         d->got_kind = AS_GOT_TWIN;
         snprintf(d->got_name, sizeof d->got_name, "ref+fault:%s", o->inject);
-        snprintf(d->note, sizeof d->note, "%s: no CUDA device, the fault runs in a reference twin",
+        snprintf(d->note, sizeof d->note, "%s: the fault runs in a reference twin",
                  o->no_engine ? "engine disabled" : "no CUDA device");
         return 0;
     }

@@ -1,0 +1,47 @@
+/* `attnscope run SCRIPT.json`: the batch mode for CI (docs/BATCH.md). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "driver/batch.h"
+
+static int cmd_run(int argc, char **argv)
+{
+    AsBatchOptions o = {0};
+    const char *pos[1];
+    int n_pos = 0;
+    const AsOpt opts[] = {
+        {"--report-json", NULL, AS_OPT_STR, &o.report_json, 0, 0},
+        {"--junit", NULL, AS_OPT_STR, &o.report_junit, 0, 0},
+        {"--dump", NULL, AS_OPT_STR, &o.dump_path, 0, 0},
+        {"--no-engine", NULL, AS_OPT_FLAG, &o.no_engine, 0, 0},
+        {"--quiet", "-q", AS_OPT_FLAG, &o.quiet, 0, 0},
+        {NULL, NULL, 0, NULL, 0, 0},
+    };
+    int rc = as_args_parse("run", argc, argv, opts, pos, 1, 1, &n_pos);
+    if (rc)
+        return rc == AS_ARGS_HELP ? 0 : rc;
+    AsScript *s = malloc(sizeof *s);
+    if (!s)
+        return AS_ERUNTIME;
+    AsError err = {0};
+    rc = as_script_load(pos[0], s, &err);
+    if (!rc)
+        rc = as_batch_run(s, &o, &err);
+    free(s);
+    if (rc && rc != AS_EMISMATCH) {
+        as_cli_fail("run", &err);
+        /* the documented exit codes: a refused step or a cancel is a runtime failure */
+        if (rc == AS_EREFUSED || rc == AS_ECANCELLED)
+            rc = AS_ERUNTIME;
+    }
+    return rc;
+}
+
+AS_COMMAND(run, cmd_run, "run a batch script: steps, tolerances, dumps, JSON/JUnit reports; exit code = verdict",
+           "run SCRIPT.json [--report-json F] [--junit F] [--dump F.h5] [--no-engine] [--quiet]\\n"
+           "  Runs the script (docs/BATCH.md). Exit 0: within tolerance; 1: a mismatch (or an unmet\\n"
+           "  expectation); 2: bad input (script, files, options); 3: a runtime failure (CUDA, memory, I/O,\\n"
+           "  a step the model refuses). Paths in the script are relative to the script's directory;\\n"
+           "  paths given here are relative to the current directory.")

@@ -1,0 +1,18 @@
+/* The batch mode: runs a script through the driver, dumps what it asks for, writes the reports,
+ * and turns the outcome into the exit code (0 within tolerance, 1 a mismatch, 2 bad input,
+ * 3 a runtime failure). */
+#ifndef AS_BATCH_H
+#define AS_BATCH_H
+
+#include "driver/script.h"
+
+typedef struct {
+    const char *report_json, *report_junit, *dump_path;  /* override the script's (CWD-relative) */
+    bool quiet;                                          /* no progress on stderr */
+    bool no_engine;
+} AsBatchOptions;
+
+/* Returns the exit code; err holds the message of a failure (codes 2 and 3). */
+int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err);
+
+#endif

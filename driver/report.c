@@ -1,0 +1,394 @@
+#include "driver/report.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One JUnit test case: step x layer. */
+typedef struct {
+    int step, layer, start_pos;
+    bool prefill;
+    AsVerdict verdict;
+    char failure[512];     /* "" when it passed */
+} Case;
+
+struct AsReport {
+    cJSON *root, *steps, *cur_step;
+    int cur_step_no;
+    Case *cases;
+    int n_cases, cap_cases;
+    AsVerdict worst;
+    int worst_step, worst_layer;
+    AsTensorId worst_tensor;
+    char name[256], got_name[48], model_name[256], note[256];
+    char error[600];
+    bool compared;
+    bool expectation_set, expectation_met;
+    char expectation[300];
+    bool div_searched, div_found;
+    AsDivergence div;
+    bool first_found;
+    int first_step, first_layer;
+    AsTensorId first_tensor;
+};
+
+static int rank(AsVerdict v)
+{
+    static const int r[AS_V_COUNT] = {[AS_V_NOT_RUN] = 0, [AS_V_ABSENT] = 1, [AS_V_PASS] = 2,
+                                      [AS_V_FLIPS] = 3,   [AS_V_NEAR_TIE] = 4, [AS_V_MISMATCH] = 5};
+    return r[v];
+}
+
+AsReport *as_report_new(const char *name, const AsDriver *d)
+{
+    AsReport *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->got_name, sizeof r->got_name, "%s", d->got_name);
+    snprintf(r->model_name, sizeof r->model_name, "%s", d->model.weights_name);
+    snprintf(r->note, sizeof r->note, "%s", d->note);
+    r->compared = d->got_kind != AS_GOT_NONE;
+    r->worst = AS_V_NOT_RUN;
+    r->worst_step = r->worst_layer = -1;
+    r->worst_tensor = AS_T_COUNT;
+    r->cur_step_no = -1;
+    r->root = cJSON_CreateObject();
+    cJSON_AddStringToObject(r->root, "format", "attnscope-report");
+    cJSON_AddNumberToObject(r->root, "format_version", 1);
+    cJSON_AddStringToObject(r->root, "name", name);
+    cJSON_AddStringToObject(r->root, "attnscope_version", AS_VERSION);
+    cJSON *model = cJSON_AddObjectToObject(r->root, "model");
+    cJSON_AddStringToObject(model, "weights", d->model.weights_name);
+    cJSON_AddStringToObject(model, "digest", d->model.digest);
+    char *cfg = as_config_to_json(&d->model.cfg);
+    cJSON *cj = cfg ? cJSON_Parse(cfg) : NULL;
+    free(cfg);
+    if (cj)
+        cJSON_AddItemToObject(model, "config", cj);
+    cJSON_AddStringToObject(r->root, "checked", d->got_name);
+    cJSON_AddStringToObject(r->root, "mode", d->got_kind == AS_GOT_NONE ? "reference-only" : as_mode_name(d->opt.mode));
+    cJSON_AddStringToObject(r->root, "note", d->note);
+    r->steps = cJSON_AddArrayToObject(r->root, "steps");
+    return r;
+}
+
+void as_report_free(AsReport *r)
+{
+    if (!r)
+        return;
+    cJSON_Delete(r->root);
+    free(r->cases);
+    free(r);
+}
+
+static cJSON *tensor_json(AsTensorId id, const AsTensorDiff *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "verdict", as_verdict_name(t->verdict));
+    cJSON_AddNumberToObject(o, "numel", (double)t->numel);
+    if (t->shape_differs)
+        cJSON_AddBoolToObject(o, "shape_differs", 1);
+    if (as_tensor_desc[id].selection) {
+        cJSON_AddNumberToObject(o, "rows_differ", (double)t->n_rows_differ);
+        cJSON_AddNumberToObject(o, "near_ties", (double)t->n_near_tie);
+        cJSON_AddNumberToObject(o, "real", (double)t->n_real);
+        cJSON *ex = cJSON_AddArrayToObject(o, "examples");
+        for (int i = 0; i < t->n_seldiffs && i < 4; i++) {
+            const AsSelDiff *sd = &t->seldiff[i];
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "query", (double)sd->query);
+            cJSON_AddItemToObject(e, "only_got", cJSON_CreateIntArray(sd->only_got, sd->n_only_got < 8 ? sd->n_only_got : 8));
+            cJSON_AddItemToObject(e, "only_want",
+                                  cJSON_CreateIntArray(sd->only_want, sd->n_only_want < 8 ? sd->n_only_want : 8));
+            cJSON_AddNumberToObject(e, "margin_ulp", sd->margin);
+            cJSON_AddBoolToObject(e, "near_tie", sd->near_tie);
+            cJSON_AddItemToArray(ex, e);
+        }
+        return o;
+    }
+    cJSON_AddNumberToObject(o, "max_abs", t->max_abs);
+    cJSON_AddNumberToObject(o, "want_max", t->want_max);
+    cJSON_AddNumberToObject(o, "tol", t->tol);
+    cJSON_AddNumberToObject(o, "max_rel", t->max_rel);
+    cJSON_AddNumberToObject(o, "n_bad", (double)t->n_bad);
+    cJSON_AddNumberToObject(o, "n_flips", (double)t->n_flips);
+    if (t->worst >= 0) {
+        cJSON *w = cJSON_AddObjectToObject(o, "worst");
+        char coord[128];
+        as_format_coord(id, t->worst_coord, as_tensor_desc[id].ndim, coord, sizeof coord);
+        cJSON_AddStringToObject(w, "at", coord);
+        cJSON_AddNumberToObject(w, "got", t->worst_got);
+        cJSON_AddNumberToObject(w, "want", t->worst_want);
+        cJSON_AddNumberToObject(w, "ulp", (double)t->worst_ulp);
+    }
+    return o;
+}
+
+/* "out: max |diff| 0.031 > tol 0.0078 at token 3, channel 17 (got 1.25, want 1.28, 2 ulp)" */
+static void describe(AsTensorId id, const AsTensorDiff *t, char *buf, size_t n)
+{
+    if (as_tensor_desc[id].selection) {
+        const AsSelDiff *sd = t->n_seldiffs ? &t->seldiff[0] : NULL;
+        int k = snprintf(buf, n, "%s: %ld queries differ (%ld real, %ld near-ties)", as_tensor_desc[id].name,
+                         (long)t->n_rows_differ, (long)t->n_real, (long)t->n_near_tie);
+        if (sd && k > 0 && (size_t)k < n)
+            snprintf(buf + k, n - (size_t)k, "; query %ld: %d only in got (first %d), %d only in want (first %d), margin %g",
+                     (long)sd->query, sd->n_only_got, sd->n_only_got ? sd->only_got[0] : -1, sd->n_only_want,
+                     sd->n_only_want ? sd->only_want[0] : -1, sd->margin);
+        return;
+    }
+    if (t->shape_differs) {
+        snprintf(buf, n, "%s: shapes differ (or present on one side only)", as_tensor_desc[id].name);
+        return;
+    }
+    char coord[128] = "-";
+    if (t->worst >= 0)
+        as_format_coord(id, t->worst_coord, as_tensor_desc[id].ndim, coord, sizeof coord);
+    snprintf(buf, n, "%s: max |diff| %.4g > tol %.4g at %s (got %.6g, want %.6g, %ld ulp); %ld bad, %ld flips",
+             as_tensor_desc[id].name, t->max_abs, t->tol, coord, t->worst_got, t->worst_want, (long)t->worst_ulp,
+             (long)t->n_bad, (long)t->n_flips);
+}
+
+void as_report_layer(AsReport *r, const AsStepInfo *st, int layer, const AsLayerDiff *diff)
+{
+    if (st->step != r->cur_step_no) {
+        r->cur_step = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r->cur_step, "step", st->step);
+        cJSON_AddStringToObject(r->cur_step, "kind", st->prefill ? "prefill" : "decode");
+        cJSON_AddNumberToObject(r->cur_step, "start_pos", st->start_pos);
+        cJSON_AddNumberToObject(r->cur_step, "tokens", st->s);
+        cJSON_AddArrayToObject(r->cur_step, "layers");
+        cJSON_AddItemToArray(r->steps, r->cur_step);
+        r->cur_step_no = st->step;
+    }
+    cJSON *lj = cJSON_CreateObject();
+    cJSON_AddNumberToObject(lj, "layer", layer);
+    AsVerdict v = diff ? diff->verdict : AS_V_NOT_RUN;
+    cJSON_AddStringToObject(lj, "verdict", as_verdict_name(v));
+    Case c = {st->step, layer, st->start_pos, st->prefill, v, ""};
+    if (diff) {
+        if (diff->worst_tensor != AS_T_COUNT)
+            cJSON_AddStringToObject(lj, "worst_tensor", as_tensor_desc[diff->worst_tensor].name);
+        cJSON *tj = cJSON_AddObjectToObject(lj, "tensors");
+        for (int i = 0; i < AS_T_COUNT; i++)
+            if (diff->t[i].verdict != AS_V_ABSENT && diff->t[i].verdict != AS_V_NOT_RUN)
+                cJSON_AddItemToObject(tj, as_tensor_desc[i].name, tensor_json((AsTensorId)i, &diff->t[i]));
+        if (v == AS_V_MISMATCH) {
+            /* the first mismatching tensor in forward order carries the message */
+            for (int i = 0; i < AS_T_COUNT; i++)
+                if (diff->t[i].verdict == AS_V_MISMATCH) {
+                    describe((AsTensorId)i, &diff->t[i], c.failure, sizeof c.failure);
+                    if (!r->first_found) {
+                        r->first_found = true;
+                        r->first_step = st->step;
+                        r->first_layer = layer;
+                        r->first_tensor = (AsTensorId)i;
+                    }
+                    break;
+                }
+        }
+        if (rank(v) > rank(r->worst)) {
+            r->worst = v;
+            r->worst_step = st->step;
+            r->worst_layer = layer;
+            r->worst_tensor = diff->worst_tensor;
+        }
+    }
+    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r->cur_step, "layers"), lj);
+    if (r->n_cases == r->cap_cases) {
+        int cap = r->cap_cases ? r->cap_cases * 2 : 64;
+        Case *nc = realloc(r->cases, sizeof(Case) * (size_t)cap);
+        if (!nc)
+            return;
+        r->cases = nc;
+        r->cap_cases = cap;
+    }
+    r->cases[r->n_cases++] = c;
+}
+
+void as_report_divergence(AsReport *r, const AsDivergence *dv, bool searched)
+{
+    r->div_searched = searched;
+    r->div_found = dv->found;
+    r->div = *dv;
+    cJSON *o = cJSON_AddObjectToObject(r->root, "first_divergence");
+    cJSON_AddBoolToObject(o, "found", dv->found);
+    if (dv->found) {
+        cJSON_AddNumberToObject(o, "step", dv->step);
+        cJSON_AddNumberToObject(o, "layer", dv->layer);
+        cJSON_AddNumberToObject(o, "start_pos", dv->start_pos);
+        cJSON_AddStringToObject(o, "tensor", as_tensor_desc[dv->tensor].name);
+        cJSON_AddItemToObject(o, "diff", tensor_json(dv->tensor, &dv->diff));
+    }
+}
+
+void as_report_error(AsReport *r, const AsError *err)
+{
+    snprintf(r->error, sizeof r->error, "%s", err->msg);
+    cJSON_AddStringToObject(r->root, "error", err->msg);
+}
+
+void as_report_expectation(AsReport *r, bool met, const char *what)
+{
+    r->expectation_set = true;
+    r->expectation_met = met;
+    snprintf(r->expectation, sizeof r->expectation, "%s", what);
+    cJSON *o = cJSON_AddObjectToObject(r->root, "expectation");
+    cJSON_AddStringToObject(o, "expected", what);
+    cJSON_AddBoolToObject(o, "met", met);
+}
+
+AsVerdict as_report_verdict(const AsReport *r) { return r->worst; }
+
+bool as_report_first_mismatch(const AsReport *r, int *step, int *layer, AsTensorId *tensor)
+{
+    if (r->first_found) {
+        *step = r->first_step;
+        *layer = r->first_layer;
+        *tensor = r->first_tensor;
+    }
+    return r->first_found;
+}
+int as_report_layers(const AsReport *r) { return r->n_cases; }
+
+/* Writes text to path through a temporary beside it and a rename. */
+static int write_atomic(const char *path, const char *text, AsError *err)
+{
+    char tmp[1100];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return as_err(err, AS_EBADINPUT, "%s: path too long", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return as_err(err, AS_ERUNTIME, "%s: cannot write (%s)", path, strerror(errno));
+    size_t n = strlen(text);
+    bool ok = fwrite(text, 1, n, f) == n;
+    ok = (fflush(f) == 0) && ok;
+    ok = (fsync(fileno(f)) == 0) && ok;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return as_err(err, AS_ERUNTIME, "%s: write failed (%s)", path, strerror(e));
+    }
+    return 0;
+}
+
+int as_report_write_json(const AsReport *r, const char *path, AsError *err)
+{
+    cJSON *copy = cJSON_Duplicate(r->root, 1);
+    if (!copy)
+        return as_err(err, AS_ERUNTIME, "out of memory for the report");
+    cJSON_AddStringToObject(copy, "verdict", r->error[0] ? "error" : as_verdict_name(r->worst));
+    char *text = cJSON_Print(copy);
+    cJSON_Delete(copy);
+    if (!text)
+        return as_err(err, AS_ERUNTIME, "out of memory printing the report");
+    size_t n = strlen(text);
+    char *withnl = malloc(n + 2);
+    int rc;
+    if (!withnl) {
+        rc = as_err(err, AS_ERUNTIME, "out of memory");
+    } else {
+        memcpy(withnl, text, n);
+        memcpy(withnl + n, "\n", 2);
+        rc = write_atomic(path, withnl, err);
+    }
+    free(withnl);
+    cJSON_free(text);
+    return rc;
+}
+
+static void xml_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default:
+            if ((unsigned char)*s >= 0x20 || *s == '\n' || *s == '\t')
+                fputc(*s, f);
+        }
+    }
+}
+
+int as_report_write_junit(const AsReport *r, const char *path, AsError *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return as_err(err, AS_ERUNTIME, "out of memory for the JUnit report");
+    int failures = 0;
+    for (int i = 0; i < r->n_cases; i++)
+        failures += r->cases[i].verdict == AS_V_MISMATCH;
+    int errors = r->error[0] ? 1 : 0;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"attnscope\" tests=\"%d\" failures=\"%d\" "
+               "errors=\"%d\">\n", r->n_cases + errors, failures, errors);
+    fprintf(f, "  <testsuite name=\"");
+    xml_escape(f, r->name);
+    fprintf(f, "\" tests=\"%d\" failures=\"%d\" errors=\"%d\">\n", r->n_cases + errors, failures, errors);
+    for (int i = 0; i < r->n_cases; i++) {
+        const Case *c = &r->cases[i];
+        fprintf(f, "    <testcase classname=\"step%04d.%s.pos%d\" name=\"layer %02d\"", c->step,
+                c->prefill ? "prefill" : "decode", c->start_pos, c->layer);
+        if (c->verdict == AS_V_MISMATCH) {
+            fprintf(f, ">\n      <failure message=\"");
+            xml_escape(f, c->failure);
+            fprintf(f, "\" type=\"mismatch\">step %d, layer %d: ", c->step, c->layer);
+            xml_escape(f, c->failure);
+            fprintf(f, "</failure>\n    </testcase>\n");
+        } else if (c->verdict == AS_V_NOT_RUN) {
+            fprintf(f, ">\n      <skipped message=\"reference only: nothing compared\"/>\n    </testcase>\n");
+        } else {
+            fprintf(f, ">\n      <system-out>%s</system-out>\n    </testcase>\n", as_verdict_name(c->verdict));
+        }
+    }
+    if (errors) {
+        fprintf(f, "    <testcase classname=\"run\" name=\"run\">\n      <error message=\"");
+        xml_escape(f, r->error);
+        fprintf(f, "\"/>\n    </testcase>\n");
+    }
+    fprintf(f, "  </testsuite>\n</testsuites>\n");
+    fclose(f);
+    int rc = buf ? write_atomic(path, buf, err) : as_err(err, AS_ERUNTIME, "out of memory");
+    free(buf);
+    return rc;
+}
+
+void as_report_summary(const AsReport *r, FILE *f)
+{
+    int count[AS_V_COUNT] = {0};
+    for (int i = 0; i < r->n_cases; i++)
+        count[r->cases[i].verdict]++;
+    fprintf(f, "attnscope run %s: model %s, checked: %s\n", r->name, r->model_name, r->got_name);
+    if (!r->compared)
+        fprintf(f, "  %s: the reference ran alone, nothing was compared\n", r->note);
+    fprintf(f, "  %d layer runs: %d pass, %d with quantisation flips, %d near-ties, %d mismatches%s\n", r->n_cases,
+            count[AS_V_PASS], count[AS_V_FLIPS], count[AS_V_NEAR_TIE], count[AS_V_MISMATCH],
+            count[AS_V_NOT_RUN] ? " (reference only)" : "");
+    int shown = 0;
+    for (int i = 0; i < r->n_cases && shown < 5; i++)
+        if (r->cases[i].verdict == AS_V_MISMATCH) {
+            fprintf(f, "  MISMATCH step %d (%s, pos %d) layer %d: %s\n", r->cases[i].step,
+                    r->cases[i].prefill ? "prefill" : "decode", r->cases[i].start_pos, r->cases[i].layer,
+                    r->cases[i].failure);
+            shown++;
+        }
+    if (count[AS_V_MISMATCH] > shown)
+        fprintf(f, "  ... and %d more mismatching layer runs (see the JSON report)\n", count[AS_V_MISMATCH] - shown);
+    if (r->div_searched && r->div_found)
+        fprintf(f, "  first divergence: step %d (pos %d), layer %d, tensor %s\n", r->div.step, r->div.start_pos,
+                r->div.layer, as_tensor_desc[r->div.tensor].name);
+    else if (r->div_searched)
+        fprintf(f, "  first divergence: none within the steps run\n");
+    if (r->error[0])
+        fprintf(f, "  ERROR: %s\n", r->error);
+    if (r->expectation_set)
+        fprintf(f, "  expectation %s: %s\n", r->expectation_met ? "met" : "NOT met", r->expectation);
+    fprintf(f, "verdict: %s\n", r->error[0] ? "error" : as_verdict_name(r->worst));
+}

@@ -1,0 +1,34 @@
+/* The batch mode's reports: JSON (every step, layer and tensor with its metrics and verdict),
+ * JUnit XML (one test case per step x layer, failures carrying the worst element) and a
+ * one-screen human summary. The same run gives the same report: no times, no host names. */
+#ifndef AS_REPORT_H
+#define AS_REPORT_H
+
+#include <stdio.h>
+
+#include "driver/driver.h"
+
+typedef struct AsReport AsReport;
+
+AsReport *as_report_new(const char *name, const AsDriver *d);
+void as_report_free(AsReport *r);
+/* One layer of a step; diff is NULL when nothing was compared (reference only). */
+void as_report_layer(AsReport *r, const AsStepInfo *step, int layer, const AsLayerDiff *diff);
+void as_report_divergence(AsReport *r, const AsDivergence *dv, bool searched);
+/* A failure that stopped the run (refusal, CUDA error...). */
+void as_report_error(AsReport *r, const AsError *err);
+/* The expectation's outcome (batch scripts that check the checker). */
+void as_report_expectation(AsReport *r, bool met, const char *what);
+
+/* The first mismatching layer run (in run order) and its first mismatching tensor in forward
+ * order; false when there is none. */
+bool as_report_first_mismatch(const AsReport *r, int *step, int *layer, AsTensorId *tensor);
+/* The worst verdict over every layer reported. */
+AsVerdict as_report_verdict(const AsReport *r);
+int as_report_layers(const AsReport *r);
+
+int as_report_write_json(const AsReport *r, const char *path, AsError *err);
+int as_report_write_junit(const AsReport *r, const char *path, AsError *err);
+void as_report_summary(const AsReport *r, FILE *f);
+
+#endif
