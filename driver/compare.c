@@ -563,14 +563,15 @@ void as_compare_layer(const AsRun *got, const AsRun *want, const AsCompareOption
         as_compare_tensor(got, want, (AsTensorId)i, opt, d);
         /* verdicts are ordered by severity; the first tensor in forward order at the worst
          * level is where a divergence starts; among passes, the one closest to its limit */
+        double rel = d->tol > 0 ? d->max_abs / d->tol : 0;
         if (d->verdict > out->verdict) {
             out->verdict = d->verdict;
+            /* an exact pass has no worst tensor */
+            out->worst_tensor = d->verdict == AS_V_PASS && rel == 0 ? AS_T_COUNT : (AsTensorId)i;
+            worst_rel = rel;
+        } else if (d->verdict == AS_V_PASS && out->verdict == AS_V_PASS && rel > worst_rel) {
             out->worst_tensor = (AsTensorId)i;
-            worst_rel = d->tol > 0 ? d->max_abs / d->tol : 0;
-        } else if (d->verdict == AS_V_PASS && out->verdict == AS_V_PASS && d->tol > 0 &&
-                   d->max_abs / d->tol > worst_rel) {
-            out->worst_tensor = (AsTensorId)i;
-            worst_rel = d->max_abs / d->tol;
+            worst_rel = rel;
         }
     }
     if (out->verdict <= AS_V_ABSENT)

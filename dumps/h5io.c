@@ -1,0 +1,366 @@
+/* HDF5 helpers for the dumps. HDF5 clears its error stack at the start of every API call, so a
+ * failure's reason is read (as_h5_fail) before any handle is closed. */
+#include "dumps/h5io.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK_BYTES (1u << 20) /* chunks up to ~1 MiB */
+#define DEFLATE_LEVEL 1        /* fast; shuffle does most of the work on floats */
+
+void as_h5_init(void)
+{
+    static bool done;
+    if (!done) {
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        done = true;
+    }
+}
+
+typedef struct {
+    char *buf;
+    size_t n;
+} Reason;
+
+static herr_t first_reason(unsigned n, const H5E_error2_t *e, void *data)
+{
+    Reason *r = data;
+    if (n == 0 && e->desc)
+        snprintf(r->buf, r->n, "%s", e->desc); /* walking upward: 0 is the most specific */
+    return 0;
+}
+
+void as_h5_reason(char *buf, size_t n)
+{
+    if (!n)
+        return;
+    buf[0] = '\0';
+    Reason r = {buf, n};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_reason, &r);
+}
+
+int as_h5_fail(AsError *err, int code, AsH5At at, const char *what, ...)
+{
+    char reason[200], text[300];
+    as_h5_reason(reason, sizeof reason);
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(text, sizeof text, what, ap);
+    va_end(ap);
+    return as_err(err, code, "dump %s: %s: %s%s%s%s", at.file, at.path && *at.path ? at.path : "/", text,
+                  reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+}
+
+static void close_all(hid_t a, hid_t s, hid_t t)
+{
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+}
+
+/* ---- writing ------------------------------------------------------------------------- */
+
+static int put_attr(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hid_t space, const void *v, AsH5At at,
+                    AsError *err)
+{
+    if (space < 0)
+        return as_h5_fail(err, AS_ERUNTIME, at, "attribute '%s': cannot make its dataspace", name);
+    hid_t a = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0 || H5Awrite(a, mtype, v) < 0) {
+        int rc = as_h5_fail(err, AS_ERUNTIME, at, "attribute '%s': cannot write", name);
+        close_all(a, space, -1);
+        return rc;
+    }
+    close_all(a, space, -1);
+    return 0;
+}
+
+int as_h5_put_str(hid_t obj, const char *name, const char *v, AsH5At at, AsError *err)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0 || H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0) {
+        int rc = as_h5_fail(err, AS_ERUNTIME, at, "attribute '%s': cannot make a string type", name);
+        close_all(-1, -1, t);
+        return rc;
+    }
+    const char *s = v ? v : "";
+    int rc = put_attr(obj, name, t, t, H5Screate(H5S_SCALAR), &s, at, err);
+    H5Tclose(t);
+    return rc;
+}
+
+int as_h5_put_i64(hid_t obj, const char *name, int64_t v, AsH5At at, AsError *err)
+{
+    return put_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, H5Screate(H5S_SCALAR), &v, at, err);
+}
+
+int as_h5_put_i64s(hid_t obj, const char *name, const int64_t *v, int n, AsH5At at, AsError *err)
+{
+    hsize_t d = (hsize_t)n;
+    return put_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, H5Screate_simple(1, &d, NULL), v, at, err);
+}
+
+int as_h5_put_f64(hid_t obj, const char *name, double v, AsH5At at, AsError *err)
+{
+    return put_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, H5Screate(H5S_SCALAR), &v, at, err);
+}
+
+hid_t as_h5_new_group(hid_t loc, const char *name, AsH5At at, AsError *err)
+{
+    hid_t g = H5Gcreate2(loc, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0)
+        as_h5_fail(err, AS_ERUNTIME, at, "cannot create group '%s'", name);
+    return g;
+}
+
+/* Chunk shape: the whole tensor, outer dims halved until a chunk fits in CHUNK_BYTES. */
+static void chunk_shape(int rank, const hsize_t *dims, size_t esz, hsize_t *chunk)
+{
+    for (int i = 0; i < rank; i++)
+        chunk[i] = dims[i] > 0 ? dims[i] : 1;
+    for (int i = 0; i < rank; i++) {
+        for (;;) {
+            hsize_t bytes = esz;
+            for (int j = 0; j < rank; j++)
+                bytes *= chunk[j];
+            if (bytes <= CHUNK_BYTES || chunk[i] == 1)
+                break;
+            chunk[i] = (chunk[i] + 1) / 2;
+        }
+    }
+}
+
+hid_t as_h5_new_dataset(hid_t loc, const char *name, hid_t ftype, int rank, const hsize_t *dims,
+                        const hsize_t *maxdims, AsH5At at, AsError *err)
+{
+    hsize_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    hid_t space = H5Screate_simple(rank, dims, maxdims);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t d = -1;
+    if (space < 0 || dcpl < 0)
+        goto fail;
+    if (n > 0 || maxdims) {
+        hsize_t chunk[3] = {1, 1, 1};
+        chunk_shape(rank, dims, H5Tget_size(ftype), chunk);
+        if (H5Pset_chunk(dcpl, rank, chunk) < 0)
+            goto fail;
+        if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
+            if (H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, DEFLATE_LEVEL) < 0)
+                goto fail;
+        }
+    }
+    d = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (d < 0)
+        goto fail;
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    return d;
+fail:
+    as_h5_fail(err, AS_ERUNTIME, at, "cannot create dataset '%s'", name);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return -1;
+}
+
+/* ---- reading ------------------------------------------------------------------------- */
+
+int as_h5_has(hid_t loc, const char *name, H5O_type_t want, AsH5At at, AsError *err)
+{
+    htri_t e = H5Lexists(loc, name, H5P_DEFAULT);
+    if (e < 0)
+        return -as_h5_fail(err, AS_EBADINPUT, at, "cannot look up '%s'", name);
+    if (e == 0)
+        return 0;
+    H5L_info_t li;
+    if (H5Lget_info(loc, name, &li, H5P_DEFAULT) < 0)
+        return -as_h5_fail(err, AS_EBADINPUT, at, "cannot read link '%s'", name);
+    if (li.type != H5L_TYPE_HARD) /* soft / external links could point anywhere, even other files */
+        return -as_err(err, AS_EBADINPUT, "dump %s: %s/%s: is a soft or external link (the format has none)",
+                       at.file, at.path, name);
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(loc, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return -as_h5_fail(err, AS_EBADINPUT, at, "cannot read object '%s'", name);
+    if (oi.type != want)
+        return -as_err(err, AS_EBADINPUT, "dump %s: %s/%s: is a %s, the format says %s", at.file, at.path, name,
+                       oi.type == H5O_TYPE_GROUP ? "group" : oi.type == H5O_TYPE_DATASET ? "dataset" : "named type",
+                       want == H5O_TYPE_GROUP ? "group" : "dataset");
+    return 1;
+}
+
+bool as_h5_has_attr(hid_t obj, const char *name) { return H5Aexists(obj, name) > 0; }
+
+/* Opens attribute name of obj with one element of class cls (n elements for arrays). */
+static hid_t open_attr(hid_t obj, const char *name, H5T_class_t cls, hssize_t n, hid_t *type, AsH5At at, AsError *err)
+{
+    static const char *const cls_name[] = {[H5T_INTEGER] = "an integer", [H5T_FLOAT] = "a float",
+                                           [H5T_STRING] = "a string"};
+    *type = -1;
+    htri_t e = H5Aexists(obj, name);
+    if (e <= 0) {
+        as_err(err, AS_EBADINPUT, "dump %s: %s: attribute '%s' is missing", at.file, at.path, name);
+        return -1;
+    }
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t t = a >= 0 ? H5Aget_type(a) : -1;
+    hid_t s = a >= 0 ? H5Aget_space(a) : -1;
+    if (a < 0 || t < 0 || s < 0) {
+        as_h5_fail(err, AS_EBADINPUT, at, "attribute '%s': cannot open", name);
+        close_all(a, s, t);
+        return -1;
+    }
+    hssize_t np = H5Sget_simple_extent_npoints(s);
+    int rank = H5Sget_simple_extent_ndims(s);
+    if (H5Tget_class(t) != cls || np != n || rank > 1) {
+        as_err(err, AS_EBADINPUT, "dump %s: %s: attribute '%s' must be %s%s (%lld element%s)", at.file, at.path,
+               name, cls_name[cls], n > 1 ? " array" : "", (long long)n, n > 1 ? "s" : "");
+        close_all(a, s, t);
+        return -1;
+    }
+    H5Sclose(s);
+    *type = t;
+    return a;
+}
+
+int as_h5_get_str(hid_t obj, const char *name, size_t max_len, char **out, AsH5At at, AsError *err)
+{
+    *out = NULL;
+    hid_t t;
+    hid_t a = open_attr(obj, name, H5T_STRING, 1, &t, at, err);
+    if (a < 0)
+        return AS_EBADINPUT;
+    int rc = 0;
+    hid_t mt = H5Tcopy(t);
+    htri_t vl = H5Tis_variable_str(t);
+    if (mt < 0 || vl < 0) {
+        rc = as_h5_fail(err, AS_EBADINPUT, at, "attribute '%s': cannot read its string type", name);
+    } else if (vl) {
+        char *s = NULL;
+        if (H5Aread(a, mt, &s) < 0) {
+            rc = as_h5_fail(err, AS_EBADINPUT, at, "attribute '%s': cannot read", name);
+        } else {
+            size_t len = s ? strlen(s) : 0;
+            if (len > max_len)
+                rc = as_err(err, AS_EBADINPUT, "dump %s: %s: attribute '%s' is %zu bytes long (limit %zu)", at.file,
+                            at.path, name, len, max_len);
+            else if (!(*out = strdup(s ? s : "")))
+                rc = as_err(err, AS_ERUNTIME, "out of memory");
+            H5free_memory(s);
+        }
+    } else {
+        size_t sz = H5Tget_size(t);
+        char *buf = sz <= max_len ? calloc(1, sz + 1) : NULL;
+        if (sz > max_len)
+            rc = as_err(err, AS_EBADINPUT, "dump %s: %s: attribute '%s' is %zu bytes long (limit %zu)", at.file,
+                        at.path, name, sz, max_len);
+        else if (!buf)
+            rc = as_err(err, AS_ERUNTIME, "out of memory");
+        else if (H5Aread(a, mt, buf) < 0)
+            rc = as_h5_fail(err, AS_EBADINPUT, at, "attribute '%s': cannot read", name);
+        if (rc)
+            free(buf);
+        else
+            *out = buf;
+    }
+    if (mt >= 0)
+        H5Tclose(mt);
+    close_all(a, -1, t);
+    return rc;
+}
+
+static int get_numbers(hid_t obj, const char *name, H5T_class_t cls, hid_t mtype, void *out, int n, AsH5At at,
+                       AsError *err)
+{
+    hid_t t;
+    hid_t a = open_attr(obj, name, cls, n, &t, at, err);
+    if (a < 0)
+        return AS_EBADINPUT;
+    int rc = 0;
+    if (H5Aread(a, mtype, out) < 0)
+        rc = as_h5_fail(err, AS_EBADINPUT, at, "attribute '%s': cannot read", name);
+    close_all(a, -1, t);
+    return rc;
+}
+
+int as_h5_get_i64(hid_t obj, const char *name, int64_t *out, AsH5At at, AsError *err)
+{
+    return get_numbers(obj, name, H5T_INTEGER, H5T_NATIVE_INT64, out, 1, at, err);
+}
+
+int as_h5_get_int(hid_t obj, const char *name, int64_t lo, int64_t hi, int *out, AsH5At at, AsError *err)
+{
+    int64_t v;
+    int rc = as_h5_get_i64(obj, name, &v, at, err);
+    if (rc)
+        return rc;
+    if (v < lo || v > hi)
+        return as_err(err, AS_EBADINPUT, "dump %s: %s: attribute '%s' = %lld is out of range [%lld, %lld]", at.file,
+                      at.path, name, (long long)v, (long long)lo, (long long)hi);
+    *out = (int)v;
+    return 0;
+}
+
+int as_h5_get_i64s(hid_t obj, const char *name, int64_t *out, int n, AsH5At at, AsError *err)
+{
+    return get_numbers(obj, name, H5T_INTEGER, H5T_NATIVE_INT64, out, n, at, err);
+}
+
+int as_h5_get_f64(hid_t obj, const char *name, double *out, AsH5At at, AsError *err)
+{
+    return get_numbers(obj, name, H5T_FLOAT, H5T_NATIVE_DOUBLE, out, 1, at, err);
+}
+
+void as_h5_free_list(char **names, int n)
+{
+    if (!names)
+        return;
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int as_h5_list(hid_t group, int max, char ***names, int *n, AsH5At at, AsError *err)
+{
+    *names = NULL;
+    *n = 0;
+    H5G_info_t gi;
+    if (H5Gget_info(group, &gi) < 0)
+        return as_h5_fail(err, AS_EBADINPUT, at, "cannot list the group");
+    if (gi.nlinks > (hsize_t)max)
+        return as_err(err, AS_EBADINPUT, "dump %s: %s: %llu entries, more than the format allows (%d)", at.file,
+                      at.path, (unsigned long long)gi.nlinks, max);
+    char **v = calloc(gi.nlinks ? gi.nlinks : 1, sizeof *v);
+    if (!v)
+        return as_err(err, AS_ERUNTIME, "out of memory");
+    for (hsize_t i = 0; i < gi.nlinks; i++) {
+        ssize_t len = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
+        if (len < 0) {
+            as_h5_free_list(v, (int)i);
+            return as_h5_fail(err, AS_EBADINPUT, at, "cannot read entry %llu", (unsigned long long)i);
+        }
+        if (len > 255) {
+            as_h5_free_list(v, (int)i);
+            return as_err(err, AS_EBADINPUT, "dump %s: %s: an entry name of %zd bytes (limit 255)", at.file, at.path,
+                          len);
+        }
+        v[i] = malloc((size_t)len + 1);
+        if (!v[i] || H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, v[i], (size_t)len + 1,
+                                        H5P_DEFAULT) < 0) {
+            int rc = v[i] ? as_h5_fail(err, AS_EBADINPUT, at, "cannot read entry %llu", (unsigned long long)i)
+                          : as_err(err, AS_ERUNTIME, "out of memory");
+            as_h5_free_list(v, (int)i + 1);
+            return rc;
+        }
+    }
+    *names = v;
+    *n = (int)gi.nlinks;
+    return 0;
+}

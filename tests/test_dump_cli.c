@@ -1,0 +1,179 @@
+/* `attnscope dump-info` and `attnscope diff` run as a user would ($ATTNSCOPE_BIN): listings,
+ * exit statuses 0 / 1 / 2, the planted difference found at its coordinates, malformed dumps
+ * refused with a message that names what is wrong. */
+#include <cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "dumps/dump.h"
+#include "tests/harness.h"
+
+/* from test_dump.c */
+int tdump_write(const char *path, const AsConfig *cfg, unsigned seed, int plant_q, AsError *err);
+int tdump_variant(const char *src, const char *dst, const char *kind);
+
+static const char *bin(void)
+{
+    const char *b = getenv("ATTNSCOPE_BIN");
+    if (!b || !*b)
+        as_test_skip("ATTNSCOPE_BIN is not set (run through make test)");
+    return b;
+}
+
+/* Runs `$ATTNSCOPE_BIN args` (stdout and stderr together into *out, caller frees); returns
+ * the exit status. */
+static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run(char **out, const char *fmt, ...)
+{
+    char args[1500], cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin(), args);
+    fflush(NULL);
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p, "popen %s", cmd);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    REQUIRE(buf, "memory");
+    size_t k;
+    while ((k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += k;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            REQUIRE(nb, "memory");
+            buf = nb;
+        }
+    }
+    buf[n] = '\0';
+    int st = pclose(p);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void tiny(AsConfig *cfg)
+{
+    AsError err = {0};
+    REQUIRE(as_config_preset("tiny", cfg, &err) == 0, "tiny preset: %s", err.msg);
+}
+
+static void write_dump(char *path, size_t n, const char *name, unsigned seed, int plant)
+{
+    AsConfig cfg;
+    tiny(&cfg);
+    snprintf(path, n, "%s/%s", as_test_tmpdir(), name);
+    AsError err = {0};
+    REQUIRE(tdump_write(path, &cfg, seed, plant, &err) == 0, "writing %s: %s", name, err.msg);
+}
+
+TEST(cli_dump_info_lists)
+{
+    bin();
+    char path[512], *out;
+    write_dump(path, sizeof path, "info.h5", 4, 1);
+    int rc = run(&out, "dump-info '%s'", path);
+    CHECK(rc == 0, "dump-info exits %d:\n%s", rc, out);
+    const char *want[] = {"attnscope-dump v1", "mode teacher", "sha256:0123abcd", "h0: 6 tokens from position 0",
+                          "step 0000  prefill, start_pos 0, 5 tokens, 3 layers", "step 0001  decode", "layer 05",
+                          "engine   all 29 tensors", "ref      all 29 tensors", "MISMATCH, worst q",
+                          "token 1, head 2, channel 3"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECK(strstr(out, want[i]), "dump-info output lacks '%s':\n%s", want[i], out);
+    free(out);
+    rc = run(&out, "dump-info --json '%s'", path);
+    CHECK(rc == 0, "dump-info --json exits %d", rc);
+    cJSON *j = cJSON_Parse(out);
+    CHECK(j, "--json is JSON:\n%.400s", out);
+    cJSON *steps = cJSON_GetObjectItem(j, "steps");
+    CHECK(cJSON_GetArraySize(steps) == 2, "two steps in JSON");
+    cJSON *l1 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 0), "layers"), 1);
+    cJSON *v = cJSON_GetObjectItem(l1, "verdict");
+    CHECK(cJSON_IsString(v) && !strcmp(v->valuestring, "MISMATCH"), "layer 1 verdict in JSON");
+    cJSON *cfg = cJSON_GetObjectItem(j, "config");
+    CHECK(cJSON_IsObject(cfg), "config embedded as an object");
+    cJSON_Delete(j);
+    free(out);
+}
+
+TEST(cli_diff_self_and_planted)
+{
+    bin();
+    char a[512], b[512], *out;
+    write_dump(a, sizeof a, "a.h5", 5, -1);
+    int rc = run(&out, "diff '%s' '%s'", a, a);
+    CHECK(rc == 0, "diff of a dump with itself exits %d:\n%s", rc, out);
+    CHECK(strstr(out, "all within tolerance") && strstr(out, "compared   2 steps, 6 layers"), "summary:\n%s", out);
+    free(out);
+    /* b: the same run with q of step 0, layer 1 changed at token 1, head 2, channel 3 (engine side) */
+    write_dump(b, sizeof b, "b.h5", 5, 1);
+    rc = run(&out, "diff '%s' '%s'", b, a);
+    CHECK(rc == 1, "planted difference: exit %d:\n%s", rc, out);
+    CHECK(strstr(out, "MISMATCH 1") && strstr(out, "worst      step 0000 (prefill), layer 01, q: MISMATCH") &&
+              strstr(out, "token 1, head 2, channel 3"),
+          "the worst finding names q at its coordinates:\n%s", out);
+    free(out);
+    /* the ref sides are equal: comparing them passes */
+    rc = run(&out, "diff '%s' '%s' --side-a ref --side-b ref", b, a);
+    CHECK(rc == 0, "ref against ref exits %d:\n%s", rc, out);
+    free(out);
+    /* a tolerance wide enough swallows the planted difference */
+    rc = run(&out, "diff '%s' '%s' --tol-rel 1 --tol-abs 1", b, a);
+    CHECK(rc == 0, "--tol-rel 1 --tol-abs 1 exits %d:\n%s", rc, out);
+    free(out);
+    rc = run(&out, "diff '%s' '%s' --tol-rel banana", b, a);
+    CHECK(rc == 2 && strstr(out, "--tol-rel"), "bad tolerance: exit %d:\n%s", rc, out);
+    free(out);
+    rc = run(&out, "diff '%s' '%s' --side-a nosuch", b, a);
+    CHECK(rc == 2 && strstr(out, "no side 'nosuch'"), "unknown side: exit %d:\n%s", rc, out);
+    free(out);
+}
+
+TEST(cli_diff_geometry_mismatch)
+{
+    bin();
+    char a[512], b[512], *out;
+    write_dump(a, sizeof a, "a.h5", 5, -1);
+    AsConfig cfg;
+    tiny(&cfg);
+    cfg.index_topk = 4; /* another geometry */
+    snprintf(b, sizeof b, "%s/other.h5", as_test_tmpdir());
+    AsError err = {0};
+    REQUIRE(tdump_write(b, &cfg, 5, -1, &err) == 0, "writing: %s", err.msg);
+    int rc = run(&out, "diff '%s' '%s'", a, b);
+    CHECK(rc == 2 && strstr(out, "different geometries") && strstr(out, "index_topk 8 vs 4"), "exit %d:\n%s", rc, out);
+    free(out);
+}
+
+TEST(cli_malformed_dumps_exit_2)
+{
+    bin();
+    char good[512], *out;
+    write_dump(good, sizeof good, "good.h5", 6, -1);
+    static const struct {
+        const char *kind, *says;
+    } cases[] = {
+        {"not-hdf5", "not an HDF5 file"},
+        {"format", "not an attnscope dump"},
+        {"version", "format_version 2 is not supported"},
+        {"shape", "/steps/0000/layers/01/engine/q: shape [5, 4, 63]"},
+        {"truncated", "cannot open as HDF5"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char bad[600];
+        snprintf(bad, sizeof bad, "%s/bad-%s.h5", as_test_tmpdir(), cases[i].kind);
+        REQUIRE(tdump_variant(good, bad, cases[i].kind) == 0, "making the %s variant", cases[i].kind);
+        int rc = run(&out, "dump-info '%s'", bad);
+        CHECK(rc == 2 && strstr(out, cases[i].says), "dump-info %s: exit %d, output:\n%s", cases[i].kind, rc, out);
+        free(out);
+        rc = run(&out, "diff '%s' '%s'", good, bad);
+        CHECK(rc == 2 && strstr(out, cases[i].says), "diff %s: exit %d, output:\n%s", cases[i].kind, rc, out);
+        free(out);
+    }
+    int rc = run(&out, "dump-info");
+    CHECK(rc == 2, "no file: exit %d", rc);
+    free(out);
+}
