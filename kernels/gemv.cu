@@ -1,0 +1,379 @@
+// Decode GEMV (twin: ref/linear.c + ref/gemv.c, test: tests/gpu_gemv.c, bench: bench/kernels_bench.cu).
+//
+//   y_b[t][o] = sum_i x_b[t][i] * W_b[o][i]      t < m <= 8, o < n_out, b < batch
+//
+// Memory bound: every weight byte is read once, so the kernel is a stream over W. Design:
+//   * a "row group" of R consecutive output rows is handled by W_WARPS warps (1, 2, 4 or 8) that
+//     split the input dimension; a block has 8 warps = 8 / W_WARPS row groups; grid.y = batch.
+//   * the input is read in chunks of 8 elements: 16 bytes of bf16 weights (one ld.global.nc v4,
+//     L1::no_allocate: weights are streamed, x stays in L1) or 2 x 16 bytes of f32 weights; x's
+//     8 bf16 per token row come in one 16-byte __ldg (x is tiny and stays in L1/L2). Lane l of a
+//     group takes chunks l, l + 32 W_WARPS, ...; the loop is unrolled 2x, so R * 2 independent
+//     weight loads are in flight per thread per iteration.
+//   * f32 accumulation acc[R][M] in registers (M = m rounded up to 1, 2, 4, 8: a template
+//     parameter so the array stays in registers); the n_in % 8 tail runs scalar in lanes 0..6.
+//   * reduction: warp xor-shuffle, then (W_WARPS > 1) shared memory across the group's warps in
+//     warp order; lane j < R * M of the group's first warp writes output j (bf16 RNE or f32).
+// The vector path needs 16-byte aligned rows: W, x (and the batch strides, ldw, ldx) in elements
+// multiples of 8 (4 for... f32 weights: also 8, since a chunk is 8 elements = 32 bytes, read as two
+// 16-byte loads). Anything else takes gemv_scalar_kernel: one warp per output row, element loads.
+//
+// Launch configuration (R, W_WARPS) comes from pick_config() (bench/kernels_bench.cu sweeps the
+// alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kUnroll = 2;
+
+__device__ __forceinline__ uint4 ld_stream16(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+// 8 weights of one chunk, widened to f32.
+template <typename TW> struct WChunk;
+
+template <> struct WChunk<uint16_t> {
+    uint4 v;
+    __device__ __forceinline__ void load(const uint16_t *p) { v = ld_stream16(p); }
+    __device__ __forceinline__ float get(int e) const
+    {
+        uint32_t u = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
+        return (e & 1) ? __uint_as_float(u & 0xffff0000u) : __uint_as_float(u << 16);
+    }
+};
+
+template <> struct WChunk<float> {
+    uint4 a, b;
+    __device__ __forceinline__ void load(const float *p)
+    {
+        a = ld_stream16(p);
+        b = ld_stream16(p + 4);
+    }
+    __device__ __forceinline__ float get(int e) const
+    {
+        uint32_t u = e == 0 ? a.x : e == 1 ? a.y : e == 2 ? a.z : e == 3 ? a.w : e == 4 ? b.x : e == 5 ? b.y : e == 6 ? b.z : b.w;
+        return __uint_as_float(u);
+    }
+};
+
+__device__ __forceinline__ float w_scalar(const uint16_t *p) { return as_d_bf16_to_f32(*p); }
+__device__ __forceinline__ float w_scalar(const float *p) { return *p; }
+
+struct GemvArgs {
+    const void *W;
+    int64_t ldw, strideW;
+    int n_out, n_in;
+    const uint16_t *x;
+    int64_t ldx, strideX;
+    int m;
+    void *y;
+    int64_t ldy, strideY;
+    int y_f32;
+};
+
+template <typename TW, int R, int M>
+__global__ void __launch_bounds__(kThreads, 1) gemv_vec_kernel(GemvArgs a, int w_warps)
+{
+    __shared__ float red[kWarps][R * M];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int groups_per_block = kWarps / w_warps;
+    const int group = warp / w_warps, wig = warp % w_warps; // warp in group
+    const int li = wig * 32 + lane, L = 32 * w_warps;       // lane in group, lanes per group
+    const int64_t b = blockIdx.y;
+    const int row0 = ((int)blockIdx.x * groups_per_block + group) * R;
+
+    const TW *Wb = (const TW *)a.W + b * a.strideW;
+    const uint16_t *xb = a.x + b * a.strideX;
+    const TW *wrow[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        int o = row0 + r < a.n_out ? row0 + r : a.n_out - 1; // clamped: loaded, never stored
+        wrow[r] = Wb + (int64_t)o * a.ldw;
+    }
+
+    // Token rows t >= m (M rounds m up) read row 0 again: computed, never stored.
+    const uint16_t *xrow[M];
+#pragma unroll
+    for (int t = 0; t < M; t++)
+        xrow[t] = xb + (int64_t)(t < a.m ? t : 0) * a.ldx;
+
+    float acc[R][M];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < M; t++)
+            acc[r][t] = 0.0f;
+
+    const int nchunks = a.n_in >> 3;
+    int c = li;
+    for (; c + (kUnroll - 1) * L < nchunks; c += kUnroll * L) {
+        WChunk<TW> w[kUnroll][R];
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                w[u][r].load(wrow[r] + (int64_t)(c + u * L) * 8);
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++) {
+#pragma unroll
+            for (int t = 0; t < M; t++) {
+                uint4 xv = __ldg((const uint4 *)(xrow[t] + (int64_t)(c + u * L) * 8));
+                float xf[8] = {__uint_as_float(xv.x << 16), __uint_as_float(xv.x & 0xffff0000u),
+                               __uint_as_float(xv.y << 16), __uint_as_float(xv.y & 0xffff0000u),
+                               __uint_as_float(xv.z << 16), __uint_as_float(xv.z & 0xffff0000u),
+                               __uint_as_float(xv.w << 16), __uint_as_float(xv.w & 0xffff0000u)};
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        acc[r][t] = fmaf(w[u][r].get(e), xf[e], acc[r][t]);
+            }
+        }
+    }
+    for (; c < nchunks; c += L) { // at most kUnroll - 1 chunks left for this lane
+        WChunk<TW> w[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            w[r].load(wrow[r] + (int64_t)c * 8);
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            uint4 xv = __ldg((const uint4 *)(xrow[t] + (int64_t)c * 8));
+            float xf[8] = {__uint_as_float(xv.x << 16), __uint_as_float(xv.x & 0xffff0000u),
+                           __uint_as_float(xv.y << 16), __uint_as_float(xv.y & 0xffff0000u),
+                           __uint_as_float(xv.z << 16), __uint_as_float(xv.z & 0xffff0000u),
+                           __uint_as_float(xv.w << 16), __uint_as_float(xv.w & 0xffff0000u)};
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    acc[r][t] = fmaf(w[r].get(e), xf[e], acc[r][t]);
+        }
+    }
+    // Scalar tail: the n_in % 8 last elements, one per lane.
+    const int tail0 = nchunks << 3;
+    if (li < a.n_in - tail0) {
+        const int i = tail0 + li;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float wv = w_scalar(wrow[r] + i);
+#pragma unroll
+            for (int t = 0; t < M; t++)
+                acc[r][t] = fmaf(wv, as_d_bf16_to_f32(xrow[t][i]), acc[r][t]);
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < M; t++)
+            acc[r][t] = as_d_warp_sum(acc[r][t]);
+
+    // Lane j of the group's first warp owns output j = r * M + t; the group's warps are summed
+    // in warp order.
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < M; t++)
+                red[warp][r * M + t] = acc[r][t];
+    }
+    __syncthreads();
+    float out = 0.0f;
+    if (wig == 0 && lane < R * M)
+        for (int k = 0; k < w_warps; k++)
+            out += red[group * w_warps + k][lane];
+    if (wig == 0 && lane < R * M) {
+        const int r = lane / M, t = lane % M, o = row0 + r;
+        if (t < a.m && o < a.n_out) {
+            const int64_t off = b * a.strideY + (int64_t)t * a.ldy + o;
+            if (a.y_f32)
+                ((float *)a.y)[off] = out;
+            else
+                ((uint16_t *)a.y)[off] = as_d_f32_to_bf16(out);
+        }
+    }
+}
+
+// Any alignment: one warp per (batch, output row), element loads, all m token rows.
+template <typename TW>
+__global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
+{
+    const int lane = threadIdx.x & 31;
+    const int o = (int)blockIdx.x * kWarps + (threadIdx.x >> 5);
+    const int64_t b = blockIdx.y;
+    if (o >= a.n_out)
+        return;
+    const TW *wr = (const TW *)a.W + b * a.strideW + (int64_t)o * a.ldw;
+    const uint16_t *xb = a.x + b * a.strideX;
+    float acc[8];
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+        acc[t] = 0.0f;
+    for (int i = lane; i < a.n_in; i += 32) {
+        float wv = w_scalar(wr + i);
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+            if (t < a.m)
+                acc[t] = fmaf(wv, as_d_bf16_to_f32(xb[(int64_t)t * a.ldx + i]), acc[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < 8; t++) {
+        float v = as_d_warp_sum(acc[t]);
+        if (lane == 0 && t < a.m) {
+            const int64_t off = b * a.strideY + (int64_t)t * a.ldy + o;
+            if (a.y_f32)
+                ((float *)a.y)[off] = v;
+            else
+                ((uint16_t *)a.y)[off] = as_d_f32_to_bf16(v);
+        }
+    }
+}
+
+int sm_count()
+{
+    static int cached[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 132;
+    if (dev < 64 && cached[dev])
+        return cached[dev];
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        n = 132;
+    if (dev < 64)
+        cached[dev] = n;
+    return n;
+}
+
+// R rows per group, W warps per group: enough warps in flight to cover HBM latency (about 32 per
+// SM), each lane at most ~8 chunks per row, and no lane without a chunk where avoidable.
+void pick_config(int n_out, int n_in, int batch, int *R, int *W)
+{
+    const int64_t chunks = n_in / 8;
+    const int64_t target = (int64_t)sm_count() * 32;
+    int r = 4, w = 1;
+    while (w < 8 && chunks > (int64_t)32 * w * 8)
+        w *= 2;
+    for (;;) {
+        int64_t warps = (int64_t)batch * ((n_out + r - 1) / r) * w;
+        if (warps >= target)
+            break;
+        if (w < 8 && chunks >= (int64_t)32 * 2 * w * 2)
+            w *= 2;
+        else if (r > 1)
+            r /= 2;
+        else
+            break;
+    }
+    *R = r;
+    *W = w;
+}
+
+template <typename TW, int R>
+int launch_vec_m(const GemvArgs &a, int batch, int w_warps, cudaStream_t st)
+{
+    const int groups_per_block = kWarps / w_warps;
+    const int64_t groups = (a.n_out + R - 1) / R;
+    dim3 grid((unsigned)((groups + groups_per_block - 1) / groups_per_block), (unsigned)batch);
+    if (a.m <= 1)
+        gemv_vec_kernel<TW, R, 1><<<grid, kThreads, 0, st>>>(a, w_warps);
+    else if (a.m <= 2)
+        gemv_vec_kernel<TW, R, 2><<<grid, kThreads, 0, st>>>(a, w_warps);
+    else if (a.m <= 4)
+        gemv_vec_kernel<TW, R, 4><<<grid, kThreads, 0, st>>>(a, w_warps);
+    else
+        gemv_vec_kernel<TW, R, 8><<<grid, kThreads, 0, st>>>(a, w_warps);
+    return AS_LAUNCH_RESULT();
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// R = 0 / W = 0: pick_config. Returns cudaErrorInvalidValue for nonsense sizes.
+template <typename TW>
+int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
+{
+    if (a.n_out < 0 || a.n_in < 0 || a.m < 0 || a.m > 8 || batch < 0)
+        return (int)cudaErrorInvalidValue;
+    if (a.n_out == 0 || a.m == 0 || batch == 0)
+        return 0;
+    if (a.n_in == 0 || !a.W || !a.x || !a.y || a.ldw < a.n_in || a.ldx < a.n_in || a.ldy < a.n_out)
+        return (int)cudaErrorInvalidValue;
+    if (batch > 1 && (a.strideW < 0 || a.strideX < 0 || a.strideY < 0))
+        return (int)cudaErrorInvalidValue;
+    if (batch > 65535 || a.ldw > ((int64_t)1 << 40) || a.ldx > ((int64_t)1 << 40))
+        return (int)cudaErrorInvalidValue;
+    if (R != 0 && R != 1 && R != 2 && R != 4)
+        return (int)cudaErrorInvalidValue;
+    if (W != 0 && W != 1 && W != 2 && W != 4 && W != 8)
+        return (int)cudaErrorInvalidValue;
+    // 16-byte rows for the vector path: W rows of 8 bf16 / 2 x 4 f32, x rows of 8 bf16.
+    const bool vec = aligned16(a.W) && aligned16(a.x) && a.ldw % 8 == 0 && a.ldx % 8 == 0 &&
+                     (batch == 1 || (a.strideW % 8 == 0 && a.strideX % 8 == 0));
+    if (!vec) {
+        dim3 grid((unsigned)((a.n_out + kWarps - 1) / kWarps), (unsigned)batch);
+        gemv_scalar_kernel<TW><<<grid, kThreads, 0, st>>>(a);
+        return AS_LAUNCH_RESULT();
+    }
+    int r = R, w = W;
+    if (!r || !w) {
+        int pr, pw;
+        pick_config(a.n_out, a.n_in, batch, &pr, &pw);
+        if (!r)
+            r = pr;
+        if (!w)
+            w = pw;
+    }
+    switch (r) {
+    case 1: return launch_vec_m<TW, 1>(a, batch, w, st);
+    case 2: return launch_vec_m<TW, 2>(a, batch, w, st);
+    default: return launch_vec_m<TW, 4>(a, batch, w, st);
+    }
+}
+
+} // namespace
+
+// Explicit configuration (R rows per group in {1, 2, 4}, W warps per group in {1, 2, 4, 8}; 0 =
+// automatic) for the micro-benchmark; not part of kernels.h.
+extern "C" int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in,
+                                  const as_bf16_t *x, int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy,
+                                  int64_t strideY, int y_f32, int batch, int R, int Wn, cudaStream_t st)
+{
+    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0};
+    return gemv_launch<uint16_t>(a, batch, R, Wn, st);
+}
+
+extern "C" int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx,
+                                  int m, float *y, int64_t ldy, int R, int Wn, cudaStream_t st)
+{
+    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1};
+    return gemv_launch<float>(a, 1, R, Wn, st);
+}
+
+// Which (R, W) the automatic choice takes (printed by the benchmark).
+extern "C" void as_k_gemv_pick_config(int n_out, int n_in, int batch, int *R, int *W)
+{
+    pick_config(n_out, n_in, batch, R, W);
+}
+
+extern "C" int as_k_gemv_bf16(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in,
+                              const as_bf16_t *x, int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy,
+                              int64_t strideY, int y_f32, int batch, cudaStream_t st)
+{
+    return as_k_gemv_bf16_cfg(W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32, batch, 0, 0,
+                              st);
+}
+
+extern "C" int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
+                              float *y, int64_t ldy, cudaStream_t st)
+{
+    return as_k_gemv_f32w_cfg(W, ldw, n_out, n_in, x, ldx, m, y, ldy, 0, 0, st);
+}

@@ -1,0 +1,548 @@
+// Sparse attention with the attention sink (SPEC 3 step 7; twin: as_sparse_attention in
+// ref/attention.c; test: tests/gpu_sparse_attn.c):
+//
+//   z_i = (q[t][h] . row_i) * scale over the selected rows i = idx[t][j] (j < topk; entries < 0 or
+//         >= na + nb are skipped; i < na reads rows_a[i], else rows_b[i - na])
+//   m = max(sink[h], max z);  den = exp(sink[h] - m) + sum_i exp(z_i - m)
+//   o[t][h] = bf16( sum_i exp(z_i - m) / den * row_i )            (no selected row: o = 0)
+//
+// The selection is per query and shared by all heads (one latent row is K and V of every head),
+// so a block takes one query t and 64 heads: S = Q R^T and O += P R are matrix products over all
+// 64 heads with the same gathered rows.
+//
+// Fast path (nh % 16 == 0, hd in {64, 128, 256, 512}, 16-byte aligned tensors): flash-attention
+// style on tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate).
+//   grid (s, nsplit, ceil(nh / 64)); block 256 threads = 8 warps.
+//   warp w: head group hg = w % 4 (16 heads), hd half hf = w / 4.
+//   shared memory: Q [64][hd] (loaded once), 3 stages of gathered rows [32][hd] (cp.async, rows
+//     with a skipped index are zero-filled and masked), both XOR-swizzled by 16-byte chunk
+//     (chunk ^ (row & 7)) so every ldmatrix is conflict-free; one f32 exchange tile per warp.
+//   per tile of 32 selected rows, warp (hg, hf):
+//     S_half = Q[hg heads][hf half] . R[:, hf half]^T   (16 x 32, K = hd / 2)
+//     exchange S_half with warp (hg, 1 - hf) through shared memory (named barrier of the pair);
+//     S = S_half + S_other (fp addition commutes: both warps hold the same bits), z = S * scale.
+//     online softmax per head (running max without the sink, running sum of unrounded exp),
+//     O[hg heads][hf half] = O * alpha + bf16(P) . R[:, hf half]   (P straight from registers)
+//   end: the sink is folded in: M = max(m, sink), o = O * exp(m - M) / (exp(sink - M) + l * exp(m - M)),
+//     staged as bf16 in the Q buffer and written with coalesced 16-byte stores.
+//   P is rounded to bf16 for the P.R product (relative error <= 2^-9 per weight); the tests measure
+//   the resulting error against the reference and print it beside the SPEC 6 tolerance.
+// Split over the selection (flash-decoding) when s * ceil(nh / 64) blocks cannot fill the device:
+//   each split writes its unnormalised O, m and l (f32) to a stream-ordered workspace
+//   (cudaMallocAsync / cudaFreeAsync on the caller's stream) and sparse_attn_combine_kernel folds
+//   the splits and the sink. Where the workspace cannot be had, one split is used (same result).
+// Other geometries (tiny: nh 4, hd 64; any nh, 1 <= hd <= 512) take sparse_attn_warp_kernel: one
+//   warp per (t, h), rows one at a time, online softmax in f32 with unrounded weights.
+#include <math.h>
+
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+#include "kernels/mma.cuh"
+
+namespace {
+
+using namespace asmma;
+
+constexpr int kThreads = 256;
+constexpr int kHB = 64;     // heads per block
+constexpr int kTR = 32;     // selected rows per tile
+constexpr int kStages = 3;  // cp.async pipeline depth
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int HD> struct AttnSmem {
+    static constexpr int kQBytes = kHB * HD * 2;
+    static constexpr int kRBytes = kTR * HD * 2;               // one stage
+    static constexpr int kXBytes = 8 * 4 * 32 * 16;            // 8 warps x 4 n-tiles x 32 lanes x float4
+    static constexpr int kValidBytes = kStages * kTR * 4;
+    static constexpr int kBytes = kQBytes + kStages * kRBytes + kXBytes + kValidBytes;
+};
+
+// Byte offset of 16-byte chunk `ch` of row `row` in a swizzled [rows][HD] bf16 tile.
+template <int HD> __device__ __forceinline__ uint32_t swz(int row, int ch)
+{
+    return (uint32_t)(row * (HD * 2) + ((ch ^ (row & 7)) << 4));
+}
+
+__device__ __forceinline__ void pair_barrier(int id) { asm volatile("bar.sync %0, 64;" ::"r"(id) : "memory"); }
+
+struct AttnArgs {
+    const uint16_t *q;
+    const uint16_t *rows_a;
+    int na;
+    const uint16_t *rows_b;
+    int nb;
+    const int32_t *idx;
+    int topk;
+    const float *sink;
+    uint16_t *o;
+    int nh;
+    float scale;
+    int tiles_per_split;
+    float *ws_o;  // [s][nsplit][nh][HD], or null (one split)
+    float *ws_ml; // [s][nsplit][nh][2]
+};
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a)
+{
+    using SM = AttnSmem<HD>;
+    constexpr int HH = HD / 2;   // hd half of a warp
+    constexpr int CPR = HD / 8;  // 16-byte chunks per row
+    constexpr int KS = HH / 16;  // k-steps of S (over the hd half)
+    constexpr int NO = HH / 8;   // n-tiles of O (over the hd half)
+    static_assert(HD % 64 == 0 && HD <= 512, "hd must be 64, 128, 256 or 512");
+    static_assert((kTR * CPR) % kThreads == 0 && (kHB * CPR) % kThreads == 0, "tile chunks split evenly");
+
+    extern __shared__ __align__(128) uint8_t smem[];
+    uint8_t *sq = smem;                                                  // Q, later the bf16 output
+    uint8_t *sr = smem + SM::kQBytes;                                    // [kStages][kTR][HD]
+    float4 *sx = (float4 *)(smem + SM::kQBytes + kStages * SM::kRBytes); // [8][4][32]
+    int *svalid = (int *)(smem + SM::kQBytes + kStages * SM::kRBytes + SM::kXBytes); // [kStages][kTR]
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, c4 = lane & 3;
+    const int hg = warp & 3, hf = warp >> 2;
+    const int t = blockIdx.x, split = blockIdx.y, nsplit = gridDim.y;
+    const int h0 = blockIdx.z * kHB; // first head of the block
+    const int64_t nrows = (int64_t)a.na + a.nb;
+    const int32_t *sel = a.idx + (int64_t)t * a.topk;
+    const int ntiles_all = (a.topk + kTR - 1) / kTR;
+    const int tile_a = split * a.tiles_per_split;
+    const int tile_b = min(ntiles_all, tile_a + a.tiles_per_split);
+    const int ntiles = max(0, tile_b - tile_a);
+
+    // Q[h0 .. h0 + 64) of token t; heads >= nh are zero.
+    {
+        const uint16_t *qt = a.q + ((int64_t)t * a.nh + h0) * HD;
+#pragma unroll
+        for (int i = 0; i < kHB * CPR / kThreads; i++) {
+            int id = tid + i * kThreads, r = id / CPR, ch = id % CPR;
+            bool ok = h0 + r < a.nh;
+            cp_async16(smem_u32(sq + swz<HD>(r, ch)), ok ? qt + (int64_t)r * HD + ch * 8 : a.q, ok ? 16 : 0);
+        }
+    }
+    auto load_tile = [&](int tile, int stage) {
+        uint8_t *dst = sr + stage * SM::kRBytes;
+        const int j0 = tile * kTR;
+#pragma unroll
+        for (int i = 0; i < kTR * CPR / kThreads; i++) {
+            int id = tid + i * kThreads, r = id / CPR, ch = id % CPR;
+            int j = j0 + r;
+            int64_t v = j < a.topk ? (int64_t)sel[j] : -1;
+            bool ok = v >= 0 && v < nrows;
+            const uint16_t *src = a.q; // any valid address: nothing is read for a skipped row
+            if (ok)
+                src = (v < a.na ? a.rows_a + v * HD : a.rows_b + (v - a.na) * HD) + ch * 8;
+            cp_async16(smem_u32(dst + swz<HD>(r, ch)), src, ok ? 16 : 0);
+            if (ch == 0)
+                svalid[stage * kTR + r] = ok ? 1 : 0;
+        }
+    };
+    // Prologue: group 0 = Q + tile 0, group 1 = tile 1.
+#pragma unroll
+    for (int st = 0; st < kStages - 1; st++) {
+        if (st < ntiles)
+            load_tile(tile_a + st, st);
+        cp_async_commit();
+    }
+
+    float acc_o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc_o[n][e] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}; // rows g, g + 8 (heads hg*16 + g, + 8)
+    float l_run[2] = {0.0f, 0.0f};           // this thread's part of the row sums
+
+    // ldmatrix lane addressing (see kernels/mma.cuh for the fragment layouts).
+    //   A (Q, 16 x 16): matrix lane>>3: rows (lane & 7) + 8 * ((lane >> 3) & 1), k + 8 * (lane >> 4)
+    //   B for S (R rows as n, hd as k): rows (lane & 7) + 8 * (lane >> 4), k + 8 * ((lane >> 3) & 1)
+    //   B for PV (R rows as k, hd as n, .trans): rows (lane & 7) + 8 * ((lane >> 3) & 1), n + 8 * (lane >> 4)
+    const int a_row = hg * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), a_kc = lane >> 4;
+    const int bs_row = (lane & 7) + 8 * (lane >> 4), bs_kc = (lane >> 3) & 1;
+    const int bv_row = (lane & 7) + 8 * ((lane >> 3) & 1), bv_nc = lane >> 4;
+    const int hc0 = hf * (HH / 8); // first 16-byte chunk of this warp's hd half
+
+    for (int it = 0; it < ntiles; it++) {
+        const int stage = it % kStages;
+        cp_async_wait<kStages - 2>();
+        __syncthreads(); // tile `it` (and Q) landed; everyone is done with tile it - 1
+        if (it + kStages - 1 < ntiles)
+            load_tile(tile_a + it + kStages - 1, (it + kStages - 1) % kStages);
+        cp_async_commit();
+
+        const uint8_t *rt = sr + stage * SM::kRBytes;
+        // ---- S_half = Q[hg][hf] . R[:, hf]^T: 16 heads x 32 rows
+        float acc_s[4][4];
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc_s[n][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            uint32_t af[4];
+            ldmatrix_x4(af[0], af[1], af[2], af[3], smem_u32(sq + swz<HD>(a_row, hc0 + 2 * ks + a_kc)));
+#pragma unroll
+            for (int np = 0; np < 2; np++) {
+                uint32_t b0, b1, b2, b3;
+                ldmatrix_x4(b0, b1, b2, b3, smem_u32(rt + swz<HD>(np * 16 + bs_row, hc0 + 2 * ks + bs_kc)));
+                mma_bf16(acc_s[2 * np], af, b0, b1);
+                mma_bf16(acc_s[2 * np + 1], af, b2, b3);
+            }
+        }
+        // ---- S = S_half + S_other (the pair: warps hg and hg + 4)
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+            sx[(warp * 4 + n) * 32 + lane] = make_float4(acc_s[n][0], acc_s[n][1], acc_s[n][2], acc_s[n][3]);
+        pair_barrier(1 + hg);
+        const int other = warp ^ 4;
+        const int *valid = svalid + stage * kTR;
+        float z[4][4];
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+            float4 o4 = sx[(other * 4 + n) * 32 + lane];
+            const bool v0 = valid[n * 8 + 2 * c4] != 0, v1 = valid[n * 8 + 2 * c4 + 1] != 0;
+            z[n][0] = v0 ? (acc_s[n][0] + o4.x) * a.scale : -INFINITY;
+            z[n][1] = v1 ? (acc_s[n][1] + o4.y) * a.scale : -INFINITY;
+            z[n][2] = v0 ? (acc_s[n][2] + o4.z) * a.scale : -INFINITY;
+            z[n][3] = v1 ? (acc_s[n][3] + o4.w) * a.scale : -INFINITY;
+        }
+        // ---- online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3)
+        float alpha[2], m_use[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < 4; n++)
+                mx = fmaxf(mx, fmaxf(z[n][2 * r], z[n][2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m_run[r], mx);
+            m_use[r] = m_new == -INFINITY ? 0.0f : m_new; // nothing seen yet: exp(-inf - 0) = 0
+            alpha[r] = exp2f((m_run[r] - m_use[r]) * kLog2e);
+            m_run[r] = m_new;
+        }
+        float p[4][4];
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                p[n][e] = exp2f((z[n][e] - m_use[e >> 1]) * kLog2e);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float ls = 0.0f;
+#pragma unroll
+            for (int n = 0; n < 4; n++)
+                ls += p[n][2 * r] + p[n][2 * r + 1];
+            l_run[r] = l_run[r] * alpha[r] + ls;
+        }
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            acc_o[n][0] *= alpha[0];
+            acc_o[n][1] *= alpha[0];
+            acc_o[n][2] *= alpha[1];
+            acc_o[n][3] *= alpha[1];
+        }
+        // ---- O += bf16(P) . R[:, hf]: K = 32 rows (two k-steps), N = hd half
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            uint32_t pf[4];
+            pf[0] = pack_bf16x2(p[2 * kk][0], p[2 * kk][1]);
+            pf[1] = pack_bf16x2(p[2 * kk][2], p[2 * kk][3]);
+            pf[2] = pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+            pf[3] = pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+#pragma unroll
+            for (int dp = 0; dp < NO / 2; dp++) {
+                uint32_t b0, b1, b2, b3;
+                ldmatrix_x4_trans(b0, b1, b2, b3, smem_u32(rt + swz<HD>(kk * 16 + bv_row, hc0 + 2 * dp + bv_nc)));
+                mma_bf16(acc_o[2 * dp], pf, b0, b1);
+                mma_bf16(acc_o[2 * dp + 1], pf, b2, b3);
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    // Row sums over the quad (same association in all four lanes and in both warps of the pair).
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    }
+    const int hl[2] = {hg * 16 + g, hg * 16 + g + 8}; // local heads of rows g, g + 8
+
+    if (a.ws_o) { // one split of several: unnormalised O, m, l
+        const int64_t base = ((int64_t)t * nsplit + split) * a.nh;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int h = h0 + hl[r];
+            if (h >= a.nh)
+                continue;
+            float *dst = a.ws_o + (base + h) * HD + hf * HH + 2 * c4;
+#pragma unroll
+            for (int n = 0; n < NO; n++)
+                *(float2 *)(dst + n * 8) = make_float2(acc_o[n][2 * r], acc_o[n][2 * r + 1]);
+            if (hf == 0 && c4 == 0)
+                *(float2 *)(a.ws_ml + (base + h) * 2) = make_float2(m_run[r], l_run[r]);
+        }
+        return;
+    }
+
+    // One split: fold the sink, stage bf16 rows in the Q buffer, coalesced stores.
+    float f[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int h = h0 + hl[r];
+        const float sk = h < a.nh ? a.sink[h] : 0.0f;
+        if (m_run[r] == -INFINITY) {
+            f[r] = 0.0f; // no selected row: o = 0
+        } else {
+            const float M = fmaxf(m_run[r], sk);
+            const float e = expf(m_run[r] - M);
+            f[r] = e / (expf(sk - M) + l_run[r] * e);
+        }
+    }
+    __syncthreads(); // every warp is done reading Q
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            const int col = hf * HH + n * 8 + 2 * c4;
+            *(uint32_t *)(sq + swz<HD>(hl[r], col >> 3) + (col & 7) * 2) =
+                pack_bf16x2(acc_o[n][2 * r] * f[r], acc_o[n][2 * r + 1] * f[r]);
+        }
+    }
+    __syncthreads();
+    uint16_t *ot = a.o + ((int64_t)t * a.nh + h0) * HD;
+#pragma unroll
+    for (int i = 0; i < kHB * CPR / kThreads; i++) {
+        int id = tid + i * kThreads, r = id / CPR, ch = id % CPR;
+        if (h0 + r < a.nh)
+            *(uint4 *)(ot + (int64_t)r * HD + ch * 8) = *(const uint4 *)(sq + swz<HD>(r, ch));
+    }
+}
+
+// Folds the splits and the sink: one block per (t, h).
+__global__ void sparse_attn_combine_kernel(const float *__restrict__ ws_o, const float *__restrict__ ws_ml,
+                                           const float *__restrict__ sink, uint16_t *__restrict__ o, int nh, int hd,
+                                           int nsplit)
+{
+    const int t = blockIdx.x, h = blockIdx.y;
+    const float sk = sink[h];
+    float mmax = -INFINITY;
+    for (int j = 0; j < nsplit; j++)
+        mmax = fmaxf(mmax, ws_ml[(((int64_t)t * nsplit + j) * nh + h) * 2]);
+    uint16_t *dst = o + ((int64_t)t * nh + h) * hd;
+    if (mmax == -INFINITY) { // no selected row in any split
+        for (int d = threadIdx.x; d < hd; d += blockDim.x)
+            dst[d] = 0;
+        return;
+    }
+    const float M = fmaxf(mmax, sk);
+    float den = expf(sk - M);
+    for (int j = 0; j < nsplit; j++) {
+        const float2 ml = *(const float2 *)(ws_ml + (((int64_t)t * nsplit + j) * nh + h) * 2);
+        if (ml.x != -INFINITY)
+            den += ml.y * expf(ml.x - M);
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < nsplit; j++) {
+            const int64_t row = ((int64_t)t * nsplit + j) * nh + h;
+            const float mj = ws_ml[row * 2];
+            if (mj != -INFINITY)
+                acc += ws_o[row * hd + d] * (expf(mj - M) / den);
+        }
+        dst[d] = as_d_f32_to_bf16(acc);
+    }
+}
+
+// Any geometry with hd <= 512: one warp per (t, h); lane l holds channels l + 32 e.
+constexpr int kWarpE = 16;
+__global__ void __launch_bounds__(128) sparse_attn_warp_kernel(AttnArgs a, int s, int hd)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t pair = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
+    if (pair >= (int64_t)s * a.nh)
+        return;
+    const int t = (int)(pair / a.nh), h = (int)(pair % a.nh);
+    const int64_t nrows = (int64_t)a.na + a.nb;
+    const uint16_t *qh = a.q + pair * hd;
+    float qv[kWarpE], ov[kWarpE];
+#pragma unroll
+    for (int e = 0; e < kWarpE; e++) {
+        const int d = lane + 32 * e;
+        qv[e] = d < hd ? as_d_bf16_to_f32(qh[d]) : 0.0f;
+        ov[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const int32_t *sel = a.idx + (int64_t)t * a.topk;
+    for (int j = 0; j < a.topk; j++) {
+        const int64_t v = sel[j];
+        if (v < 0 || v >= nrows)
+            continue;
+        const uint16_t *row = v < a.na ? a.rows_a + v * hd : a.rows_b + (v - a.na) * hd;
+        float rv[kWarpE], part = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kWarpE; e++) {
+            const int d = lane + 32 * e;
+            rv[e] = d < hd ? as_d_bf16_to_f32(row[d]) : 0.0f;
+            part = fmaf(qv[e], rv[e], part);
+        }
+        const float z = as_d_warp_sum(part) * a.scale;
+        const float m_new = fmaxf(m, z);
+        const float alpha = m == -INFINITY ? 0.0f : expf(m - m_new);
+        const float p = expf(z - m_new);
+        l = l * alpha + p;
+#pragma unroll
+        for (int e = 0; e < kWarpE; e++)
+            ov[e] = ov[e] * alpha + p * rv[e];
+        m = m_new;
+    }
+    float f = 0.0f;
+    if (m != -INFINITY) {
+        const float sk = a.sink[h];
+        const float M = fmaxf(m, sk);
+        const float e = expf(m - M);
+        f = e / (expf(sk - M) + l * e);
+    }
+    uint16_t *dst = a.o + pair * hd;
+#pragma unroll
+    for (int e = 0; e < kWarpE; e++) {
+        const int d = lane + 32 * e;
+        if (d < hd)
+            dst[d] = as_d_f32_to_bf16(ov[e] * f);
+    }
+}
+
+int sm_count()
+{
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        return 132;
+    return n;
+}
+
+template <int HD> int set_smem_attr()
+{
+    static bool done[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return (int)cudaErrorInvalidDevice;
+    if (dev >= 0 && dev < 64 && done[dev])
+        return 0;
+    cudaError_t e = cudaFuncSetAttribute(sparse_attn_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         AttnSmem<HD>::kBytes);
+    if (e == cudaSuccess && dev >= 0 && dev < 64)
+        done[dev] = true;
+    return (int)e;
+}
+
+template <int HD> int launch_mma(AttnArgs a, int s, int want_split, cudaStream_t st)
+{
+    int rc = set_smem_attr<HD>();
+    if (rc)
+        return rc;
+    const int nhb = (a.nh + kHB - 1) / kHB;
+    const int ntiles = (a.topk + kTR - 1) / kTR;
+    int nsplit = 1;
+    if (want_split > 0) {
+        nsplit = want_split;
+    } else if (want_split == 0) {
+        const int64_t base = (int64_t)s * nhb, sms = sm_count();
+        if (base < sms)
+            nsplit = (int)((2 * sms + base - 1) / base);
+    }
+    nsplit = nsplit < 1 ? 1 : nsplit > ntiles ? ntiles : nsplit;
+    if (nsplit < 1)
+        nsplit = 1;
+    int tps = (ntiles + nsplit - 1) / nsplit;
+    if (tps < 1)
+        tps = 1;
+    nsplit = (ntiles + tps - 1) / tps;
+    if (nsplit < 1)
+        nsplit = 1;
+    a.tiles_per_split = tps;
+    a.ws_o = nullptr;
+    a.ws_ml = nullptr;
+    void *ws = nullptr;
+    if (nsplit > 1) {
+        const size_t bytes = sizeof(float) * (size_t)s * nsplit * a.nh * (HD + 2);
+        if (cudaMallocAsync(&ws, bytes, st) != cudaSuccess) {
+            (void)cudaGetLastError(); // clear it: one split gives the same result
+            ws = nullptr;
+            nsplit = 1;
+            a.tiles_per_split = ntiles > 0 ? ntiles : 1;
+        } else {
+            a.ws_o = (float *)ws;
+            a.ws_ml = a.ws_o + (size_t)s * nsplit * a.nh * HD;
+        }
+    }
+    if (s > 0x7fffffff || nsplit > 65535 || nhb > 65535)
+        return (int)cudaErrorInvalidValue;
+    dim3 grid((unsigned)s, (unsigned)nsplit, (unsigned)nhb);
+    sparse_attn_mma_kernel<HD><<<grid, kThreads, AttnSmem<HD>::kBytes, st>>>(a);
+    rc = AS_LAUNCH_RESULT();
+    if (ws) {
+        if (!rc) {
+            dim3 cgrid((unsigned)s, (unsigned)a.nh);
+            sparse_attn_combine_kernel<<<cgrid, 128, 0, st>>>(a.ws_o, a.ws_ml, a.sink, a.o, a.nh, HD, nsplit);
+            rc = AS_LAUNCH_RESULT();
+        }
+        cudaError_t fe = cudaFreeAsync(ws, st);
+        if (!rc && fe != cudaSuccess)
+            rc = (int)fe;
+    }
+    return rc;
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+} // namespace
+
+// path: 0 automatic, 1 force the warp kernel, 2 force the tensor-core kernel (fails with
+// cudaErrorInvalidValue where it does not apply). split: -1 never split, 0 automatic, n > 0 at most
+// n splits. For the tests and the benchmark; not part of kernels.h.
+extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b,
+                                     int nb, const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s,
+                                     int nh, int hd, float scale, int path, int split, cudaStream_t st)
+{
+    // Sizes: s, topk, na, nb >= 0; nh >= 1; 1 <= hd <= 512; every pointer that is read non-null
+    // (rows_a only when na > 0, rows_b only when nb > 0).
+    if (s < 0 || topk < 0 || na < 0 || nb < 0 || nh <= 0 || hd <= 0 || hd > 512)
+        return (int)cudaErrorInvalidValue;
+    if (s == 0)
+        return 0;
+    if (!q || !o || !sink || (topk > 0 && !idx) || (na > 0 && !rows_a) || (nb > 0 && !rows_b))
+        return (int)cudaErrorInvalidValue;
+    if ((int64_t)s * nh * hd > ((int64_t)1 << 40) || (int64_t)s * topk > ((int64_t)1 << 40))
+        return (int)cudaErrorInvalidValue;
+    AttnArgs a{q, rows_a, na, rows_b, nb, idx, topk, sink, o, nh, scale, 1, nullptr, nullptr};
+    const bool hd_ok = hd == 64 || hd == 128 || hd == 256 || hd == 512;
+    const bool fast_ok = nh % 16 == 0 && hd_ok && topk > 0 && aligned16(q) && aligned16(o) &&
+                         (na == 0 || aligned16(rows_a)) && (nb == 0 || aligned16(rows_b));
+    if (path == 2 && !fast_ok)
+        return (int)cudaErrorInvalidValue;
+    if (path != 1 && fast_ok) {
+        switch (hd) {
+        case 64: return launch_mma<64>(a, s, split, st);
+        case 128: return launch_mma<128>(a, s, split, st);
+        case 256: return launch_mma<256>(a, s, split, st);
+        default: return launch_mma<512>(a, s, split, st);
+        }
+    }
+    const int64_t warps = (int64_t)s * nh;
+    if ((warps + 3) / 4 > 0x7fffffff)
+        return (int)cudaErrorInvalidValue;
+    sparse_attn_warp_kernel<<<(unsigned)((warps + 3) / 4), 128, 0, st>>>(a, s, hd);
+    return AS_LAUNCH_RESULT();
+}
+
+extern "C" int as_k_sparse_attn(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
+                                const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
+                                float scale, cudaStream_t st)
+{
+    return as_k_sparse_attn_path(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, 0, 0, st);
+}

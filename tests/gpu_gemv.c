@@ -1,0 +1,257 @@
+/* kernels/gemv.cu (as_k_gemv_bf16, as_k_gemv_f32w) against the CPU twin ref/gemv.c (the decode
+ * linear of ref/linear.c: f32 sums in any order, bf16 or f32 out).
+ *
+ * Rule (SPEC 6, bf16 tensors): the GPU sums in a different order, so a bf16 output may sit one ulp
+ * from the twin's. An element passes when it is bit-equal, or 1 ulp away, or within the f32
+ * ordering bound |got - want| <= 2^-16 * sum_i |x_i W_i| (an output that cancels to nearly nothing
+ * can move by more than its own ulp under any reordering). f32 outputs: the ordering bound only.
+ * Every output is poisoned (NaN) before each launch, and a guard row past the output stays intact.
+ * Cases: the flash decode shapes (wq_a, wq_b, wkv, wo_b, the grouped wo_a with the engine's strides,
+ * indexer wq_b, the f32 compressor), m = 1, 3, 8; n_in not a multiple of 8 (padded rows: vector body
+ * + scalar tail; unpadded rows and misaligned x: scalar kernel); every (R, W) configuration. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ref/gemv.h"
+#include "ref/numerics.h"
+#include "tests/gpu_util.h"
+#include "tests/harness.h"
+
+/* Not in kernels.h: explicit (R, W) configurations of the vector kernel (0 = automatic). */
+int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const as_bf16_t *x,
+                       int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32, int batch,
+                       int R, int Wn, cudaStream_t st);
+int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
+                       float *y, int64_t ldy, int R, int Wn, cudaStream_t st);
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
+    return p;
+}
+
+static int64_t ordered16(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff) : (int64_t)b; }
+
+typedef struct {
+    const char *name;
+    int n_out, n_in;
+    int64_t ldw, ldx;  /* row strides in elements (>= n_in) */
+    int batch;
+    int f32w;          /* f32 weights (as_k_gemv_f32w) */
+    int y_f32;         /* f32 output (bf16 weights only; f32 weights always give f32) */
+    int x_off;         /* x starts this many elements into its buffer (misalignment) */
+} GemvCase;
+
+/* One launch and its check. m token rows; R, Wn: 0 = automatic. Returns the number of bad elements. */
+static int64_t run_case(const GemvCase *c, int m, int R, int Wn, uint64_t seed, int quiet)
+{
+    const int B = c->batch, no = c->n_out, ni = c->n_in;
+    /* layout as the engine's grouped call: W_b = W + b * no * ldw, x rows ldx apart with x_b = x + b * ni,
+     * y[t][b * no + o] (ldy = B * no, strideY = no) */
+    /* strideX: ni as the engine's (4096), rounded up to 8 where the rows are 8-aligned so that
+     * awkward n_in still reaches the vector kernel */
+    const int64_t strideW = (int64_t)no * c->ldw, ldy = (int64_t)B * no, strideY = no;
+    const int64_t strideX = c->ldx % 8 == 0 ? ((int64_t)ni + 7) / 8 * 8 : ni;
+    const int64_t wn = (int64_t)B * strideW;
+    const int64_t xn = c->x_off + (int64_t)(m - 1) * c->ldx + (int64_t)(B - 1) * strideX + ni;
+    const int64_t yn = (int64_t)m * ldy;
+
+    float *W = xmalloc(sizeof(float) * (size_t)wn), *x = xmalloc(sizeof(float) * (size_t)xn);
+    as_fill_uniform(W, wn, 0.5f, seed, !c->f32w); /* f32 weights keep their full mantissa */
+    as_fill_uniform(x, xn, 2.0f, seed + 77, 1);
+    void *dW;
+    if (c->f32w) {
+        dW = as_gpu_f32(W, wn);
+    } else {
+        dW = as_gpu_bf16(W, wn);
+    }
+    as_bf16_t *dxbuf = as_gpu_bf16(x, xn);
+    const int out_f32 = c->f32w || c->y_f32;
+    const size_t esz = out_f32 ? 4 : 2;
+    uint8_t *dy = as_gpu_alloc(esz * (size_t)(yn + ldy)); /* + one guard row */
+    REQUIRE(cudaMemset(dy, 0xff, esz * (size_t)(yn + ldy)) == cudaSuccess, "cudaMemset");
+
+    int rc;
+    if (c->f32w)
+        rc = as_k_gemv_f32w_cfg(dW, c->ldw, no, ni, dxbuf + c->x_off, c->ldx, m, (float *)dy, ldy, R, Wn, 0);
+    else
+        rc = as_k_gemv_bf16_cfg(dW, c->ldw, strideW, no, ni, dxbuf + c->x_off, c->ldx, strideX, m, dy, ldy, strideY,
+                                c->y_f32, B, R, Wn, 0);
+    char what[200];
+    snprintf(what, sizeof what, "%s %dx%d ldw=%lld batch=%d m=%d R=%d W=%d%s%s%s", c->name, no, ni,
+             (long long)c->ldw, B, m, R, Wn, c->f32w ? " f32w" : "", out_f32 ? " y=f32" : " y=bf16",
+             c->x_off ? " x misaligned" : "");
+    as_gpu_check_launch(rc, what);
+
+    uint8_t *got = xmalloc(esz * (size_t)(yn + ldy));
+    as_gpu_get_bytes(got, dy, esz * (size_t)(yn + ldy));
+
+    /* the twin, per batch and token row; sum |x w| in double for the ordering bound */
+    int64_t bad = 0, exact = 0, one_ulp = 0, by_bound = 0;
+    double max_ratio = 0; /* |got - want| / bound, worst */
+    float *xr = xmalloc(sizeof(float) * (size_t)ni), *yr = xmalloc(sizeof(float) * (size_t)no);
+    double *magr = xmalloc(sizeof(double) * (size_t)no);
+    uint8_t *wraw = xmalloc((c->f32w ? 4 : 2) * (size_t)no * ni);
+    for (int b = 0; b < B; b++) {
+        /* packed copy of W_b (ldw may pad rows), as raw bf16 / f32 */
+        for (int o = 0; o < no; o++)
+            for (int i = 0; i < ni; i++) {
+                float v = W[b * strideW + (int64_t)o * c->ldw + i];
+                if (c->f32w)
+                    memcpy(wraw + 4 * ((size_t)o * ni + i), &v, 4);
+                else {
+                    uint16_t h = as_bf16_bits(v);
+                    memcpy(wraw + 2 * ((size_t)o * ni + i), &h, 2);
+                }
+            }
+        for (int t = 0; t < m; t++) {
+            for (int i = 0; i < ni; i++)
+                xr[i] = x[c->x_off + (int64_t)t * c->ldx + (int64_t)b * strideX + i];
+            /* the twin (serial per call) on slices of rows, and the magnitudes, in parallel */
+#pragma omp parallel for schedule(static)
+            for (int o0 = 0; o0 < no; o0 += 64) {
+                const int n = no - o0 < 64 ? no - o0 : 64;
+                if (c->f32w)
+                    as_gemv_f32(xr, wraw + 4 * (size_t)o0 * ni, ni, n, yr + o0);
+                else
+                    as_gemv_bf16(xr, wraw + 2 * (size_t)o0 * ni, ni, n, yr + o0);
+                for (int o = o0; o < o0 + n; o++) {
+                    double mag = 0;
+                    for (int i = 0; i < ni; i++)
+                        mag += fabs((double)xr[i] * W[b * strideW + (int64_t)o * c->ldw + i]);
+                    magr[o] = mag;
+                }
+            }
+            for (int o = 0; o < no; o++) {
+                const double bound = 0x1p-16 * magr[o] + 1e-30;
+                const int64_t off = (int64_t)t * ldy + (int64_t)b * strideY + o;
+                double g, w;
+                int64_t ulp = 0;
+                if (out_f32) {
+                    float gf;
+                    memcpy(&gf, got + 4 * off, 4);
+                    g = gf, w = yr[o];
+                } else {
+                    uint16_t gb;
+                    memcpy(&gb, got + 2 * off, 2);
+                    uint16_t wb = as_bf16_bits(yr[o]);
+                    g = as_bf16_to_f32(gb), w = as_bf16_to_f32(wb);
+                    ulp = llabs(ordered16(gb) - ordered16(wb));
+                }
+                const double err = fabs(g - w);
+                const int ok_bound = err <= bound;
+                if (!isnan(g) && err / bound > max_ratio)
+                    max_ratio = err / bound;
+                if (!isnan(g) && g == w)
+                    exact++;
+                else if (!out_f32 && !isnan(g) && ulp <= 1)
+                    one_ulp++;
+                else if (!isnan(g) && ok_bound)
+                    by_bound++;
+                else {
+                    if (bad < 6)
+                        as_test_note("%s: batch %d row t=%d out o=%d: got %.9g, want %.9g (err %.3g, ordering bound "
+                                     "%.3g%s)", what, b, t, o, g, w, err, bound, isnan(g) ? ", NaN: not written?" : "");
+                    bad++;
+                }
+            }
+        }
+    }
+    /* guard row past the output untouched (0xff bytes) */
+    int64_t guard_bad = 0;
+    for (size_t i = esz * (size_t)yn; i < esz * (size_t)(yn + ldy); i++)
+        guard_bad += got[i] != 0xff;
+    CHECK(guard_bad == 0, "%s: %lld bytes written past the output", what, (long long)guard_bad);
+    CHECK(bad == 0, "%s: %lld of %lld outputs outside the rule (1 bf16 ulp or the f32 ordering bound)", what,
+          (long long)bad, (long long)yn);
+    if (!quiet || bad)
+        as_test_note("%s: %lld exact, %lld at 1 ulp, %lld within the ordering bound, %lld bad; worst err/bound %.3f",
+                     what, (long long)exact, (long long)one_ulp, (long long)by_bound, (long long)bad, max_ratio);
+    free(W), free(x), free(got), free(xr), free(yr), free(wraw), free(magr);
+    as_gpu_free(dW), as_gpu_free(dxbuf), as_gpu_free(dy);
+    return bad;
+}
+
+GPU_TEST(gpu_gemv_flash_shapes)
+{
+    const GemvCase cases[] = {
+        {"wq_a", 1280, 5120, 5120, 5120, 1, 0, 0, 0},
+        {"wq_b", 32768, 1280, 1280, 1280, 1, 0, 0, 0},
+        {"wkv", 512, 5120, 5120, 5120, 1, 0, 0, 0},
+        {"wo_b", 5120, 8192, 8192, 8192, 1, 0, 0, 0},
+        {"indexer.wq_b", 4096, 1280, 1280, 1280, 1, 0, 0, 0},
+        {"indexer.weights_proj", 32, 5120, 5120, 5120, 1, 0, 0, 0},
+        /* wo_a: 8 groups of [1024][4096]; x = o rows of nh*hd = 32768, group g at column g*4096 */
+        {"wo_a grouped", 1024, 4096, 4096, 32768, 8, 0, 0, 0},
+        {"compressor.wkv f32", 512, 5120, 5120, 5120, 1, 1, 1, 0},
+        {"wkv y=f32", 512, 5120, 5120, 5120, 1, 0, 1, 0},
+    };
+    const int ms[] = {1, 3, 8};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
+            run_case(&cases[i], ms[k], 0, 0, 100 + 10 * i + k, 0);
+}
+
+GPU_TEST(gpu_gemv_tiny_and_awkward)
+{
+    const GemvCase cases[] = {
+        /* tiny geometry (dim 256-ish) */
+        {"tiny wq_a", 64, 256, 256, 256, 1, 0, 0, 0},
+        {"tiny wo_a grouped", 32, 64, 64, 256, 4, 0, 0, 0},
+        /* n_in % 8 != 0, rows padded to 8: vector body + scalar tail */
+        {"tail padded", 301, 1003, 1008, 1008, 1, 0, 0, 0},
+        {"tail padded f32w", 77, 1003, 1008, 1008, 1, 1, 1, 0},
+        /* unpadded odd rows: the scalar kernel */
+        {"tail unpadded", 301, 1003, 1003, 1003, 1, 0, 0, 0},
+        {"tail unpadded f32w", 77, 1003, 1003, 1003, 1, 1, 1, 0},
+        /* x one element off 16-byte alignment: the scalar kernel */
+        {"x misaligned", 129, 1024, 1024, 1024, 1, 0, 0, 1},
+        /* fewer than 8 inputs, one output */
+        {"n_in 5", 1, 5, 5, 5, 1, 0, 0, 0},
+        {"n_in 7 padded", 3, 7, 8, 8, 2, 0, 0, 0},
+    };
+    const int ms[] = {1, 2, 5, 8};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
+            run_case(&cases[i], ms[k], 0, 0, 300 + 10 * i + k, 0);
+}
+
+/* Every (R, W) instantiation on an awkward shape: n_out not a multiple of R or of the block's rows,
+ * n_in with a tail, batch 3, m over all template widths. */
+GPU_TEST(gpu_gemv_every_config)
+{
+    const GemvCase bf = {"cfg", 301, 1027, 1032, 1032, 3, 0, 0, 0};
+    const GemvCase f32 = {"cfg f32w", 301, 1027, 1032, 1032, 1, 1, 1, 0};
+    const int Rs[] = {1, 2, 4}, Ws[] = {1, 2, 4, 8}, ms[] = {1, 2, 3, 4, 6, 8};
+    int64_t bad = 0, runs = 0;
+    for (int ri = 0; ri < 3; ri++)
+        for (int wi = 0; wi < 4; wi++)
+            for (int mi = 0; mi < 6; mi++) {
+                bad += run_case(&bf, ms[mi], Rs[ri], Ws[wi], 500 + runs, 1);
+                bad += run_case(&f32, ms[mi], Rs[ri], Ws[wi], 900 + runs, 1);
+                runs += 2;
+            }
+    as_test_note("every config: %lld launches (R in 1,2,4 x W in 1,2,4,8 x m in 1,2,3,4,6,8 x bf16/f32 weights), "
+                 "%lld bad outputs", (long long)runs, (long long)bad);
+}
+
+GPU_TEST(gpu_gemv_refuses_nonsense)
+{
+    as_bf16_t *d = as_gpu_alloc(4096);
+    float *y = as_gpu_alloc(4096);
+    CHECK(as_k_gemv_bf16(d, 8, 0, 4, 8, d, 8, 0, 9, y, 4, 0, 0, 1, 0) == (int)cudaErrorInvalidValue, "m = 9 refused");
+    CHECK(as_k_gemv_bf16(d, 4, 0, 4, 8, d, 8, 0, 1, y, 4, 0, 0, 1, 0) == (int)cudaErrorInvalidValue, "ldw < n_in refused");
+    CHECK(as_k_gemv_bf16(d, 8, 0, 4, 8, d, 8, 0, 1, y, 3, 0, 0, 1, 0) == (int)cudaErrorInvalidValue, "ldy < n_out refused");
+    CHECK(as_k_gemv_bf16(d, 8, 0, -1, 8, d, 8, 0, 1, y, 4, 0, 0, 1, 0) == (int)cudaErrorInvalidValue, "n_out < 0 refused");
+    CHECK(as_k_gemv_bf16(d, 8, 0, 4, 0, d, 8, 0, 1, y, 4, 0, 0, 1, 0) == (int)cudaErrorInvalidValue, "n_in 0 refused");
+    CHECK(as_k_gemv_bf16(d, 8, 0, 4, 8, NULL, 8, 0, 1, y, 4, 0, 0, 1, 0) == (int)cudaErrorInvalidValue, "x NULL refused");
+    CHECK(as_k_gemv_f32w((const float *)d, 8, 4, 8, d, 8, -1, y, 4, 0) == (int)cudaErrorInvalidValue, "m < 0 refused");
+    CHECK(as_k_gemv_bf16(d, 8, 0, 0, 8, d, 8, 0, 1, y, 4, 0, 0, 1, 0) == 0, "n_out 0 is a no-op");
+    CHECK(as_k_gemv_bf16(d, 8, 0, 4, 8, d, 8, 0, 0, y, 4, 0, 0, 1, 0) == 0, "m 0 is a no-op");
+    as_gpu_sync("gemv refusals");
+    as_gpu_free(d);
+    as_gpu_free(y);
+}
