@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/signals.h"
 #include "driver/batch.h"
 
 static int cmd_run(int argc, char **argv)
@@ -26,6 +27,7 @@ static int cmd_run(int argc, char **argv)
     if (!s)
         return AS_ERUNTIME;
     AsError err = {0};
+    as_cli_install_abort_handlers(NULL);
     rc = as_script_load(pos[0], s, &err);
     if (!rc)
         rc = as_batch_run(s, &o, &err);

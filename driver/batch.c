@@ -1,6 +1,8 @@
 #include "driver/batch.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -133,6 +135,23 @@ static bool expectation_met(const Batch *b, char *what, size_t n)
            (x->tensor == AS_T_COUNT || x->tensor == tensor);
 }
 
+/* Output paths may name directories that do not exist yet (examples/out/...): create them. */
+static int make_parent_dirs(const char *path, AsError *err)
+{
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return as_err(err, AS_EBADINPUT, "%s: path too long", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return as_err(err, AS_ERUNTIME, "%s: cannot create directory %s (%s)", path, buf, strerror(errno));
+        *p = '/';
+    }
+    return 0;
+}
+
 static const char *dump_mode(const AsDriver *d)
 {
     return d->got_kind == AS_GOT_NONE ? "reference-only" : as_mode_name(d->opt.mode);
@@ -156,7 +175,13 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
         return as_err(err, AS_ERUNTIME, "out of memory");
     }
     const char *dump_path = o->dump_path ? o->dump_path : (s->dump_path[0] ? s->dump_path : NULL);
-    if (dump_path) {
+    const char *json = o->report_json ? o->report_json : (s->report_json[0] ? s->report_json : NULL);
+    const char *junit = o->report_junit ? o->report_junit : (s->report_junit[0] ? s->report_junit : NULL);
+    const char *outs[] = {dump_path, json, junit};
+    for (int i = 0; i < 3 && !rc; i++)
+        if (outs[i])
+            rc = make_parent_dirs(outs[i], err);
+    if (dump_path && !rc) {
         AsDumpMeta meta = {.cfg = &b.d->model.cfg, .weights_name = b.d->model.weights_name,
                            .weights_digest = b.d->model.digest, .mode = dump_mode(b.d)};
         rc = as_dump_create(dump_path, &meta, &b.dump, err);
@@ -190,8 +215,6 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
         }
     }
     AsError werr = {0};
-    const char *json = o->report_json ? o->report_json : (s->report_json[0] ? s->report_json : NULL);
-    const char *junit = o->report_junit ? o->report_junit : (s->report_junit[0] ? s->report_junit : NULL);
     int wrc = 0;
     if (json)
         wrc = as_report_write_json(b.rep, json, &werr);

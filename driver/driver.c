@@ -176,6 +176,9 @@ int as_driver_inputs(AsDriver *d, int pos0, int s, float *h0, AsError *err)
 static int begin_step(AsDriver *d, int start_pos, int s, AsError *err)
 {
     const AsConfig *cfg = &d->model.cfg;
+    if (start_pos + s > cfg->max_seq)
+        return as_err(err, AS_EBADINPUT, "%s at position %d needs %d positions: beyond max_seq %d (raise max_seq)",
+                      start_pos ? "decode" : "prefill", start_pos, start_pos + s, cfg->max_seq);
     if (s > d->h0_cap) {
         float *h = realloc(d->h0, sizeof(float) * (size_t)s * cfg->dim);
         if (!h)
