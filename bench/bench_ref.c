@@ -65,6 +65,27 @@ __attribute__((target("avx512f"))) static float sum_avx512(const float *b, int64
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+/* An F8_E4M3 weight with F32 block scales (the official checkpoint's storage). */
+static AsWTensor fp8_weight(const char *name, int64_t rows, int64_t cols, AsWTensor *scale)
+{
+    AsWTensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "%s", name);
+    uint8_t *d = malloc((size_t)(rows * cols));
+    for (int64_t i = 0; i < rows * cols; i++)
+        d[i] = as_e4m3_bits(rnd() * 100);
+    int64_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+    float *s = malloc((size_t)(sr * sc) * 4);
+    for (int64_t i = 0; i < sr * sc; i++)
+        s[i] = 1e-3f * (1 + rnd());
+    memset(scale, 0, sizeof *scale);
+    *scale = (AsWTensor){.dtype = AS_DT_F32, .ndim = 2, .shape = {sr, sc}, .data = s, .nbytes = sr * sc * 4};
+    t = (AsWTensor){.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {rows, cols}, .data = d, .nbytes = rows * cols,
+                    .scale = scale};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    return t;
+}
+
 /* Best-of-n read bandwidth over a buffer much larger than the caches. */
 static double read_bandwidth(int nt)
 {
@@ -104,8 +125,8 @@ static void bench_gemv(const AsWTensor *w)
         if (dt < best)
             best = dt;
     }
-    printf("  GEMV  %-8s %6lldx%-5lld bf16  %7.2f ms  %6.1f GB/s\n", w->name, (long long)rows, (long long)cols,
-           best * 1e3, (double)w->nbytes / best / 1e9);
+    printf("  GEMV  %-8s %6lldx%-5lld %-7s %7.2f ms  %6.1f GB/s\n", w->name, (long long)rows, (long long)cols,
+           as_dtype_name(w->dtype), best * 1e3, (double)w->nbytes / best / 1e9);
     free(x);
     free(y);
 }
@@ -207,6 +228,11 @@ int main(int argc, char **argv)
            bytes / 1e6, t_total * 1e3, bytes / t_total / 1e9, bw, bytes / bw / 1e6, t_total / (bytes / bw / 1e9));
     free(x);
     free(y);
+    AsWTensor f8s, f8 = fp8_weight("wq_b", 32768, 1280, &f8s);
+    bench_gemv(&f8);
+    bench_linear_s(&f8, 512);
+    free((void *)f8.data);
+    free((void *)f8s.data);
     for (int64_t s = 2; s <= 16; s *= 2)
         bench_linear_s(&wq_b, s);
     bench_linear_s(&wq_b, 512);

@@ -6,6 +6,7 @@
 #include "ref/gemv.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -160,6 +161,95 @@ AVX512 static inline __m512 bf16x16_avx512(const uint8_t *p)
 AVX512_GEMV(gemv_bf16_avx512, 2, bf16x16_avx512, dot_bf16_portable)
 AVX512_GEMV(gemv_f32_avx512, 4, F32X16, dot_f32_portable)
 
+/* ---- fp8 e4m3 with 128 x 128 block scales ----
+ * Each weight is decoded exactly as as_wt_rows_f32 does, w = bf16(fp8 * scale), in vector form:
+ * the code's low 7 bits shifted to f32 bit 20 are the magnitude times 2^-120 (the exponent field
+ * lands in f32's, and an e4m3 subnormal m * 2^-9 becomes the f32 subnormal m * 2^-129), so one
+ * multiplication by 2^120 gives it exactly; the sign is or-ed back; 0x7f / 0xff and NaN scales
+ * give NaN; then the product with the scale in f32 and bf16 round-to-nearest-even on the bits. */
+
+#define FP8_SCALE_BLOCK 128
+
+AVX512 static inline __m512 fp8x16_avx512(const uint8_t *p, __m512 s)
+{
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    __m512i m = _mm512_and_si512(b, _mm512_set1_epi32(0x7f));
+    __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(m, 20)), _mm512_set1_ps(0x1p120f));
+    __m512i sign = _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24);
+    __m512 w = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign)), s);
+    __m512i u = _mm512_castps_si512(w);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
+    r = _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
+    __mmask16 nan = _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(0x7f)) | _mm512_cmp_ps_mask(w, w, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(_mm512_castsi512_ps(r), nan, _mm512_set1_ps(NAN));
+}
+
+AVX2 static inline __m256 fp8x8_avx2(const uint8_t *p, __m256 s)
+{
+    __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    __m256i m = _mm256_and_si256(b, _mm256_set1_epi32(0x7f));
+    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(m, 20)), _mm256_set1_ps(0x1p120f));
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
+    __m256 w = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(v), sign)), s);
+    __m256i u = _mm256_castps_si256(w);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd));
+    r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
+    __m256 nan = _mm256_or_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7f))),
+                              _mm256_cmp_ps(w, w, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_set1_ps(NAN), nan);
+}
+
+/* The scalar twin, for column tails. */
+static inline float fp8_weight(uint8_t b, float s) { return as_bf16(as_e4m3_from_bits(b) * s); }
+
+/* Rows in blocks of 4 sharing the x loads (a short last block repeats its last row and drops
+ * the extra results); per 128-column block each row broadcasts its own scale. */
+#define FP8_GEMV(NAME, ATTR, VEC, LANES, ZERO, SET1, LOADX, FMA, DECODE, HSUM)            \
+    ATTR static void NAME(const float *x, const uint8_t *w, int64_t cols, int64_t n, int64_t r0, \
+                          const float *sc, int64_t ldsc, float *y)                          \
+    {                                                                                     \
+        for (int64_t o = 0; o < n; o += 4) {                                              \
+            const uint8_t *row[4];                                                        \
+            const float *srow[4];                                                         \
+            for (int k = 0; k < 4; k++) {                                                 \
+                int64_t ok = o + k < n ? o + k : n - 1;                                   \
+                row[k] = w + ok * cols;                                                   \
+                srow[k] = sc + ((r0 + ok) / FP8_SCALE_BLOCK - r0 / FP8_SCALE_BLOCK) * ldsc; \
+            }                                                                             \
+            VEC a0 = ZERO(), a1 = a0, a2 = a0, a3 = a0;                                   \
+            float t0 = 0, t1 = 0, t2 = 0, t3 = 0;                                         \
+            for (int64_t c0 = 0; c0 < cols; c0 += FP8_SCALE_BLOCK) {                      \
+                const int64_t cb = c0 / FP8_SCALE_BLOCK;                                  \
+                const int64_t c1 = c0 + FP8_SCALE_BLOCK < cols ? c0 + FP8_SCALE_BLOCK : cols; \
+                const VEC s0 = SET1(srow[0][cb]), s1 = SET1(srow[1][cb]);                 \
+                const VEC s2 = SET1(srow[2][cb]), s3 = SET1(srow[3][cb]);                 \
+                int64_t c = c0;                                                           \
+                for (; c + LANES <= c1; c += LANES) {                                     \
+                    VEC xv = LOADX(x + c);                                                \
+                    a0 = FMA(DECODE(row[0] + c, s0), xv, a0);                             \
+                    a1 = FMA(DECODE(row[1] + c, s1), xv, a1);                             \
+                    a2 = FMA(DECODE(row[2] + c, s2), xv, a2);                             \
+                    a3 = FMA(DECODE(row[3] + c, s3), xv, a3);                             \
+                }                                                                         \
+                for (; c < c1; c++) {                                                     \
+                    t0 += x[c] * fp8_weight(row[0][c], srow[0][cb]);                      \
+                    t1 += x[c] * fp8_weight(row[1][c], srow[1][cb]);                      \
+                    t2 += x[c] * fp8_weight(row[2][c], srow[2][cb]);                      \
+                    t3 += x[c] * fp8_weight(row[3][c], srow[3][cb]);                      \
+                }                                                                         \
+            }                                                                             \
+            const float r[4] = {HSUM(a0) + t0, HSUM(a1) + t1, HSUM(a2) + t2, HSUM(a3) + t3}; \
+            for (int k = 0; k < 4 && o + k < n; k++)                                      \
+                y[o + k] = r[k];                                                          \
+        }                                                                                 \
+    }
+FP8_GEMV(gemv_fp8_avx512, AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps,
+         _mm512_fmadd_ps, fp8x16_avx512, _mm512_reduce_add_ps)
+FP8_GEMV(gemv_fp8_avx2, AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps,
+         _mm256_fmadd_ps, fp8x8_avx2, hsum_avx2)
+
 /* ---- dispatch ---- */
 
 static atomic_int g_forced; /* AsIsa; AUTO = best this CPU has */
@@ -216,5 +306,15 @@ void as_gemv_f32(const float *x, const void *w, int64_t cols, int64_t n, float *
     case AS_ISA_AVX512: gemv_f32_avx512(x, w, cols, n, y); return;
     case AS_ISA_AVX2: gemv_f32_avx2(x, w, cols, n, y); return;
     default: gemv_f32_portable(x, w, cols, n, y); return;
+    }
+}
+
+bool as_gemv_fp8(const float *x, const void *w, int64_t cols, int64_t n, int64_t r0, const float *scale,
+                 int64_t ldscale, float *y)
+{
+    switch (as_gemv_isa()) {
+    case AS_ISA_AVX512: gemv_fp8_avx512(x, w, cols, n, r0, scale, ldscale, y); return true;
+    case AS_ISA_AVX2: gemv_fp8_avx2(x, w, cols, n, r0, scale, ldscale, y); return true;
+    default: return false;
     }
 }

@@ -1,8 +1,9 @@
 /* linear(x, W) of SPEC section 2: y[t][o] = sum_i x[t][i] * W[o][i] in f32 (any summation
  * order), optionally bf16. W is read in place through its storage type:
- *   s == 1 (decode): threads split the rows; BF16 / F32 rows are streamed straight from the
- *     mapping by the GEMV kernels (ref/gemv.c), other types are decoded a few rows at a time
- *     into a thread-local buffer first.
+ *   s == 1 (decode): threads split the rows; BF16 / F32 / F8_E4M3 rows are streamed straight
+ *     from the mapping by the GEMV kernels (ref/gemv.c; fp8 decoded on the fly), other types
+ *     (and fp8 on a CPU without AVX2) are decoded a few rows at a time into a thread-local
+ *     buffer first.
  *   s > 1 (prefill): threads take panels of W rows, decode each to f32 (exact) in a
  *     thread-local buffer and multiply it with the serial OpenBLAS sgemm, y[:, panel] = x . panel^T. */
 #include "ref/linear.h"
@@ -16,7 +17,8 @@
 #include "ref/gemv.h"
 #include "ref/numerics.h"
 
-#define GEMV_ROWS 16   /* rows a thread decodes at once (non-BF16/F32 decode path) */
+#define GEMV_ROWS 16   /* rows a thread decodes at once (the decode path) */
+#define FP8_BLOCK 128  /* fp8 weights: one scale per 128 x 128 block */
 
 static void *xmalloc(size_t n)
 {
@@ -33,6 +35,15 @@ static bool streams_in_place(const AsWTensor *w)
     return w->dtype == AS_DT_BF16 || w->dtype == AS_DT_F32;
 }
 
+/* fp8 rows decoded on the fly by the vector kernel: the block scales of rows [r0, r1) are
+ * widened to f32 in buf first. false when this CPU has no such kernel. */
+static bool fp8_gemv(const float *x, const AsWTensor *w, int64_t r0, int64_t r1, float *y, float *buf)
+{
+    const int64_t cols = as_wt_cols(w), b0 = r0 / FP8_BLOCK, nb = (r1 - 1) / FP8_BLOCK - b0 + 1;
+    as_wt_rows_f32(w->scale, b0, nb, buf);
+    return as_gemv_fp8(x, (const uint8_t *)w->data + r0 * cols, cols, r1 - r0, r0, buf, as_wt_cols(w->scale), y);
+}
+
 /* y[o - o0] for W rows [r0, r1), one thread's share. */
 static void gemv_rows(const float *x, const AsWTensor *w, int64_t r0, int64_t r1, float *y,
                       float *buf)
@@ -46,6 +57,8 @@ static void gemv_rows(const float *x, const AsWTensor *w, int64_t r0, int64_t r1
         as_gemv_f32(x, (const uint8_t *)w->data + 4 * r0 * cols, cols, r1 - r0, y);
         return;
     }
+    if (w->dtype == AS_DT_F8_E4M3 && w->scale && fp8_gemv(x, w, r0, r1, y, buf))
+        return;
     for (int64_t r = r0; r < r1; r += GEMV_ROWS) {
         int64_t n = r1 - r < GEMV_ROWS ? r1 - r : GEMV_ROWS;
         as_wt_rows_f32(w, r, n, buf);
@@ -73,7 +86,10 @@ static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t 
     const int nt = as_ref_threads();
 #pragma omp parallel num_threads(nt) if (nchunk > 1)
     {
-        float *buf = streams_in_place(w) ? NULL : xmalloc((size_t)(GEMV_ROWS * cols) * sizeof *buf);
+        /* decoded rows, or the f32 block scales of one chunk's rows */
+        const int64_t scale_floats = w->scale ? (chunk / FP8_BLOCK + 2) * as_wt_cols(w->scale) : 0;
+        const int64_t nbuf = GEMV_ROWS * cols > scale_floats ? GEMV_ROWS * cols : scale_floats;
+        float *buf = streams_in_place(w) ? NULL : xmalloc((size_t)nbuf * sizeof *buf);
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < nchunk; j++) {
             int64_t a = j * chunk, b = a + chunk < nout ? a + chunk : nout;

@@ -179,12 +179,17 @@ TEST(linear_gemv_every_isa)
             continue;
         strcat(ran, " ");
         strcat(ran, as_isa_name(isas[i]));
-        for (int dt = 0; dt < 2; dt++) {
-            /* 1283 columns: 80 x 16 lanes + 3; 67 rows: 16 blocks of 4 + 3 */
+        const AsDType dts[3] = {AS_DT_BF16, AS_DT_F32, AS_DT_F8_E4M3};
+        for (int dt = 0; dt < 3; dt++) {
+            /* 1283 columns: 80 x 16 lanes + 3 (and 10 fp8 scale blocks + 3 columns); 267 rows:
+             * blocks of 4 plus 3, three fp8 block rows */
             TestWeight tw;
-            make_weight(&tw, dt ? AS_DT_F32 : AS_DT_BF16, 67, 1283, true, 5);
-            check_linear(as_isa_name(isas[i]), &tw, 1, 0, 67, 67);
-            check_linear(as_isa_name(isas[i]), &tw, 1, 3, 61, 61);
+            make_weight(&tw, dts[dt], 267, 1283, true, 5);
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", as_isa_name(isas[i]), as_dtype_name(dts[dt]));
+            check_linear(what, &tw, 1, 0, 267, 267);
+            check_linear(what, &tw, 1, 3, 261, 261);
+            check_linear(what, &tw, 1, 126, 7, 7); /* a block of 4 across the 128-row scale edge */
             free_weight(&tw);
         }
     }
@@ -217,4 +222,65 @@ TEST(linear_same_bits_for_any_thread_count)
     }
     as_ref_set_threads(before);
     free_weight(&tw);
+}
+
+/* x one-hot at each column: y is the decoded weight itself, which must equal the decoder's. */
+static int fp8_one_hot(const AsWTensor *t, const char *what)
+{
+    enum { R = 4, C = 256 };
+    float x[C], y[R], dec[R * C];
+    as_wt_rows_f32(t, 0, R, dec);
+    int checked = 0;
+    for (int c = 0; c < C; c++) {
+        memset(x, 0, sizeof x);
+        x[c] = 1.0f;
+        as_linear(x, 1, t, y, false);
+        for (int r = 0; r < R; r++, checked++)
+            CHECK(y[r] == dec[r * C + c], "%s: code 0x%02x (row %d col %d): GEMV %a, decoder %a", what,
+                  ((const uint8_t *)t->data)[r * C + c], r, c, y[r], dec[r * C + c]);
+    }
+    return checked;
+}
+
+/* Every fp8 code through each GEMV variant, for F32 and E8M0 scales; the NaN codes (which would
+ * poison every one-hot product of their row) on their own, at a vector lane and in the tail. */
+TEST(linear_fp8_every_code)
+{
+    enum { R = 4, C = 256 };
+    uint8_t w[R * C];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            w[r * C + c] = ((c + 37 * r) & 0x7f) == 0x7f ? 0x38 : (uint8_t)(c + 37 * r);
+    const float sf[2] = {0.0173f, 3.0f};
+    const uint8_t se[2] = {120, 131};
+    AsWTensor scale_f32 = {.dtype = AS_DT_F32, .ndim = 2, .shape = {1, 2}, .data = sf};
+    AsWTensor scale_e8m0 = {.dtype = AS_DT_F8_E8M0, .ndim = 2, .shape = {1, 2}, .data = se};
+    uint8_t wn[2 * 35];
+    memset(wn, 0x38, sizeof wn);
+    wn[5] = 0x7f;
+    wn[35 + 33] = 0xff;
+    AsWTensor tn = {.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {2, 35}, .data = wn, .scale = &scale_f32};
+    float ones[35], yn[2];
+    for (int c = 0; c < 35; c++)
+        ones[c] = 1.0f;
+
+    const AsIsa isas[] = {AS_ISA_PORTABLE, AS_ISA_AVX2, AS_ISA_AVX512};
+    char ran[128] = "";
+    int checked = 0;
+    for (size_t i = 0; i < 3; i++) {
+        if (as_gemv_force_isa(isas[i]) != 0)
+            continue;
+        snprintf(ran + strlen(ran), sizeof ran - strlen(ran), " %s", as_isa_name(isas[i]));
+        char what[64];
+        AsWTensor t = {.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {R, C}, .data = w, .scale = &scale_f32};
+        snprintf(what, sizeof what, "%s, F32 scale", as_isa_name(isas[i]));
+        checked += fp8_one_hot(&t, what);
+        t.scale = &scale_e8m0;
+        snprintf(what, sizeof what, "%s, F8_E8M0 scale", as_isa_name(isas[i]));
+        checked += fp8_one_hot(&t, what);
+        as_linear(ones, 1, &tn, yn, false);
+        CHECK(isnan(yn[0]) && isnan(yn[1]), "%s: NaN codes must give NaN: %g %g", as_isa_name(isas[i]), yn[0], yn[1]);
+    }
+    as_gemv_force_isa(AS_ISA_AUTO);
+    as_test_note("%d fp8 weights through the GEMV (variants:%s) equal the decoder's; NaN codes give NaN", checked, ran);
 }
