@@ -102,11 +102,11 @@ static void field_set(AsConfig *cfg, const Field *f, double v)
     }
 }
 
-static int field_check(const AsConfig *cfg, const Field *f, AsError *err)
+/* The range (and multiple) a field's value must have; checked before a double is narrowed. */
+static int check_value(const Field *f, double v, AsError *err)
 {
     char nb[128];
     const char *name = spell(f->hf, f->ds, nb, sizeof nb);
-    double v = field_get(cfg, f);
     if (!(v >= f->min && v <= f->max)) /* also catches NaN */
         return as_err(err, AS_EBADINPUT, "%s = %.9g is out of range [%.9g, %.9g]", name, v, f->min, f->max);
     if (f->kind == F_INT && f->multiple && (int)v % f->multiple)
@@ -192,17 +192,21 @@ static int parse_field(const cJSON *root, const Field *f, AsConfig *cfg, AsError
         field_set(cfg, f, f->dflt);
         return AS_OK;
     }
+    double v;
     if (f->kind == F_INT) {
-        int v;
-        if ((rc = json_int(it, key, &v, err)))
+        int i;
+        if ((rc = json_int(it, key, &i, err)))
             return rc;
-        field_set(cfg, f, v);
+        v = i;
     } else {
         if (!cJSON_IsNumber(it))
             return as_err(err, AS_EBADINPUT, "'%s' must be a number, got %s", key, json_type(it));
-        field_set(cfg, f, it->valuedouble);
+        v = it->valuedouble;
     }
-    return field_check(cfg, f, err);
+    if ((rc = check_value(f, v, err)))
+        return rc;
+    field_set(cfg, f, v);
+    return AS_OK;
 }
 
 /* An array of integers into out (at most cap kept; longer is an error unless cut_to >= 0, which
@@ -338,7 +342,7 @@ int as_config_validate(AsConfig *cfg, AsError *err)
 {
     int rc;
     for (int i = 0; i < N_FIELDS; i++)
-        if ((rc = field_check(cfg, &fields[i], err)))
+        if ((rc = check_value(&fields[i], field_get(cfg, &fields[i]), err)))
             return rc;
     if (cfg->rope_head_dim > cfg->head_dim)
         return as_err(err, AS_EBADINPUT, "qk_rope_head_dim (rope_head_dim) = %d exceeds head_dim = %d",

@@ -185,7 +185,8 @@ int as_gen_model(const AsConfig *cfg, uint64_t seed, const char *label, const ch
     if ((rc = write_config(cfg, path, err)))
         goto out;
     snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seed);
-    const char *meta[] = {"format", "pt", "generator", "attnscope gen", "source", label, "seed", seed_s, NULL};
+    const char *meta[] = {"format", "pt", "generator", "attnscope gen", "source", label ? label : "config",
+                          "seed", seed_s, NULL};
     GenCtx ctx = {g, show_progress, -1};
     AsStWriteOptions opt = {fill, progress, &ctx, meta};
     snprintf(path, sizeof path, "%s/model.safetensors", dir);

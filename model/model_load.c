@@ -401,13 +401,13 @@ int as_model_load(const char *path, int max_seq, AsModel *m, AsError *err)
     if (max_seq > 0)
         m->cfg.max_seq = max_seq;
     if ((rc = as_config_validate(&m->cfg, err)))
-        return as_err_wrap(err, "%s", config);
+        return max_seq > 0 ? as_err_wrap(err, "%s with max_seq %d", config, max_seq) : as_err_wrap(err, "%s", config);
     if ((rc = open_weights(m, dir, weights, is_index, err)))
         goto fail;
     qsort(m->tensors, (size_t)m->n_tensors, sizeof *m->tensors, tensor_cmp);
     for (int i = 1; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, m->tensors[i - 1].name)) {
-            rc = as_err(err, AS_EBADINPUT, "%s: tensor %s appears in two shards", weights, m->tensors[i].name);
+            rc = as_err(err, AS_EBADINPUT, "%s: tensor %s appears twice (in two shards or in one header)", weights, m->tensors[i].name);
             goto fail;
         }
     wire_scales(m);

@@ -10,7 +10,8 @@
  * whose element count does not overflow, offsets within the data section whose length is
  * exactly elements * dtype size; no two tensors overlapping. Valid safetensors dtypes that
  * attnscope never reads (I64, U8, F8_E5M2, F4...) are checked the same way and then skipped.
- * A tensor's data pointer is only as aligned as the file makes it: read it through memcpy. */
+ * A tensor's data pointer is only as aligned as the file makes it: read it through memcpy. The
+ * file must not shrink while it is mapped (the kernel would raise SIGBUS on the lost pages). */
 #ifndef AS_SAFETENSORS_H
 #define AS_SAFETENSORS_H
 

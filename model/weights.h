@@ -60,7 +60,7 @@ typedef struct AsModel {
     AsConfig cfg;
     char dir[1024];             /* directory (or file) it was loaded from */
     char weights_name[256];     /* file name as shown in reports and dumps */
-    char digest[65];            /* hex SHA-256 of the weight files' headers + sizes (cheap, stable) */
+    char digest[65];            /* hex SHA-256 of headers, sizes and sampled data (model/model_load.c) */
     int n_files;
     AsWeightFile **files;
     int n_tensors;

@@ -138,6 +138,7 @@ TEST(config_parse_errors_name_the_field)
         {"\"rope_scaling\": {", "\"rope_scaling\": 5, \"x\": {", "rope_scaling"},
         {"\"beta_fast\": 32", "\"beta_fast\": true", "beta_fast"},
         {"\"rms_norm_eps\": 1e-20", "\"rms_norm_eps\": -1", "rms_norm_eps"},
+        {"\"rms_norm_eps\": 1e-20", "\"rms_norm_eps\": 1e300", "rms_norm_eps"},        /* beyond a float */
         {"\"rope_theta\": 10000", "\"rope_theta\": null", "rope_theta"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
