@@ -108,7 +108,7 @@ static void note(Summary *s, int step, int layer, AsTensorId id, const AsTensorD
 }
 
 static int compare_layer(AsDumpReader *a, AsDumpReader *b, const AsDumpStepInfo *sa, const AsDumpLayerInfo *la,
-                         const AsDumpLayerInfo *lb, const char *side_a, const char *side_b,
+                         const AsDumpLayerInfo *lb, const char *side_a, const char *side_b, bool common,
                          const AsCompareOptions *opt, Summary *sum, AsError *err)
 {
     const char *ga = pick_side(la, side_a), *gb = pick_side(lb, side_b);
@@ -133,6 +133,12 @@ static int compare_layer(AsDumpReader *a, AsDumpReader *b, const AsDumpStepInfo 
         rc = as_dump_read_run(a, sa->step, la->layer, ga, &got, err);
     if (!rc)
         rc = as_dump_read_run(b, sa->step, lb->layer, gb, &want, err);
+    if (!rc && common) /* only the tensors both sides store (an external writer keeps a few) */
+        for (int i = 0; i < AS_T_COUNT; i++)
+            if (!got.t[i].data || !want.t[i].data) {
+                as_run_clear(&got, (AsTensorId)i);
+                as_run_clear(&want, (AsTensorId)i);
+            }
     if (!rc) {
         as_compare_layer(&got, &want, opt, ld);
         sum->n_layers++;
@@ -183,7 +189,7 @@ static void print_inputs(AsDumpReader *a, AsDumpReader *b)
     free(hb);
 }
 
-static int run_diff(AsDumpReader *a, AsDumpReader *b, const char *side_a, const char *side_b,
+static int run_diff(AsDumpReader *a, AsDumpReader *b, const char *side_a, const char *side_b, bool common,
                     const AsCompareOptions *opt, AsError *err)
 {
     const AsDumpInfo *ia = as_dump_info(a), *ib = as_dump_info(b);
@@ -211,7 +217,7 @@ static int run_diff(AsDumpReader *a, AsDumpReader *b, const char *side_a, const 
                 continue;
             }
             any = true;
-            rc = compare_layer(a, b, sa, la, lb, side_a, side_b, opt, sum, err);
+            rc = compare_layer(a, b, sa, la, lb, side_a, side_b, common, opt, sum, err);
         }
         for (int l = 0; l < sb->n_layers; l++)
             if (!as_dump_find_layer(sa, sb->layers[l].layer))
@@ -254,7 +260,9 @@ static int run_diff(AsDumpReader *a, AsDumpReader *b, const char *side_a, const 
 static int cmd_diff(int argc, char **argv)
 {
     const char *side_a = NULL, *side_b = NULL, *tol_rel = NULL, *tol_abs = NULL;
+    bool common = false;
     const AsOpt opts[] = {
+        {"--common", NULL, AS_OPT_FLAG, &common, 0, 0},
         {"--side-a", NULL, AS_OPT_STR, &side_a, 0, 0},
         {"--side-b", NULL, AS_OPT_STR, &side_b, 0, 0},
         {"--tol-rel", NULL, AS_OPT_STR, &tol_rel, 0, 0},
@@ -289,7 +297,7 @@ static int cmd_diff(int argc, char **argv)
         rc = as_cli_fail(CMD, &err);
     } else {
         opt.cand_block = as_dump_info(b)->cfg.candidate_block_size;
-        rc = run_diff(a, b, side_a, side_b, &opt, &err);
+        rc = run_diff(a, b, side_a, side_b, common, &opt, &err);
         if (rc && rc != AS_EMISMATCH)
             rc = as_cli_fail(CMD, &err);
     }
@@ -300,7 +308,7 @@ static int cmd_diff(int argc, char **argv)
 
 static const AsCommand diff_command = {
     "diff", cmd_diff, "compare two dumps tensor by tensor (SPEC 6 tolerances)",
-    "diff A B [--side-a NAME] [--side-b NAME] [--tol-rel X] [--tol-abs Y]\n\n"
+    "diff A B [--side-a NAME] [--side-b NAME] [--tol-rel X] [--tol-abs Y] [--common]\n\n"
     "Compares the runs stored in dump A (got) with those in dump B (want) for every step and layer\n"
     "present in both, by the rules of SPEC section 6: tensors within max|want| * rel + abs,\n"
     "quantisation flips counted apart, selections exact (differences explained as near-ties or\n"
@@ -311,6 +319,8 @@ static const AsCommand diff_command = {
     "  --side-b NAME   side of B to compare (same default)\n"
     "  --tol-rel X     relative tolerance for every tensor (default 2^-7 = 0.0078125)\n"
     "  --tol-abs Y     absolute floor (default 1e-4)\n"
+    "  --common        compare only the tensors both sides store (default: a tensor stored on\n"
+    "                  one side only is a mismatch)\n"
     "exit status: 0 all within tolerance, 1 a mismatch, 2 bad input (unreadable dump, different\n"
     "geometry, no layer in common), 3 runtime failure\n"};
 

@@ -16,8 +16,11 @@
 
 #include "dumps/dump.h"
 #include "dumps/h5io.h"
+#include "model/inputs.h"
 #include "ref/numerics.h"
+#include "ref/stack.h"
 #include "tests/harness.h"
+#include "tests/model_fixture.h"
 
 /* ---- shared builders (declared again in test_dump_cli.c) -------------------------------- */
 
@@ -593,4 +596,71 @@ TEST(dump_h5dump_reads_it)
     CHECK(system(cmd) == 0, "h5dump reads the format attribute's value");
     snprintf(cmd, sizeof cmd, "h5dump -d /steps/0000/layers/05/ref/idx '%s' > /dev/null 2>&1", path);
     CHECK(system(cmd) == 0, "h5dump reads a dataset's data");
+}
+
+/* The reference's own runs (tiny preset: the window wraps, ratio-2 groups complete on alternate
+ * steps, candidates narrow) fit the schema and come back bit-equal: a prefill of 13 tokens and
+ * three decode steps, every layer, every tensor. */
+TEST(dump_reference_runs_round_trip)
+{
+    AsModel *m = as_test_model("tiny", NULL, 11);
+    const AsConfig *c = &m->cfg;
+    AsRefStack k;
+    AsError err = {0};
+    REQUIRE(as_ref_stack_init(&k, m, &err) == 0, "stack: %s", err.msg);
+    char path[512];
+    snprintf(path, sizeof path, "%s/ref.h5", as_test_tmpdir());
+    AsDumpMeta meta = test_meta(c);
+    meta.mode = "reference-only";
+    AsDumpWriter *w;
+    REQUIRE(as_dump_create(path, &meta, &w, &err) == 0, "create: %s", err.msg);
+    int n_steps = 4, lens[4] = {13, 1, 1, 1}, pos = 0;
+    AsRun *runs = calloc((size_t)(n_steps * c->n_layers), sizeof *runs);
+    REQUIRE(runs, "memory");
+    for (int st = 0; st < n_steps; st++) {
+        float *h0 = malloc(sizeof(float) * (size_t)lens[st] * (size_t)c->dim);
+        REQUIRE(h0, "memory");
+        as_inputs_synthetic(5, pos, lens[st], c->dim, h0);
+        REQUIRE(as_dump_write_inputs(w, h0, lens[st], pos, &err) == 0, "inputs: %s", err.msg);
+        REQUIRE(as_ref_begin_step(&k, h0, pos, lens[st], &err) == 0, "begin step %d: %s", st, err.msg);
+        REQUIRE(as_dump_begin_step(w, st, st ? "decode" : "prefill", pos, lens[st], &err) == 0, "step: %s", err.msg);
+        for (int l = 0; l < c->n_layers; l++) {
+            AsRun *r = &runs[st * c->n_layers + l];
+            as_run_init(r);
+            REQUIRE(as_ref_next_layer(&k, NULL, r, &err) == 0, "step %d layer %d: %s", st, l, err.msg);
+            int rc = as_dump_write_layer(w, st, l, NULL, r, NULL, AS_DUMP_ALL_TENSORS, &err);
+            CHECK(rc == 0, "step %d layer %d: the reference's run does not fit the schema: %s", st, l, err.msg);
+        }
+        pos += lens[st];
+        free(h0);
+    }
+    REQUIRE(as_dump_commit(w, &err) == 0, "commit: %s", err.msg);
+    AsDumpReader *rd;
+    REQUIRE(as_dump_open(path, &rd, &err) == 0, "open: %s", err.msg);
+    int equal = 0;
+    for (int st = 0; st < n_steps; st++) {
+        for (int l = 0; l < c->n_layers; l++) {
+            AsRun back;
+            as_run_init(&back);
+            AsRun *want = &runs[st * c->n_layers + l];
+            if (as_dump_read_run(rd, st, l, "ref", &back, &err) != 0) {
+                CHECK(0, "step %d layer %d: %s", st, l, err.msg);
+                continue;
+            }
+            /* the reference may leave its own bookkeeping fields at other values */
+            back.layer = want->layer, back.step = want->step, back.start_pos = want->start_pos, back.s = want->s;
+            char why[128] = "";
+            bool same = runs_equal(&back, want, why, sizeof why);
+            CHECK(same, "step %d layer %d read back: %s", st, l, why);
+            equal += same;
+            as_run_free(&back);
+        }
+    }
+    CHECK(equal == n_steps * c->n_layers, "%d of %d layer runs bit-equal", equal, n_steps * c->n_layers);
+    as_dump_close(rd);
+    for (int i = 0; i < n_steps * c->n_layers; i++)
+        as_run_free(&runs[i]);
+    free(runs);
+    as_ref_stack_free(&k);
+    as_test_model_free(m);
 }

@@ -14,6 +14,7 @@
 /* from test_dump.c */
 int tdump_write(const char *path, const AsConfig *cfg, unsigned seed, int plant_q, AsError *err);
 int tdump_variant(const char *src, const char *dst, const char *kind);
+void tdump_fill_run(AsRun *r, const AsConfig *c, int layer, int step, int start_pos, int s, unsigned seed);
 
 static const char *bin(void)
 {
@@ -175,5 +176,33 @@ TEST(cli_malformed_dumps_exit_2)
     }
     int rc = run(&out, "dump-info");
     CHECK(rc == 2, "no file: exit %d", rc);
+    free(out);
+}
+
+/* An external writer's dump: one side "mine" with three tensors of one layer. */
+TEST(cli_diff_external_side_common)
+{
+    bin();
+    char a[512], mine[512], *out;
+    write_dump(a, sizeof a, "a.h5", 5, -1);
+    AsConfig cfg;
+    tiny(&cfg);
+    snprintf(mine, sizeof mine, "%s/mine.h5", as_test_tmpdir());
+    AsDumpMeta meta = {.cfg = &cfg, .mode = "external", .version = "my-engine 0.1"};
+    AsDumpWriter *w;
+    AsError err = {0};
+    REQUIRE(as_dump_create(mine, &meta, &w, &err) == 0, "create: %s", err.msg);
+    AsRun r;
+    tdump_fill_run(&r, &cfg, 1, 0, 0, 5, 5); /* what a.h5 holds for step 0, layer 1 */
+    uint64_t some = AS_DUMP_TENSOR_BIT(AS_T_Q) | AS_DUMP_TENSOR_BIT(AS_T_IDX) | AS_DUMP_TENSOR_BIT(AS_T_CAND);
+    REQUIRE(as_dump_begin_step(w, 0, "prefill", 0, 5, &err) == 0, "step: %s", err.msg);
+    REQUIRE(as_dump_write_side(w, 0, 1, "mine", &r, some, &err) == 0, "side: %s", err.msg);
+    REQUIRE(as_dump_commit(w, &err) == 0, "commit: %s", err.msg);
+    as_run_free(&r);
+    int rc = run(&out, "diff '%s' '%s' --side-a mine --side-b ref", mine, a);
+    CHECK(rc == 1 && strstr(out, "absent in got"), "tensors the external side lacks are mismatches: exit %d:\n%s", rc, out);
+    free(out);
+    rc = run(&out, "diff '%s' '%s' --side-a mine --side-b ref --common", mine, a);
+    CHECK(rc == 0 && strstr(out, "compared   1 step, 1 layer, 3 tensors"), "--common: exit %d:\n%s", rc, out);
     free(out);
 }
