@@ -10,15 +10,6 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 
-static void shape_str(const AsWTensor *t, char *buf, size_t n)
-{
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-    if (k < n)
-        snprintf(buf + k, n - k, "]");
-}
-
 static int64_t total_bytes(const AsModel *m)
 {
     int64_t total = 0;
@@ -67,7 +58,7 @@ static void print_text(const AsModel *m)
     for (int i = 0; i < m->n_tensors; i++) {
         const AsWTensor *t = &m->tensors[i];
         char shape[96];
-        shape_str(t, shape, sizeof shape);
+        as_shape_str(t->shape, t->ndim, shape, sizeof shape);
         printf("%-*s  %-8s %-14s %lld\n", w, t->name, as_dtype_name(t->dtype), shape, (long long)t->nbytes);
     }
     int64_t total = total_bytes(m);

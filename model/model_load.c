@@ -113,16 +113,6 @@ int as_layer_tensors(const AsConfig *cfg, int l, AsLayerTensor *out)
     return n;
 }
 
-static void shape_str(const int64_t *s, int ndim, char *buf, size_t n)
-{
-    if (ndim == 1)
-        snprintf(buf, n, "[%lld]", (long long)s[0]);
-    else if (ndim == 2)
-        snprintf(buf, n, "[%lld, %lld]", (long long)s[0], (long long)s[1]);
-    else
-        snprintf(buf, n, "(%d dimensions)", ndim);
-}
-
 static int check_scale(const AsWTensor *t, AsError *err)
 {
     const AsWTensor *s = t->scale;
@@ -135,8 +125,8 @@ static int check_scale(const AsWTensor *t, AsError *err)
     int64_t want[2] = {(t->shape[0] + FP8_BLOCK - 1) / FP8_BLOCK, (t->shape[1] + FP8_BLOCK - 1) / FP8_BLOCK};
     if (s->ndim != 2 || s->shape[0] != want[0] || s->shape[1] != want[1]) {
         char got[64], need[64];
-        shape_str(s->shape, s->ndim, got, sizeof got);
-        shape_str(want, 2, need, sizeof need);
+        as_shape_str(s->shape, s->ndim, got, sizeof got);
+        as_shape_str(want, 2, need, sizeof need);
         return as_err(err, AS_EBADINPUT, "%s: shape %s but the F8_E4M3 weight %s needs %s (one per 128x128 block)",
                       s->name, got, t->name, need);
     }
@@ -147,8 +137,8 @@ static int check_tensor(const AsWTensor *t, const AsLayerTensor *w, AsError *err
 {
     if (t->ndim != w->ndim || t->shape[0] != w->shape[0] || (w->ndim == 2 && t->shape[1] != w->shape[1])) {
         char got[64], need[64];
-        shape_str(t->shape, t->ndim, got, sizeof got);
-        shape_str(w->shape, w->ndim, need, sizeof need);
+        as_shape_str(t->shape, t->ndim, got, sizeof got);
+        as_shape_str(w->shape, w->ndim, need, sizeof need);
         return as_err(err, AS_EBADINPUT, "%s: shape %s but the config needs %s", t->name, got, need);
     }
     AsDType d = t->dtype;

@@ -69,7 +69,7 @@ static bool json_u53(const cJSON *it, uint64_t *out)
     return true;
 }
 
-static void shape_str(const int64_t *shape, int ndim, char *buf, size_t n)
+void as_shape_str(const int64_t *shape, int ndim, char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < ndim && k < n; i++)
@@ -128,7 +128,7 @@ static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, 
         count *= v;
     }
     char ss[160];
-    shape_str(dims, ndim, ss, sizeof ss);
+    as_shape_str(dims, ndim, ss, sizeof ss);
     if (count * (uint64_t)d->bits % 8)
         return as_err(err, AS_EBADINPUT, "%s: tensor '%s': %s %s is not a whole number of bytes", path, name,
                       d->name, ss);

@@ -38,6 +38,9 @@ struct AsWeightFile {
     int n_skipped;          /* tensors of dtypes attnscope does not read */
 };
 
+/* "[256, 32]": a shape as messages and listings print it (cut to fit n). */
+void as_shape_str(const int64_t *shape, int ndim, char *buf, size_t n);
+
 /* The safetensors name of a dtype attnscope reads ("BF16", "F8_E4M3"...), NULL for others. */
 const char *as_st_dtype_name(AsDType t);
 
