@@ -16,6 +16,7 @@
 #define SQRT3 1.7320508075688772
 _Static_assert(sizeof ((AsStTensorSpec *)0)->name == sizeof ((AsLayerTensor *)0)->name, "tensor name sizes");
 #define GOLDEN 0x9e3779b97f4a7c15ull
+#define PROGRESS_MIN ((int64_t)64 << 20) /* smaller models are written before a line could be read */
 
 /* ---- the generator ---- */
 
@@ -98,7 +99,7 @@ static void progress(void *ctx, int64_t done, int64_t total)
 {
     GenCtx *c = ctx;
     int pct = total ? (int)(done * 100 / total) : 100;
-    if (!c->progress || pct == c->last_pct)
+    if (!c->progress || total < PROGRESS_MIN || pct == c->last_pct)
         return;
     c->last_pct = pct;
     fprintf(stderr, "\rgen: %.2f / %.2f GiB (%d%%)", (double)done / (1 << 30), (double)total / (1 << 30), pct);
