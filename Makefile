@@ -121,6 +121,15 @@ test-tui: $(BUILD)/attnscope
 bundle: $(BUILD)/attnscope $(BUILD)/attnscope_tests
 	sh scripts/bundle.sh $(BUILD) dist/attnscope
 
+# Kernel micro-benchmark (bench/kernels_bench.cu, notes in bench/KERNELS.md): the heavy kernels at the
+# flash shapes against the measured copy bandwidth, bf16 GEMM rate and cuBLAS; needs only CUDA.
+KBENCH_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,bench/kernels_bench.cu kernels/gemv.cu kernels/index_scores.cu \
+              kernels/sparse_attn.cu)
+.PHONY: kbench
+kbench: $(BUILD)/attnscope_kbench
+$(BUILD)/attnscope_kbench: $(KBENCH_OBJ)
+	$(NVCC) -o $@ $(KBENCH_OBJ) -lcublas
+
 clean:
 	rm -rf build build-san build-fuzz dist
 
