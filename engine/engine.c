@@ -203,6 +203,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
     STEP(cublasSetStream(e->cublas, e->st) ? as_err(err, AS_ERUNTIME, "cublasSetStream") : 0);
     /* f32 GEMMs must stay f32: no TF32 */
     STEP(cublasSetMathMode(e->cublas, CUBLAS_DEFAULT_MATH) ? as_err(err, AS_ERUNTIME, "cublasSetMathMode") : 0);
+    if (e->opt.profile && as_prof_create(&e->prof))
+        STEP(as_err(err, AS_ERUNTIME, "creating %d CUDA events for the profile", 2 * AS_PROF_MAX_EVENTS));
     for (int l = 0; l < e->cfg.n_layers; l++)
         STEP(upload_layer(e, l, err));
     STEP(alloc_state(e, err));
@@ -253,6 +255,7 @@ void as_engine_destroy(AsEngine *e)
     free(e->sh.sel_h);
     free(e->sh.cand_h);
     as_dev_work_free(e);
+    as_prof_destroy(e->prof);
     as_run_free(&e->last);
     if (e->cublas)
         cublasDestroy(e->cublas);

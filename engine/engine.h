@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "model/errors.h"
 #include "model/weights.h"
@@ -18,6 +19,7 @@ typedef struct {
     const char *inject;   /* a named fault (driver --inject), or NULL */
     bool host_select;     /* select top-k on the host with the reference's code */
     bool capture_runs;    /* keep every intermediate for as_engine_layer_run (debugging) */
+    bool profile;         /* time each stage with CUDA events (bench-engine) */
 } AsEngineOptions;
 
 /* Number of usable CUDA devices (0 when none, or when built without CUDA). */
@@ -44,5 +46,18 @@ int as_engine_finish_step(AsEngine *e, AsError *err);
 int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err);
 /* The residual stream h ([s][dim]) entering the next layer (after the last one: the step's output). */
 int as_engine_residual(AsEngine *e, float *h, AsError *err);
+
+/* The benchmark of issue 4/8 (`attnscope bench-engine`): decode at `context` tokens and a
+ * prefill of `prefill` tokens, per layer kind, against the device's measured limits. Writes a
+ * Markdown table to md (and the figures as JSON to json_path when non-NULL). */
+typedef struct {
+    int device;
+    int context;        /* decode context (a prefill of this many tokens first) */
+    int decode_steps;   /* timed decode steps */
+    int prefill;        /* tokens of the timed prefill (0: skip) */
+    const char *json_path;
+} AsEngineBenchOptions;
+
+int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, AsError *err);
 
 #endif

@@ -20,6 +20,7 @@ typedef struct {
     AsDevLayerState *ls;
     const float *cos_t, *sin_t;
     AsRun *m;          /* scalars and provenance of this layer's run */
+    int64_t n_valid;   /* selected rows over all queries (idx entries != -1) */
 } Fwd;
 
 static int rmsnorm_rows(Fwd *f, as_bf16_t *x, int64_t ld, const float *w, int rows, int n, const char *what,
@@ -174,10 +175,16 @@ static int indexer(Fwd *f, int width, AsError *err)
     KL(err, as_k_scale_bf16(wk->w, (int64_t)s * nhi, (float)(1.0 / sqrt((double)ihd) * (1.0 / sqrt((double)nhi))),
                             e->st),
        "layer %d: index weights scale", f->l);
+    int slot = as_prof_begin(e, AS_OP_ISCORE, f->l, 2.0 * s * width * nhi * ihd,
+                             2.0 * ((double)s * nhi * ihd + (double)width * ihd + (double)s * width));
     KL(err, as_k_index_scores(wk->iq, e->sh.index_k, wk->w, s, nhi, ihd, width, f->sp, f->role->ratio, wk->score,
                               e->st),
        "layer %d: index scores %dx%d (%d heads x %d)", f->l, s, width, nhi, ihd);
-    return as_dev_select_host(e, f->l, s, width, f->sp, f->m, err);
+    as_prof_end(e, slot);
+    slot = as_prof_begin(e, AS_OP_SELECT, f->l, 0, 2.0 * s * width);
+    int rc = as_dev_select_host(e, f->l, s, width, f->sp, f->m, err);
+    as_prof_end(e, slot);
+    return rc;
 }
 
 static int store_latents(Fwd *f, AsError *err)
@@ -257,6 +264,9 @@ static int build_idx(Fwd *f, AsError *err)
         if (k)
             memcpy(wk->idx_h + (size_t)t * topk + cols, wk->csel_h + (size_t)t * k, sizeof(int32_t) * (size_t)k);
     }
+    f->n_valid = 0;
+    for (int64_t i = 0; i < (int64_t)s * topk; i++)
+        f->n_valid += wk->idx_h[i] >= 0;
     for (int64_t i = 0; i < (int64_t)s * topk; i++)
         if (wk->idx_h[i] >= nrows)
             return as_err(err, AS_EREFUSED,
@@ -282,10 +292,14 @@ static int attend_and_project(Fwd *f, AsError *err)
     const as_bf16_t *rows_a = f->prefill ? wk->kv : f->ls->ring;
     const float *sink = e->fault == AS_FAULT_SINK_IGNORED ? e->no_sink : f->W->sink;
     char what[64];
+    /* work: QK and PV over the rows actually selected */
+    int slot = as_prof_begin(e, AS_OP_ATTN, f->l, 4.0 * nh * (double)f->n_valid * hd,
+                             2.0 * ((double)s * f->m->topk * hd + 2.0 * s * nh * hd));
     KL(err, as_k_sparse_attn(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, f->m->rows_b_len, wk->idx, f->m->topk,
                              sink, wk->o, s, nh, hd, (float)(1.0 / sqrt((double)hd)), e->st),
        "layer %d: sparse attention s=%d heads=%d rows=%d+%d topk=%d", f->l, s, nh, f->m->rows_a_len, f->m->rows_b_len,
        f->m->topk);
+    as_prof_end(e, slot);
     CU(err, cudaMemcpyAsync(wk->o_back, wk->o, B16 * (size_t)s * nh * hd, cudaMemcpyDeviceToDevice, e->st),
        "layer %d: copy o", f->l);
     KL(err, as_k_rope(wk->o_back, (int64_t)nh * hd, s, nh, hd, c->rope_head_dim, f->sp, NULL, f->cos_t, f->sin_t, 1,
@@ -313,11 +327,13 @@ int as_dev_layer_forward(AsEngine *e, int l, AsError *err)
     m->s = f.s;
     m->ratio = f.role->ratio;
     e->last_layer = l;
+    int slot = as_prof_begin(e, AS_OP_LAYER, l, 0, 0);
     TRY(project_q_kv(&f, err));
     TRY(window_step(&f, err));
     if (f.role->ratio > 0)
         TRY(compressed_branch(&f, err));
     TRY(build_idx(&f, err));
     TRY(attend_and_project(&f, err));
+    as_prof_end(e, slot);
     return 0;
 }

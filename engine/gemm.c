@@ -8,15 +8,37 @@
 #define GEMV_MAX_ROWS 8
 
 /* Row-major y[s][out] = x[s][in] W[out][in]^T is, column-major, Y^T = op_T(W) * X^T. */
+static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                     int64_t ldy, const char *what, AsError *err);
+
+/* Work and minimal bytes of an [s x in] by [out x in]^T projection (for the profile). */
+static int prof_proj(AsEngine *e, int s, const AsDevWeight *w)
+{
+    if (!e->prof)
+        return -1;
+    double esz = w->f32 ? 4 : 2;
+    return as_prof_begin(e, AS_OP_PROJ, e->last_layer, 2.0 * s * w->out * w->in,
+                         esz * w->out * w->in + 2.0 * s * (w->in + w->out));
+}
+
 int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                 int64_t ldy, const char *what, AsError *err)
+{
+    int slot = prof_proj(e, s, w);
+    int rc = proj_bf16(e, x, ldx, s, w, y, ldy, what, err);
+    as_prof_end(e, slot);
+    return rc;
+}
+
+static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                     int64_t ldy, const char *what, AsError *err)
 {
     if (w->f32) {
         /* f32/f16-stored projection with bf16 semantics: exact f32 weights, output rounded */
         float *yf = NULL; /* a rare path (f16/f32 files): stream-ordered scratch */
         CU(err, cudaMallocAsync((void **)&yf, sizeof(float) * (size_t)s * w->out, e->st), "%s: f32 scratch %dx%d",
            what, s, w->out);
-        int rc = as_dev_proj_f32(e, x, s, w, yf, what, err);
+        int rc = proj_f32(e, x, s, w, yf, what, err);
         for (int t = 0; t < s && !rc; t++)
             if (as_k_f32_to_bf16(yf + (size_t)t * w->out, y + (size_t)t * ldy, w->out, e->st))
                 rc = as_err(err, AS_ERUNTIME, "%s: rounding %d outputs of row %d", what, w->out, t);
@@ -36,7 +58,19 @@ int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDev
     return 0;
 }
 
+static int proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
+                    AsError *err);
+
 int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
+                    AsError *err)
+{
+    int slot = prof_proj(e, s, w);
+    int rc = proj_f32(e, x, s, w, y, what, err);
+    as_prof_end(e, slot);
+    return rc;
+}
+
+static int proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
                     AsError *err)
 {
     if (s <= GEMV_MAX_ROWS && w->f32) {
@@ -53,7 +87,17 @@ int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w
     return 0;
 }
 
+static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err);
+
 int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err)
+{
+    int slot = prof_proj(e, s, w); /* out x in is the whole wo_a: the groups' total work */
+    int rc = proj_grouped(e, o, s, w, og, err);
+    as_prof_end(e, slot);
+    return rc;
+}
+
+static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err)
 {
     const AsConfig *c = &e->cfg;
     int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;

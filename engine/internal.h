@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/profile.h"
 #include "kernels/kernels.h"
 #include "ref/faults.h"
 #include "ref/run.h"
@@ -89,6 +90,7 @@ struct AsEngine {
     /* the last layer's run: scalars and provenance (tensors stay in the work buffers) */
     AsRun last;
     int last_layer;
+    AsProfile *prof;     /* stage timing for bench-engine, NULL otherwise */
 };
 
 /* engine/gemm.c: y[s][out] = x[s][in] W^T (bf16, rounded) through cuBLAS or the decode GEMV. */

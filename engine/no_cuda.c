@@ -39,3 +39,9 @@ int as_engine_next_layer(AsEngine *e, int *layer, AsError *err)
 int as_engine_finish_step(AsEngine *e, AsError *err) { (void)e; return no_engine(err); }
 int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err) { (void)e, (void)out; return no_engine(err); }
 int as_engine_residual(AsEngine *e, float *h, AsError *err) { (void)e, (void)h; return no_engine(err); }
+
+int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, AsError *err)
+{
+    (void)m, (void)o, (void)md;
+    return no_engine(err);
+}

@@ -1,0 +1,62 @@
+/* `attnscope bench-engine`: the engine against the GPU's measured limits (engine/bench.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "driver/driver.h"
+#include "engine/engine.h"
+
+static int cmd_bench_engine(int argc, char **argv)
+{
+    const char *model = "flash", *json = NULL;
+    int context = 4096, steps = 20, prefill = 4096, max_seq = 0, device = 0;
+    const char *pos[1];
+    int n_pos = 0;
+    const AsOpt opts[] = {
+        {"--context", NULL, AS_OPT_INT, &context, 1, 1 << 20},
+        {"--steps", NULL, AS_OPT_INT, &steps, 1, 100000},
+        {"--prefill", NULL, AS_OPT_INT, &prefill, 0, 1 << 20},
+        {"--max-seq", NULL, AS_OPT_INT, &max_seq, 0, 1 << 20},
+        {"--device", NULL, AS_OPT_INT, &device, 0, 1023},
+        {"--json", NULL, AS_OPT_STR, &json, 0, 0},
+        {NULL, NULL, 0, NULL, 0, 0},
+    };
+    int rc = as_args_parse("bench-engine", argc, argv, opts, pos, 0, 1, &n_pos);
+    if (rc)
+        return rc == AS_ARGS_HELP ? 0 : rc;
+    if (n_pos)
+        model = pos[0];
+    if (!max_seq)
+        max_seq = (context + steps > prefill ? context + steps : prefill) + 64;
+    if (as_engine_device_count() == 0) {
+        fprintf(stderr, "attnscope bench-engine: no CUDA device\n");
+        return AS_ERUNTIME;
+    }
+    AsError err = {0};
+    char dir[1024];
+    AsModel m;
+    if ((rc = as_resolve_model(model, 1, dir, sizeof dir, false, &err)) || (rc = as_model_load(dir, max_seq, &m, &err)))
+        return as_cli_fail("bench-engine", &err);
+    char devs[2048];
+    as_engine_describe_devices(devs, sizeof devs);
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    printf("## bench-engine, %s\n\n%s, model %s (%s)\n\ncommand: attnscope bench-engine %s --context %d --steps %d "
+           "--prefill %d\n\n",
+           date, devs, m.weights_name, as_engine_build_info(), model, context, steps, prefill);
+    AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
+                              .json_path = json};
+    rc = as_engine_bench(&m, &o, stdout, &err);
+    as_model_free(&m);
+    return rc ? as_cli_fail("bench-engine", &err) : 0;
+}
+
+AS_COMMAND_NAMED(bench_engine, "bench-engine", cmd_bench_engine,
+                 "benchmark the GPU engine (decode at a context, prefill) against the device's limits",
+                 "bench-engine [MODEL] [--context N] [--steps N] [--prefill N] [--max-seq N] [--device N] [--json F]\n"
+                 "  MODEL: a preset (default flash) or a model directory. Prints a Markdown report: decode per layer\n"
+                 "  kind against the HBM floor, prefill per layer kind against cuBLAS and the tensor-core rate.")

@@ -1,0 +1,319 @@
+/* `attnscope bench-engine`: the engine against the H200's limits measured in the same run.
+ * Decode: one step of every layer at `context` tokens, per layer kind, against the HBM floor
+ * (bytes of weights and caches read per token / device copy bandwidth). Prefill: per layer
+ * kind; the projections against cuBLAS's own bf16 GEMM at the same shapes; the sparse attention
+ * and the index scores against the tensor-core rate (cuBLAS's 8192^3 bf16 GEMM). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/check.h"
+#include "engine/internal.h"
+#include "model/inputs.h"
+#include "ref/numerics.h"
+
+typedef struct {
+    double copy_gbs;          /* device copy, read + write bytes per second / 1e9 */
+    double gemm_tflops;       /* cuBLAS bf16 8192^3 */
+} Limits;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Random bf16 data on the device (never zeros: they run faster than real data). */
+static int fill_random(as_bf16_t *d, size_t n, uint64_t seed, AsError *err)
+{
+    size_t chunk = (size_t)1 << 24;
+    uint16_t *h = malloc(sizeof(uint16_t) * chunk);
+    if (!h)
+        return as_err(err, AS_ERUNTIME, "out of host memory");
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    int rc = 0;
+    for (size_t off = 0; off < n && !rc; off += chunk) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        for (size_t i = 0; i < k; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            h[i] = as_bf16_bits(((float)(s >> 40) / (float)(1 << 24) - 0.5f) * 2.0f);
+        }
+        if (cudaMemcpy(d + off, h, sizeof(uint16_t) * k, cudaMemcpyHostToDevice) != cudaSuccess)
+            rc = as_err(err, AS_ERUNTIME, "filling %zu random values", n);
+    }
+    free(h);
+    return rc;
+}
+
+static int measure_limits(AsEngine *e, Limits *lim, AsError *err)
+{
+    size_t bytes = (size_t)2 << 30;
+    void *a = NULL, *b = NULL;
+    CU(err, cudaMalloc(&a, bytes), "bench: 2 GiB copy source");
+    CU(err, cudaMalloc(&b, bytes), "bench: 2 GiB copy destination");
+    cudaEvent_t t0, t1;
+    cudaEventCreate(&t0), cudaEventCreate(&t1);
+    cudaMemsetAsync(a, 1, bytes, e->st);
+    double v[10];
+    for (int i = 0; i < 12; i++) {
+        cudaEventRecord(t0, e->st);
+        cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, e->st);
+        cudaEventRecord(t1, e->st);
+        CU(err, cudaEventSynchronize(t1), "bench: copy");
+        float ms;
+        cudaEventElapsedTime(&ms, t0, t1);
+        if (i >= 2)
+            v[i - 2] = 2.0 * bytes / (ms * 1e-3) / 1e9;
+    }
+    lim->copy_gbs = median(v, 10);
+    cudaFree(a), cudaFree(b);
+    /* bf16 GEMM peak: 8192^3 on random data */
+    int n = 8192;
+    as_bf16_t *A, *B, *C;
+    CU(err, cudaMalloc((void **)&A, sizeof(as_bf16_t) * (size_t)n * n), "bench: GEMM A");
+    CU(err, cudaMalloc((void **)&B, sizeof(as_bf16_t) * (size_t)n * n), "bench: GEMM B");
+    CU(err, cudaMalloc((void **)&C, sizeof(as_bf16_t) * (size_t)n * n), "bench: GEMM C");
+    TRY(fill_random(A, (size_t)n * n, 1, err));
+    TRY(fill_random(B, (size_t)n * n, 2, err));
+    const float one = 1, zero = 0;
+    for (int i = 0; i < 12; i++) {
+        cudaEventRecord(t0, e->st);
+        CB(err,
+           cublasGemmEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, A, CUDA_R_16BF, n, B, CUDA_R_16BF, n, &zero,
+                        C, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+           "bench: bf16 GEMM %d^3", n);
+        cudaEventRecord(t1, e->st);
+        CU(err, cudaEventSynchronize(t1), "bench: GEMM");
+        float ms;
+        cudaEventElapsedTime(&ms, t0, t1);
+        if (i >= 2)
+            v[i - 2] = 2.0 * n * (double)n * n / (ms * 1e-3) / 1e12;
+    }
+    lim->gemm_tflops = median(v, 10);
+    cudaFree(A), cudaFree(B), cudaFree(C);
+    cudaEventDestroy(t0), cudaEventDestroy(t1);
+    return 0;
+}
+
+/* cuBLAS alone at one projection shape (m = out, n = tokens, k = in), batched for wo_a: ms. */
+static int cublas_alone(AsEngine *e, const AsDevWeight *w, int tokens, int batch, double *ms_out, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    int m = batch > 1 ? c->o_lora_rank : w->out, k = batch > 1 ? c->gw : w->in;
+    as_bf16_t *x, *y;
+    CU(err, cudaMalloc((void **)&x, sizeof(as_bf16_t) * (size_t)tokens * k * batch), "bench: x");
+    CU(err, cudaMalloc((void **)&y, sizeof(as_bf16_t) * (size_t)tokens * m * batch), "bench: y");
+    TRY(fill_random(x, (size_t)tokens * k * batch, 3, err));
+    cudaEvent_t t0, t1;
+    cudaEventCreate(&t0), cudaEventCreate(&t1);
+    const float one = 1, zero = 0;
+    double v[8];
+    for (int i = 0; i < 10; i++) {
+        cudaEventRecord(t0, e->st);
+        if (batch > 1)
+            CB(err,
+               cublasGemmStridedBatchedEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, tokens, k, &one, w->d, CUDA_R_16BF, k,
+                                          (long long)m * k, x, CUDA_R_16BF, k * batch, k, &zero, y, CUDA_R_16BF,
+                                          m * batch, m, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "bench: batched GEMM");
+        else
+            CB(err,
+               cublasGemmEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, tokens, k, &one, w->d, CUDA_R_16BF, k, x, CUDA_R_16BF,
+                            k, &zero, y, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "bench: GEMM %dx%dx%d", m, tokens, k);
+        cudaEventRecord(t1, e->st);
+        CU(err, cudaEventSynchronize(t1), "bench: GEMM alone");
+        float ms;
+        cudaEventElapsedTime(&ms, t0, t1);
+        if (i >= 2)
+            v[i - 2] = ms;
+    }
+    *ms_out = median(v, 8);
+    cudaFree(x), cudaFree(y);
+    cudaEventDestroy(t0), cudaEventDestroy(t1);
+    return 0;
+}
+
+/* A short name for a layer's kind, e.g. "r2 kv+idx", "r1 idx cand-src", "r0". */
+static void kind_name(const AsLayerRole *r, char *buf, size_t n)
+{
+    snprintf(buf, n, "r%d%s%s%s%s", r->ratio, r->kv_source ? " kv" : "", r->index_source ? " idx" : "",
+             r->candidate_source ? " cand-src" : "", r->ratio > 0 && !r->kv_source && !r->index_source ? " reuse" : "");
+}
+
+typedef struct {
+    char name[48];
+    int layers;
+    double ms[AS_OP_COUNT], flops[AS_OP_COUNT], bytes[AS_OP_COUNT];
+} Kind;
+
+static int group_kinds(const AsEngine *e, const AsProfile *p, double scale, Kind *k, int *nk)
+{
+    *nk = 0;
+    for (int l = 0; l < e->cfg.n_layers; l++) {
+        char name[48];
+        kind_name(&e->cfg.role[l], name, sizeof name);
+        int i = 0;
+        while (i < *nk && strcmp(k[i].name, name))
+            i++;
+        if (i == *nk) {
+            memset(&k[i], 0, sizeof k[i]);
+            snprintf(k[i].name, sizeof k[i].name, "%s", name);
+            (*nk)++;
+        }
+        k[i].layers++;
+        for (int op = 0; op < AS_OP_COUNT; op++) {
+            k[i].ms[op] += p->layer[l].ms[op] * scale;
+            k[i].flops[op] += p->layer[l].flops[op] * scale;
+            k[i].bytes[op] += p->layer[l].bytes[op] * scale;
+        }
+    }
+    return 0;
+}
+
+static int run_steps(AsEngine *e, const float *h0, int start, int s, AsError *err)
+{
+    TRY(as_engine_begin_step(e, h0, start, s, err));
+    return as_engine_finish_step(e, err);
+}
+
+static double wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, AsError *err)
+{
+    const AsConfig *c = &m->cfg;
+    if (o->context + o->decode_steps > c->max_seq || o->prefill > c->max_seq)
+        return as_err(err, AS_EBADINPUT, "context %d + %d steps (or prefill %d) beyond max_seq %d: pass --max-seq",
+                      o->context, o->decode_steps, o->prefill, c->max_seq);
+    AsEngineOptions eo = {.device = o->device, .host_select = true, .profile = true};
+    AsEngine *e;
+    TRY(as_engine_create(m, &eo, &e, err));
+    int rc = 0;
+    Limits lim;
+    int n = o->context > o->prefill ? o->context : o->prefill;
+    float *h0 = malloc(sizeof(float) * (size_t)(n + o->decode_steps + 1) * c->dim);
+    Kind *kinds = calloc(AS_MAX_LAYERS, sizeof(Kind));
+    if (!h0 || !kinds) {
+        rc = as_err(err, AS_ERUNTIME, "out of host memory");
+        goto out;
+    }
+    as_inputs_synthetic(1, 0, n + o->decode_steps + 1, c->dim, h0);
+    if ((rc = measure_limits(e, &lim, err)))
+        goto out;
+    fprintf(md, "device limits measured in this run: copy %.0f GB/s (read + write), cuBLAS bf16 GEMM 8192^3 %.0f TFLOP/s\n"
+                "weights on the device: %.2f GB; layer state: %.1f MB\n\n",
+            lim.copy_gbs, lim.gemm_tflops, e->weight_bytes / 1e9, e->state_bytes / 1e6);
+
+    /* ---- decode at `context` ---- */
+    if ((rc = run_steps(e, h0, 0, o->context, err)))
+        goto out;
+    as_prof_collect(e);
+    as_prof_reset(e->prof);
+    double t0 = wall_ms();
+    for (int i = 0; i < o->decode_steps && !rc; i++)
+        rc = run_steps(e, h0 + (size_t)(o->context + i) * c->dim, o->context + i, 1, err);
+    double step_wall = (wall_ms() - t0) / o->decode_steps;
+    if (rc || (rc = as_prof_collect(e) ? as_err(err, AS_ERUNTIME, "collecting the profile") : 0))
+        goto out;
+    int nk;
+    group_kinds(e, e->prof, 1.0 / o->decode_steps, kinds, &nk);
+    double tot_ms = 0, tot_bytes = 0, cache_bytes = 0;
+    fprintf(md, "### Decode, one token at context %d (mean of %d steps)\n\n", o->context, o->decode_steps);
+    fprintf(md, "| layer kind | layers | GPU ms | proj ms | attn ms | iscore ms | host select ms | bytes read (MB) | floor ms | x floor |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for (int i = 0; i < nk; i++) {
+        Kind *k = &kinds[i];
+        double bytes = k->bytes[AS_OP_PROJ] + k->bytes[AS_OP_ATTN] + k->bytes[AS_OP_ISCORE];
+        double floor_ms = bytes / (lim.copy_gbs * 1e9) * 1e3;
+        fprintf(md, "| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f | %.3f | %.2f |\n", k->name, k->layers,
+                k->ms[AS_OP_LAYER], k->ms[AS_OP_PROJ], k->ms[AS_OP_ATTN], k->ms[AS_OP_ISCORE], k->ms[AS_OP_SELECT],
+                bytes / 1e6, floor_ms, k->ms[AS_OP_LAYER] / floor_ms);
+        tot_ms += k->ms[AS_OP_LAYER];
+        tot_bytes += bytes;
+        cache_bytes += k->bytes[AS_OP_ATTN] + k->bytes[AS_OP_ISCORE];
+    }
+    double floor_ms = tot_bytes / (lim.copy_gbs * 1e9) * 1e3;
+    fprintf(md, "| **all %d layers** | %d | **%.3f** | | | | | %.1f | %.3f | **%.2f** |\n\n", c->n_layers, c->n_layers,
+            tot_ms, tot_bytes / 1e6, floor_ms, tot_ms / floor_ms);
+    fprintf(md, "GPU ms: the layers' device time (events around each layer, host gaps excluded); wall time per step "
+                "including the host selection and launches: %.3f ms (%.2f x floor). Bytes: every weight once (%.1f MB) "
+                "plus the selected cache rows and index keys (%.1f MB).\n\n",
+            step_wall, step_wall / floor_ms, (tot_bytes - cache_bytes) / 1e6, cache_bytes / 1e6);
+
+    /* ---- prefill ---- */
+    if (o->prefill > 0) {
+        as_prof_reset(e->prof);
+        double p0 = wall_ms();
+        if ((rc = run_steps(e, h0, 0, o->prefill, err)) ||
+            (rc = as_prof_collect(e) ? as_err(err, AS_ERUNTIME, "collecting the profile") : 0))
+            goto out;
+        double prefill_wall = wall_ms() - p0;
+        group_kinds(e, e->prof, 1.0, kinds, &nk);
+        /* cuBLAS alone at the same shapes, from layer 0's weights (every layer has them) */
+        const AsDevLayerWeights *w0 = &e->w[0];
+        const AsDevWeight *shapes[] = {&w0->wq_a, &w0->wq_b, &w0->wkv, &w0->wo_a, &w0->wo_b};
+        double alone_ms = 0, alone_flops = 0;
+        for (int i = 0; i < 5 && !rc; i++) {
+            double ms = 0;
+            rc = cublas_alone(e, shapes[i], o->prefill, i == 3 ? c->o_groups : 1, &ms, err);
+            alone_ms += ms;
+            alone_flops += 2.0 * o->prefill * shapes[i]->out * (double)shapes[i]->in;
+        }
+        if (rc)
+            goto out;
+        double alone_tflops = alone_flops / (alone_ms * 1e-3) / 1e12;
+        fprintf(md, "### Prefill, %d tokens\n\n", o->prefill);
+        fprintf(md, "| layer kind | layers | GPU ms | proj ms | proj TFLOP/s | attn ms | attn TFLOP/s | iscore ms | iscore TFLOP/s | host select ms |\n"
+                    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+        double T[AS_OP_COUNT] = {0}, F[AS_OP_COUNT] = {0};
+        for (int i = 0; i < nk; i++) {
+            Kind *k = &kinds[i];
+            for (int op = 0; op < AS_OP_COUNT; op++)
+                T[op] += k->ms[op], F[op] += k->flops[op];
+#define TF(op) (k->ms[op] > 0 ? k->flops[op] / (k->ms[op] * 1e-3) / 1e12 : 0.0)
+            fprintf(md, "| %s | %d | %.2f | %.2f | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f |\n", k->name, k->layers,
+                    k->ms[AS_OP_LAYER], k->ms[AS_OP_PROJ], TF(AS_OP_PROJ), k->ms[AS_OP_ATTN], TF(AS_OP_ATTN),
+                    k->ms[AS_OP_ISCORE], TF(AS_OP_ISCORE), k->ms[AS_OP_SELECT]);
+#undef TF
+        }
+        double proj_tf = F[AS_OP_PROJ] / (T[AS_OP_PROJ] * 1e-3) / 1e12;
+        double attn_tf = T[AS_OP_ATTN] > 0 ? F[AS_OP_ATTN] / (T[AS_OP_ATTN] * 1e-3) / 1e12 : 0;
+        double isc_tf = T[AS_OP_ISCORE] > 0 ? F[AS_OP_ISCORE] / (T[AS_OP_ISCORE] * 1e-3) / 1e12 : 0;
+        fprintf(md, "| **all** | %d | **%.1f** | %.1f | %.0f | %.1f | %.0f | %.1f | %.0f | %.1f |\n\n", c->n_layers,
+                T[AS_OP_LAYER], T[AS_OP_PROJ], proj_tf, T[AS_OP_ATTN], attn_tf, T[AS_OP_ISCORE], isc_tf,
+                T[AS_OP_SELECT]);
+        fprintf(md, "Projections: %.0f TFLOP/s in the engine against %.0f TFLOP/s for cuBLAS alone at the same shapes "
+                    "(%.0f%%). Sparse attention: %.0f TFLOP/s, %.0f%% of the tensor-core rate (%.0f); index scores: %.0f "
+                    "TFLOP/s, %.0f%%. Wall time of the prefill, host selection included: %.1f ms.\n\n",
+                proj_tf, alone_tflops, 100.0 * proj_tf / alone_tflops, attn_tf, 100.0 * attn_tf / lim.gemm_tflops,
+                lim.gemm_tflops, isc_tf, 100.0 * isc_tf / lim.gemm_tflops, prefill_wall);
+        if (o->json_path) {
+            FILE *j = fopen(o->json_path, "w");
+            if (j) {
+                fprintf(j, "{\"copy_gbs\": %.1f, \"gemm_tflops\": %.1f, \"decode_ms\": %.4f, \"decode_wall_ms\": %.4f, "
+                           "\"decode_floor_ms\": %.4f, \"prefill_ms\": %.3f, \"proj_tflops\": %.1f, \"proj_alone_tflops\": %.1f, "
+                           "\"attn_tflops\": %.1f, \"iscore_tflops\": %.1f}\n",
+                        lim.copy_gbs, lim.gemm_tflops, tot_ms, step_wall, floor_ms, T[AS_OP_LAYER], proj_tf, alone_tflops,
+                        attn_tf, isc_tf);
+                fclose(j);
+            }
+        }
+    }
+out:
+    free(h0);
+    free(kinds);
+    as_engine_destroy(e);
+    return rc;
+}
