@@ -8,6 +8,8 @@
 #define GEMV_MAX_ROWS 8
 
 /* Row-major y[s][out] = x[s][in] W[out][in]^T is, column-major, Y^T = op_T(W) * X^T. */
+static int proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
+                    AsError *err);
 static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                      int64_t ldy, const char *what, AsError *err);
 
@@ -57,9 +59,6 @@ static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const 
        "%s: bf16 GEMM m=%d n=%d k=%d", what, w->out, s, w->in);
     return 0;
 }
-
-static int proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
-                    AsError *err);
 
 int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
                     AsError *err)
