@@ -504,6 +504,21 @@ int main(int argc, char **argv)
 
     printf("\n== sparse attention (nh 64, hd 512; every selected entry valid)\n");
     bench_attn(cb, 1, 128, 4096, 640, quick, true);
+    {
+        // The split path's workspace comes from cudaMallocAsync; with the default pool's release
+        // threshold (0) the pool may hand memory back at every synchronisation. Once more with the
+        // threshold raised (this process only) to see what that costs.
+        cudaMemPool_t pool;
+        int dev = 0;
+        CK(cudaGetDevice(&dev));
+        CK(cudaDeviceGetDefaultMemPool(&pool, dev));
+        uint64_t thr = UINT64_MAX;
+        CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
+        printf("  (default mem pool release threshold raised to UINT64_MAX:)\n");
+        bench_attn(cb, 1, 128, 4096, 640, quick, false);
+        thr = 0;
+        CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
+    }
     bench_attn(cb, 7, 7, 4096, 640, quick, true);
     bench_attn(cb, 64, 64, 4096, 640, quick, true);
     bench_attn(cb, 512, 512, 512, 640, quick, false);

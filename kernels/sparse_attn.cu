@@ -47,14 +47,15 @@ constexpr int kThreads = 256;
 constexpr int kHB = 64;     // heads per block
 constexpr int kTR = 32;     // selected rows per tile
 constexpr int kStages = 3;  // cp.async pipeline depth
+constexpr int kMaxSplitTiles = 64; // selection entries of one split (64 x 32 = 2048) staged in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int HD> struct AttnSmem {
     static constexpr int kQBytes = kHB * HD * 2;
     static constexpr int kRBytes = kTR * HD * 2;               // one stage
     static constexpr int kXBytes = 8 * 4 * 32 * 16;            // 8 warps x 4 n-tiles x 32 lanes x float4
-    static constexpr int kValidBytes = kStages * kTR * 4;
-    static constexpr int kBytes = kQBytes + kStages * kRBytes + kXBytes + kValidBytes;
+    static constexpr int kIdxBytes = kMaxSplitTiles * kTR * 4;   // the split's row indices (-1: skipped)
+    static constexpr int kBytes = kQBytes + kStages * kRBytes + kXBytes + kIdxBytes;
 };
 
 // Byte offset of 16-byte chunk `ch` of row `row` in a swizzled [rows][HD] bf16 tile.
@@ -97,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
     uint8_t *sq = smem;                                                  // Q, later the bf16 output
     uint8_t *sr = smem + SM::kQBytes;                                    // [kStages][kTR][HD]
     float4 *sx = (float4 *)(smem + SM::kQBytes + kStages * SM::kRBytes); // [8][4][32]
-    int *svalid = (int *)(smem + SM::kQBytes + kStages * SM::kRBytes + SM::kXBytes); // [kStages][kTR]
+    int *sidx = (int *)(smem + SM::kQBytes + kStages * SM::kRBytes + SM::kXBytes);   // [ntiles * kTR]
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, c4 = lane & 3;
@@ -105,13 +106,12 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
     const int t = blockIdx.x, split = blockIdx.y, nsplit = gridDim.y;
     const int h0 = blockIdx.z * kHB; // first head of the block
     const int64_t nrows = (int64_t)a.na + a.nb;
-    const int32_t *sel = a.idx + (int64_t)t * a.topk;
     const int ntiles_all = (a.topk + kTR - 1) / kTR;
     const int tile_a = split * a.tiles_per_split;
     const int tile_b = min(ntiles_all, tile_a + a.tiles_per_split);
     const int ntiles = max(0, tile_b - tile_a);
 
-    // Q[h0 .. h0 + 64) of token t; heads >= nh are zero.
+    // Q[h0 .. h0 + 64) of token t (heads >= nh are zero), in flight while the indices load.
     {
         const uint16_t *qt = a.q + ((int64_t)t * a.nh + h0) * HD;
 #pragma unroll
@@ -121,28 +121,34 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
             cp_async16(smem_u32(sq + swz<HD>(r, ch)), ok ? qt + (int64_t)r * HD + ch * 8 : a.q, ok ? 16 : 0);
         }
     }
-    auto load_tile = [&](int tile, int stage) {
+    // The split's selection entries, validated once: a row index, or -1 (skipped / past topk).
+    {
+        const int32_t *sel = a.idx + (int64_t)t * a.topk + (int64_t)tile_a * kTR;
+        const int n = ntiles * kTR, avail = a.topk - tile_a * kTR;
+        for (int i = tid; i < n; i += kThreads) {
+            const int64_t v = i < avail ? (int64_t)sel[i] : -1;
+            sidx[i] = v >= 0 && v < nrows ? (int)v : -1;
+        }
+    }
+    __syncthreads(); // sidx visible to every thread
+    // Tile `it` of the split (local index) into `stage`.
+    auto load_tile = [&](int it, int stage) {
         uint8_t *dst = sr + stage * SM::kRBytes;
-        const int j0 = tile * kTR;
 #pragma unroll
         for (int i = 0; i < kTR * CPR / kThreads; i++) {
             int id = tid + i * kThreads, r = id / CPR, ch = id % CPR;
-            int j = j0 + r;
-            int64_t v = j < a.topk ? (int64_t)sel[j] : -1;
-            bool ok = v >= 0 && v < nrows;
+            const int64_t v = sidx[it * kTR + r];
             const uint16_t *src = a.q; // any valid address: nothing is read for a skipped row
-            if (ok)
+            if (v >= 0)
                 src = (v < a.na ? a.rows_a + v * HD : a.rows_b + (v - a.na) * HD) + ch * 8;
-            cp_async16(smem_u32(dst + swz<HD>(r, ch)), src, ok ? 16 : 0);
-            if (ch == 0)
-                svalid[stage * kTR + r] = ok ? 1 : 0;
+            cp_async16(smem_u32(dst + swz<HD>(r, ch)), src, v >= 0 ? 16 : 0);
         }
     };
     // Prologue: group 0 = Q + tile 0, group 1 = tile 1.
 #pragma unroll
     for (int st = 0; st < kStages - 1; st++) {
         if (st < ntiles)
-            load_tile(tile_a + st, st);
+            load_tile(st, st);
         cp_async_commit();
     }
 
@@ -169,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
         cp_async_wait<kStages - 2>();
         __syncthreads(); // tile `it` (and Q) landed; everyone is done with tile it - 1
         if (it + kStages - 1 < ntiles)
-            load_tile(tile_a + it + kStages - 1, (it + kStages - 1) % kStages);
+            load_tile(it + kStages - 1, (it + kStages - 1) % kStages);
         cp_async_commit();
 
         const uint8_t *rt = sr + stage * SM::kRBytes;
@@ -198,12 +204,12 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
             sx[(warp * 4 + n) * 32 + lane] = make_float4(acc_s[n][0], acc_s[n][1], acc_s[n][2], acc_s[n][3]);
         pair_barrier(1 + hg);
         const int other = warp ^ 4;
-        const int *valid = svalid + stage * kTR;
+        const int *valid = sidx + it * kTR; // >= 0: a selected row
         float z[4][4];
 #pragma unroll
         for (int n = 0; n < 4; n++) {
             float4 o4 = sx[(other * 4 + n) * 32 + lane];
-            const bool v0 = valid[n * 8 + 2 * c4] != 0, v1 = valid[n * 8 + 2 * c4 + 1] != 0;
+            const bool v0 = valid[n * 8 + 2 * c4] >= 0, v1 = valid[n * 8 + 2 * c4 + 1] >= 0;
             z[n][0] = v0 ? (acc_s[n][0] + o4.x) * a.scale : -INFINITY;
             z[n][1] = v1 ? (acc_s[n][1] + o4.y) * a.scale : -INFINITY;
             z[n][2] = v0 ? (acc_s[n][2] + o4.z) * a.scale : -INFINITY;
@@ -455,12 +461,12 @@ template <int HD> int launch_mma(AttnArgs a, int s, int want_split, cudaStream_t
         if (base < sms)
             nsplit = (int)((2 * sms + base - 1) / base);
     }
+    // Every split stages its entries in shared memory: at most kMaxSplitTiles tiles each.
     nsplit = nsplit < 1 ? 1 : nsplit > ntiles ? ntiles : nsplit;
     if (nsplit < 1)
         nsplit = 1;
     int tps = (ntiles + nsplit - 1) / nsplit;
-    if (tps < 1)
-        tps = 1;
+    tps = tps < 1 ? 1 : tps > kMaxSplitTiles ? kMaxSplitTiles : tps;
     nsplit = (ntiles + tps - 1) / tps;
     if (nsplit < 1)
         nsplit = 1;
@@ -471,8 +477,10 @@ template <int HD> int launch_mma(AttnArgs a, int s, int want_split, cudaStream_t
     if (nsplit > 1) {
         const size_t bytes = sizeof(float) * (size_t)s * nsplit * a.nh * (HD + 2);
         if (cudaMallocAsync(&ws, bytes, st) != cudaSuccess) {
-            (void)cudaGetLastError(); // clear it: one split gives the same result
-            ws = nullptr;
+            (void)cudaGetLastError();
+            if (ntiles > kMaxSplitTiles) // too wide for one split: no way without the workspace
+                return (int)cudaErrorMemoryAllocation;
+            ws = nullptr; // one split gives the same result
             nsplit = 1;
             a.tiles_per_split = ntiles > 0 ? ntiles : 1;
         } else {

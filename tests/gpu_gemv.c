@@ -46,8 +46,20 @@ typedef struct {
 } GemvCase;
 
 /* One launch and its check. m token rows; R, Wn: 0 = automatic. Returns the number of bad elements. */
+/* AS_KTEST_SMALL=1 (for runs under compute-sanitizer): only the small cases. */
+static int small_only(void)
+{
+    const char *e = getenv("AS_KTEST_SMALL");
+    return e && *e && *e != '0';
+}
+
 static int64_t run_case(const GemvCase *c, int m, int R, int Wn, uint64_t seed, int quiet)
 {
+    if (small_only() && (int64_t)c->batch * c->n_out * c->n_in > ((int64_t)1 << 22)) {
+        if (!quiet)
+            as_test_note("%s m=%d: skipped (AS_KTEST_SMALL)", c->name, m);
+        return 0;
+    }
     const int B = c->batch, no = c->n_out, ni = c->n_in;
     /* layout as the engine's grouped call: W_b = W + b * no * ldw, x rows ldx apart with x_b = x + b * ni,
      * y[t][b * no + o] (ldy = B * no, strideY = no) */

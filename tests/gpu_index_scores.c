@@ -41,8 +41,19 @@ typedef struct {
     int force_scalar;
 } ScoreCase;
 
+/* AS_KTEST_SMALL=1 (for runs under compute-sanitizer): only the small cases. */
+static int small_only(void)
+{
+    const char *e = getenv("AS_KTEST_SMALL");
+    return e && *e && *e != '0';
+}
+
 static void run_scores(const ScoreCase *c, uint64_t seed)
 {
+    if (small_only() && (c->s > 64 || c->width > 1024)) {
+        as_test_note("%s: skipped (AS_KTEST_SMALL)", c->name);
+        return;
+    }
     const int s = c->s, nh = c->nh, ihd = c->ihd, width = c->width;
     const int64_t niq = (int64_t)s * nh * ihd, nk = (int64_t)width * ihd, nw = (int64_t)s * nh,
                   ns = (int64_t)s * width;
