@@ -16,7 +16,9 @@
 //   warp w: head group hg = w % 4 (16 heads), hd half hf = w / 4.
 //   shared memory: Q [64][hd] (loaded once), 3 stages of gathered rows [32][hd] (cp.async, rows
 //     with a skipped index are zero-filled and masked), both XOR-swizzled by 16-byte chunk
-//     (chunk ^ (row & 7)) so every ldmatrix is conflict-free; one f32 exchange tile per warp.
+//     (chunk ^ (row & 7)) so every ldmatrix is conflict-free; one f32 exchange tile per warp; the
+//     split's selection entries, validated once (at most kMaxSplitTiles tiles: wider selections
+//     always split). hd 512: 184 KB, 1 block per SM.
 //   per tile of 32 selected rows, warp (hg, hf):
 //     S_half = Q[hg heads][hf half] . R[:, hf half]^T   (16 x 32, K = hd / 2)
 //     exchange S_half with warp (hg, 1 - hf) through shared memory (named barrier of the pair);
