@@ -30,7 +30,7 @@ static int cmd_bench_engine(int argc, char **argv)
     if (n_pos)
         model = pos[0];
     if (!max_seq)
-        max_seq = (context + steps > prefill ? context + steps : prefill) + 64;
+        max_seq = ((context + steps > prefill ? context + steps : prefill) + 64 + 1) / 2 * 2;
     if (as_engine_device_count() == 0) {
         fprintf(stderr, "attnscope bench-engine: no CUDA device\n");
         return AS_ERUNTIME;
