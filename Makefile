@@ -66,7 +66,7 @@ LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(HOST_SRC) $(ENGINE_SRC)) \
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC))
 LIB := $(BUILD)/libattnscope.a
 
-.PHONY: all deps run test test-cpu test-san test-tui bundle fuzz clean
+.PHONY: all deps run test test-cpu test-san test-tui bundle bundle-tar fuzz clean
 all: $(BUILD)/attnscope $(BUILD)/attnscope_tests
 
 deps:
@@ -118,8 +118,13 @@ test-tui: $(BUILD)/attnscope
 	@if ls tests/*.sh >/dev/null 2>&1; then \
 	  for t in tests/*.sh; do echo "== $$t"; sh $$t $(BUILD)/attnscope || exit 1; done; fi
 
-bundle: $(BUILD)/attnscope $(BUILD)/attnscope_tests
+bundle: $(BUILD)/attnscope $(BUILD)/attnscope_tests $(BUILD)/attnscope_kbench
 	sh scripts/bundle.sh $(BUILD) dist/attnscope
+
+# The bundle compressed, for carrying to a GPU machine (scripts/gpu_session.sh unpacks it).
+bundle-tar: bundle
+	XZ_OPT=-T0 tar -C dist -cJf dist/attnscope.tar.xz attnscope
+	@ls -la dist/attnscope.tar.xz
 
 # Kernel micro-benchmark (bench/kernels_bench.cu, notes in bench/KERNELS.md): the heavy kernels at the
 # flash shapes against the measured copy bandwidth, bf16 GEMM rate and cuBLAS; needs only CUDA.
