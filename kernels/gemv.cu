@@ -32,9 +32,13 @@ constexpr int kUnroll = 2;
 __device__ __forceinline__ uint4 ld_stream16(const void *p)
 {
     uint4 v;
+#ifdef AS_EMU // bench/emu: the CPU emulator
+    memcpy(&v, p, 16);
+#else
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
+#endif
     return v;
 }
 
@@ -238,6 +242,7 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
     }
 }
 
+#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 int sm_count()
 {
     static int cached[64];
@@ -339,7 +344,9 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
     }
 }
 
+#endif // AS_EMU
 } // namespace
+#ifndef AS_EMU
 
 // Explicit configuration (R rows per group in {1, 2, 4}, W warps per group in {1, 2, 4, 8}; 0 =
 // automatic) for the micro-benchmark; not part of kernels.h.
@@ -377,3 +384,4 @@ extern "C" int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, 
 {
     return as_k_gemv_f32w_cfg(W, ldw, n_out, n_in, x, ldx, m, y, ldy, 0, 0, st);
 }
+#endif // AS_EMU

@@ -243,6 +243,7 @@ __global__ void index_scores_scalar_kernel(const uint16_t *__restrict__ iq, cons
     }
 }
 
+#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 int sm_count()
 {
     int dev = 0, n = 0;
@@ -284,7 +285,9 @@ int launch_mma(const uint16_t *iq, const uint16_t *keys, const uint16_t *w, int 
 
 bool aligned(const void *p, unsigned a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
+#endif // AS_EMU
 } // namespace
+#ifndef AS_EMU
 
 // force_scalar (benchmark / tests only): 1 takes the scalar kernel whatever the geometry.
 extern "C" int as_k_index_scores_path(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh,
@@ -315,3 +318,4 @@ extern "C" int as_k_index_scores(const as_bf16_t *iq, const as_bf16_t *keys, con
 {
     return as_k_index_scores_path(iq, keys, w, s, nh, ihd, width, start_pos, ratio, score, 0, st);
 }
+#endif // AS_EMU

@@ -42,6 +42,12 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t &r0, uint32_t &r1, ui
                  : "r"(addr));
 }
 
+// Named barrier `id` (1..15; 0 is __syncthreads') for `count` threads (a multiple of 32).
+__device__ __forceinline__ void bar_named(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
 // d += a * b (bf16 inputs, f32 accumulators).
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {

@@ -66,8 +66,6 @@ template <int HD> __device__ __forceinline__ uint32_t swz(int row, int ch)
     return (uint32_t)(row * (HD * 2) + ((ch ^ (row & 7)) << 4));
 }
 
-__device__ __forceinline__ void pair_barrier(int id) { asm volatile("bar.sync %0, 64;" ::"r"(id) : "memory"); }
-
 struct AttnArgs {
     const uint16_t *q;
     const uint16_t *rows_a;
@@ -204,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
 #pragma unroll
         for (int n = 0; n < 4; n++)
             sx[(warp * 4 + n) * 32 + lane] = make_float4(acc_s[n][0], acc_s[n][1], acc_s[n][2], acc_s[n][3]);
-        pair_barrier(1 + hg);
+        bar_named(1 + hg, 64); // the pair (hg, 0) and (hg, 1)
         const int other = warp ^ 4;
         const int *valid = sidx + it * kTR; // >= 0: a selected row
         float z[4][4];
@@ -424,6 +422,7 @@ __global__ void __launch_bounds__(128) sparse_attn_warp_kernel(AttnArgs a, int s
     }
 }
 
+#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 int sm_count()
 {
     int dev = 0, n = 0;
@@ -510,7 +509,9 @@ template <int HD> int launch_mma(AttnArgs a, int s, int want_split, cudaStream_t
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+#endif // AS_EMU
 } // namespace
+#ifndef AS_EMU
 
 // path: 0 automatic, 1 force the warp kernel, 2 force the tensor-core kernel (fails with
 // cudaErrorInvalidValue where it does not apply). split: -1 never split, 0 automatic, n > 0 at most
@@ -556,3 +557,4 @@ extern "C" int as_k_sparse_attn(const as_bf16_t *q, const as_bf16_t *rows_a, int
 {
     return as_k_sparse_attn_path(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, 0, 0, st);
 }
+#endif // AS_EMU

@@ -1,0 +1,98 @@
+// kernels/gemv.cu on the emulator, every (R, W, M) configuration, against ref/gemv.c.
+#include "emu.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+// Static __shared__ arrays: one block runs at a time, so a function-level static is the block's.
+#undef __shared__
+#define __shared__ static
+#include "kernels/gemv.cu"
+
+extern "C" {
+#include "ref/gemv.h"
+#include "ref/numerics.h"
+}
+
+static uint64_t g_rs;
+static uint64_t rnd()
+{
+    uint64_t z = (g_rs += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float urnd(float a) { return as_bf16((2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a); }
+
+static int g_fail;
+
+template <typename TW, int R, int M>
+static void run(int n_out, int n_in, int ldw, int batch, int m, int wwarps, bool scalar, bool yf32)
+{
+    const int64_t ldx = ldw, strideX = ldw, strideW = (int64_t)n_out * ldw, ldy = (int64_t)batch * n_out,
+                  strideY = n_out;
+    std::vector<float> W((size_t)batch * strideW), x((size_t)(m * ldx + batch * strideX + 8));
+    for (auto &v : W) v = urnd(0.5f);
+    for (auto &v : x) v = urnd(2.0f);
+    std::vector<uint16_t> Wb(W.size()), xb(x.size());
+    for (size_t i = 0; i < W.size(); i++) Wb[i] = as_bf16_bits(W[i]);
+    for (size_t i = 0; i < x.size(); i++) xb[i] = as_bf16_bits(x[i]);
+    std::vector<float> yo((size_t)m * ldy, NAN);
+    std::vector<uint16_t> yb((size_t)m * ldy, 0x7f7f);
+    const bool f32w = sizeof(TW) == 4;
+    GemvArgs a{f32w ? (const void *)W.data() : (const void *)Wb.data(), ldw, strideW, n_out, n_in, xb.data(), ldx,
+               strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0};
+    if (scalar) {
+        emu::launch(dim3((unsigned)((n_out + kWarps - 1) / kWarps), (unsigned)batch), dim3(kThreads),
+                    [&] { gemv_scalar_kernel<TW>(a); });
+    } else {
+        const int gpb = kWarps / wwarps, groups = (n_out + R - 1) / R;
+        emu::launch(dim3((unsigned)((groups + gpb - 1) / gpb), (unsigned)batch), dim3(kThreads),
+                    [&] { gemv_vec_kernel<TW, R, M>(a, wwarps); });
+    }
+    int64_t bad = 0;
+    double worst = 0;
+    std::vector<float> xr(n_in), yr(n_out), wr((size_t)n_out * n_in);
+    for (int b = 0; b < batch; b++)
+        for (int t = 0; t < m; t++) {
+            for (int i = 0; i < n_in; i++) xr[i] = x[(size_t)(t * ldx + b * strideX + i)];
+            for (int o = 0; o < n_out; o++)
+                for (int i = 0; i < n_in; i++) {
+                    double acc = 0;
+                    (void)acc;
+                    wr[(size_t)o * n_in + i] = W[(size_t)(b * strideW + (int64_t)o * ldw + i)];
+                }
+            as_gemv_f32(xr.data(), wr.data(), n_in, n_out, yr.data());
+            for (int o = 0; o < n_out; o++) {
+                const size_t off = (size_t)(t * ldy + b * strideY + o);
+                const float g = yf32 ? yo[off] : as_bf16_to_f32(yb[off]);
+                const float w = yf32 ? yr[o] : as_bf16(yr[o]);
+                double mag = 0;
+                for (int i = 0; i < n_in; i++) mag += fabs((double)xr[i] * wr[(size_t)o * n_in + i]);
+                const double err = fabs((double)g - w), tol = yf32 ? 0x1p-16 * mag : fmax(fabs(w) * 0x1p-7, 0x1p-16 * mag);
+                worst = fmax(worst, err / tol);
+                if (!(err <= tol) && bad++ < 3)
+                    printf("    b %d t %d o %d: got %g want %g\n", b, t, o, g, w);
+            }
+        }
+    printf("%s %s R%d M%d W%d %dx%d ldw %d batch %d m %d %s y %s: worst err/tol %.3f, %lld bad\n", bad ? "FAIL" : "ok  ",
+           f32w ? "f32w" : "bf16", R, M, wwarps, n_out, n_in, ldw, batch, m, scalar ? "scalar" : "vec",
+           yf32 ? "f32" : "bf16", worst, (long long)bad);
+    g_fail += bad != 0;
+}
+
+int main()
+{
+    // W as bf16 values in both cases (the f32 path reads them as f32)
+    run<uint16_t, 4, 8>(37, 203, 208, 2, 5, 2, false, false);
+    run<uint16_t, 2, 1>(37, 203, 208, 2, 1, 8, false, true);
+    run<uint16_t, 1, 2>(9, 1030, 1032, 1, 2, 1, false, false);
+    run<uint16_t, 4, 4>(64, 512, 512, 3, 3, 4, false, false);
+    run<float, 4, 2>(37, 203, 208, 1, 2, 2, false, true);
+    run<float, 1, 8>(5, 64, 64, 1, 8, 8, false, true);
+    run<uint16_t, 1, 1>(37, 203, 203, 2, 3, 1, true, false);
+    run<float, 1, 1>(37, 203, 203, 1, 3, 1, true, true);
+    printf("%d failed\n", g_fail);
+    return g_fail != 0;
+}
