@@ -209,8 +209,8 @@ static int parse_field(const cJSON *root, const Field *f, AsConfig *cfg, AsError
     return AS_OK;
 }
 
-/* An array of integers into out (at most cap kept; longer is an error unless cut_to >= 0, which
- * keeps the first cut_to). Returns the count kept through *n. */
+/* An array of integers into out, the count kept in *n: at most cap. A longer list is an error,
+ * except compress_ratios, which is cut (the released config lists the MTP layers too). */
 static int parse_list(const cJSON *root, const ListName *ln, int *out, int cap, int *n, AsError *err)
 {
     const cJSON *it = NULL;
