@@ -1,0 +1,440 @@
+/* The TUI's view models without a terminal: what each view says for known tiny runs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/harness.h"
+#include "tui/model.h"
+
+static AsDriver *open_tiny(const char *inject)
+{
+    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
+    AsDriverOptions o;
+    as_driver_options_default(&o);
+    o.quiet = true;
+    o.no_engine = true;
+    o.inject = inject;
+    AsDriver *d = NULL;
+    AsError err = {0};
+    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open tiny: %s", err.msg);
+    return d;
+}
+
+static void run(AsDriver *d, int prefill, int decode)
+{
+    AsError err = {0};
+    REQUIRE(as_driver_prefill(d, prefill, &err) == 0, "prefill %d: %s", prefill, err.msg);
+    REQUIRE(as_driver_decode(d, decode, &err) == 0, "decode %d: %s", decode, err.msg);
+}
+
+static void panel_at(TuiPanel *p, int w, int h)
+{
+    tp_init(p);
+    p->r = (TuiRect){0, 0, w, h};
+    p->used = true;
+}
+
+/* The colour of the first character of `needle` in line l (-1 when absent). */
+static int color_at(const TuiLine *l, const char *needle)
+{
+    const char *at = l->text ? strstr(l->text, needle) : NULL;
+    if (!at)
+        return -1;
+    int ch = 0;
+    for (const char *p = l->text; p < at; p++)
+        if (((unsigned char)*p & 0xc0) != 0x80)
+            ch++;
+    return l->color[ch];
+}
+
+static void dump_panel(const TuiPanel *p)
+{
+    as_test_note("[%s]", p->title);
+    for (int i = 0; i < p->lines.n; i++)
+        as_test_note("%s", p->lines.v[i].text ? p->lines.v[i].text : "");
+}
+
+TEST(tui_layer_list_reference_only)
+{
+    AsDriver *d = open_tiny(NULL);
+    run(d, 5, 6);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    st.layer = 5;
+    TuiPanel p;
+    panel_at(&p, 80, 14);
+    tui_model_layers(&data, &st, &tui_glyphs_utf8, &p);
+    CHECK(p.lines.n == 10, "10 layer lines, got %d", p.lines.n);
+    CHECK(strstr(p.title, "step 6 decode") != NULL, "title names the step: %s", p.title);
+    REQUIRE(p.lines.n == 10, "lines");
+    CHECK(strstr(p.lines.v[5].text, "5  r1  kv idx cand-src") != NULL, "layer 5's role line: %s", p.lines.v[5].text);
+    CHECK(strstr(p.lines.v[0].text, "window only") != NULL, "layer 0 is window only: %s", p.lines.v[0].text);
+    CHECK(strstr(p.lines.v[7].text, "cand<-5") != NULL, "layer 7 reads the candidates of 5: %s", p.lines.v[7].text);
+    for (int l = 0; l < 10; l++)
+        CHECK(color_at(&p.lines.v[l], "ref only") == TC_REFONLY, "layer %d: verdict 'ref only' in its colour", l);
+    CHECK(p.sel == 5, "layer 5 selected (%d)", p.sel);
+    CHECK(strncmp(p.lines.v[5].text, tui_glyphs_utf8.marker, strlen(tui_glyphs_utf8.marker)) == 0,
+          "the selected layer carries the marker");
+    /* the tensor table says "no engine" for each tensor */
+    TuiPanel t;
+    panel_at(&t, 80, 20);
+    tui_model_tensors(&data, &st, &tui_glyphs_utf8, &t);
+    CHECK(tls_find(&t.lines, "no engine") >= 0, "tensor table: no engine");
+    int qi = tls_find(&t.lines, "q ");
+    CHECK(qi >= 0 && strstr(t.lines.v[qi].text, "1x4x64"), "q is 1x4x64 at decode");
+    CHECK(tls_find(&t.lines, "state.ikcache") >= 0, "layer 5 shows its index-key cache");
+    CHECK(tls_find(&t.lines, "cand ") >= 0, "layer 5 shows its candidate mask");
+    tp_free(&p);
+    tp_free(&t);
+    as_driver_close(d);
+}
+
+TEST(tui_layer_list_verdict_colours_with_a_fault)
+{
+    AsDriver *d = open_tiny("ring-slot");
+    AsError err = {0};
+    REQUIRE(as_driver_prefill(d, 5, &err) == 0, "prefill: %s", err.msg);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    TuiPanel p;
+    panel_at(&p, 80, 14);
+    tui_model_layers(&data, &st, &tui_glyphs_utf8, &p);
+    for (int l = 0; l < 10; l++)
+        CHECK(color_at(&p.lines.v[l], "pass") == TC_PASS, "prefill, layer %d: pass in green (%s)", l,
+              p.lines.v[l].text);
+    tp_free(&p);
+    /* the ring-slot fault writes the decode row one slot too far: a mismatch from layer 0 */
+    REQUIRE(as_driver_decode(d, 1, &err) == 0, "decode: %s", err.msg);
+    tui_data_from_driver(d, "tiny", &data);
+    panel_at(&p, 80, 14);
+    tui_model_layers(&data, &st, &tui_glyphs_utf8, &p);
+    CHECK(color_at(&p.lines.v[0], "MISMATCH") == TC_MISMATCH, "decode, layer 0: MISMATCH in red (%s)",
+          p.lines.v[0].text);
+    TuiLine status;
+    tl_init(&status);
+    tui_model_status(&data, 200, &status);
+    CHECK(strstr(status.text, "step 1 decode") && strstr(status.text, "start_pos 5") &&
+              strstr(status.text, "ref+fault:ring-slot") && strstr(status.text, "MISMATCH"),
+          "status line: %s", status.text);
+    tl_free(&status);
+    /* not run yet: a layer stepped past shows its verdict, the rest 'not run' */
+    REQUIRE(as_driver_begin_decode(d, &err) == 0 && as_driver_step_layer(d, &err) == 0, "one layer: %s", err.msg);
+    tui_data_from_driver(d, "tiny", &data);
+    tp_free(&p);
+    panel_at(&p, 80, 14);
+    tui_model_layers(&data, &st, &tui_glyphs_utf8, &p);
+    CHECK(color_at(&p.lines.v[3], "not run") == TC_DIM, "layer 3 not run yet, dim: %s", p.lines.v[3].text);
+    CHECK(strstr(p.lines.v[1].text, tui_glyphs_utf8.next) != NULL, "layer 1 marked as the next to run: %s",
+          p.lines.v[1].text);
+    tp_free(&p);
+    as_driver_close(d);
+}
+
+TEST(tui_ring_positions_after_prefill_5_decode_6)
+{
+    AsDriver *d = open_tiny(NULL);
+    run(d, 5, 6);
+    /* window 8; positions 0..10 seen; decode at 10 wrote slot 10 % 8 = 2 */
+    static const int want[8] = {8, 9, 10, 3, 4, 5, 6, 7};
+    TuiRingSlot slots[8];
+    int n = tui_ring_slots(&d->ref_run[0], 8, 0, slots);
+    CHECK(n == 8, "8 slots filled (%d)", n);
+    for (int j = 0; j < 8; j++) {
+        CHECK(slots[j].pos == want[j], "slot %d holds position %d (got %d)", j, want[j], slots[j].pos);
+        CHECK(slots[j].written == (j == 2), "slot %d written this step: %d", j, slots[j].written);
+        CHECK(slots[j].attended, "slot %d attended by the decode query", j);
+        CHECK(slots[j].age == want[j] - 3, "slot %d age %d (got %d)", j, want[j] - 3, slots[j].age);
+    }
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    TuiPanel p;
+    panel_at(&p, 80, 21);
+    tui_model_ring(&data, &st, &tui_glyphs_utf8, &p);
+    CHECK(tls_find(&p.lines, "decode at position 10 wrote slot 2") >= 0, "ring view names the slot written");
+    CHECK(tls_find(&p.lines, " pos       8    9   10    3    4    5    6    7") >= 0, "strip of positions by slot");
+    int newest = tls_find(&p.lines, "(newest)");
+    CHECK(newest >= 0 && strstr(p.lines.v[newest].text, "2        10  written this step"),
+          "the newest is slot 2, position 10");
+    if (as_test_failed())
+        dump_panel(&p);
+    tp_free(&p);
+    as_driver_close(d);
+}
+
+TEST(tui_ring_positions_after_long_prefill)
+{
+    AsDriver *d = open_tiny(NULL);
+    AsError err = {0};
+    REQUIRE(as_driver_prefill(d, 12, &err) == 0, "prefill 12: %s", err.msg);
+    TuiRingSlot slots[8];
+    /* the last 8 of 12 tokens stay: slot j holds position j + 8 for j < 4, else j */
+    tui_ring_slots(&d->ref_run[0], 8, 11, slots);
+    for (int j = 0; j < 8; j++) {
+        int want = j < 4 ? j + 8 : j;
+        CHECK(slots[j].pos == want, "slot %d: position %d (got %d)", j, want, slots[j].pos);
+        CHECK(slots[j].written, "slot %d written by the prefill", j);
+        CHECK(slots[j].attended, "query 11 attends positions 4..11: slot %d", j);
+    }
+    /* query 5 attends positions 0..5: only 4 and 5 are still in the ring */
+    tui_ring_slots(&d->ref_run[0], 8, 5, slots);
+    for (int j = 0; j < 8; j++)
+        CHECK(slots[j].attended == (j == 4 || j == 5), "query 5, slot %d attended: %d", j, slots[j].attended);
+    /* a short prefill leaves slots empty */
+    REQUIRE(as_driver_prefill(d, 5, &err) == 0, "prefill 5: %s", err.msg);
+    int n = tui_ring_slots(&d->ref_run[0], 8, 0, slots);
+    CHECK(n == 5, "5 slots filled (%d)", n);
+    CHECK(slots[5].pos == -1 && slots[7].pos == -1, "slots 5..7 empty");
+    CHECK(slots[0].attended && !slots[1].attended, "query 0 attends position 0 only");
+    as_driver_close(d);
+}
+
+TEST(tui_candidate_grid_known_query)
+{
+    AsDriver *d = open_tiny(NULL);
+    AsError err = {0};
+    /* 20 tokens: layer 5 (ratio 1, candidate source) scores 20 positions = 5 blocks of 4, keeps 3 */
+    REQUIRE(as_driver_prefill(d, 20, &err) == 0, "prefill 20: %s", err.msg);
+    const AsRun *r = &d->ref_run[5];
+    REQUIRE(r->t[AS_T_CAND].data && r->t[AS_T_CAND].shape[1] == 20, "layer 5 holds a [20][20] mask");
+    TuiBlock b[8];
+    int nb = tui_cand_blocks(r, r, NULL, 19, 4, b, 8);
+    CHECK(nb == 5, "5 blocks (%d)", nb);
+    int n[4] = {0};
+    for (int i = 0; i < nb; i++)
+        n[b[i].st]++;
+    CHECK(b[4].st == TUI_BLK_PINNED, "query 19: block 4 (newest position 19) pinned");
+    CHECK(n[TUI_BLK_KEPT] == 2 && n[TUI_BLK_DROPPED] == 2 && n[TUI_BLK_HIDDEN] == 0,
+          "query 19: 2 kept besides the pinned one, 2 dropped (kept %d dropped %d hidden %d)", n[TUI_BLK_KEPT],
+          n[TUI_BLK_DROPPED], n[TUI_BLK_HIDDEN]);
+    /* the kept blocks are the best by block maximum, and the view agrees with the mask */
+    const uint8_t *mask = (const uint8_t *)r->t[AS_T_CAND].data + 19 * 20;
+    for (int i = 0; i < nb; i++) {
+        CHECK((b[i].st == TUI_BLK_DROPPED) == (mask[i * 4] == 0), "block %d state agrees with the mask", i);
+        for (int k = 0; k < nb; k++)
+            if (b[i].st == TUI_BLK_KEPT && b[k].st == TUI_BLK_DROPPED)
+                CHECK(b[i].score >= b[k].score, "kept block %d (%g) >= dropped block %d (%g)", i, b[i].score, k,
+                      b[k].score);
+    }
+    /* query 3 sees 4 positions: block 0 pinned, the rest not visible yet */
+    nb = tui_cand_blocks(r, r, NULL, 3, 4, b, 8);
+    CHECK(b[0].st == TUI_BLK_PINNED && b[1].st == TUI_BLK_HIDDEN && b[4].st == TUI_BLK_HIDDEN,
+          "query 3: block 0 pinned, blocks 1..4 not visible");
+    /* the view */
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    st.layer = 5;
+    st.query = 19;
+    TuiPanel g, t;
+    panel_at(&g, 80, 10);
+    panel_at(&t, 80, 11);
+    tui_model_cand(&data, &st, &tui_glyphs_utf8, &g, &t);
+    CHECK(strstr(g.title, "layer 5 (source), query 19"), "grid title: %s", g.title);
+    CHECK(tls_find(&g.lines, "kept 2") >= 0 && tls_find(&g.lines, "dropped 2") >= 0 &&
+              tls_find(&g.lines, "pinned 1") >= 0,
+          "grid counts");
+    int gl = tls_find(&g.lines, " b0 ");
+    CHECK(gl >= 0, "a grid row");
+    if (gl >= 0)
+        CHECK(strstr(g.lines.v[gl].text, tui_glyphs_utf8.block_pinned) != NULL, "the pinned glyph in the grid: %s",
+              g.lines.v[gl].text);
+    CHECK(tls_find(&t.lines, "pinned (newest visible, kept)") >= 0, "block table names the pinned block");
+    if (as_test_failed()) {
+        dump_panel(&g);
+        dump_panel(&t);
+    }
+    tp_free(&g);
+    tp_free(&t);
+    as_driver_close(d);
+}
+
+TEST(tui_topk_side_by_side_with_a_planted_difference)
+{
+    AsDriver *d = open_tiny(NULL);
+    run(d, 5, 6);
+    int nl = d->model.cfg.n_layers;
+    const AsRun *ref = &d->ref_run[5];
+    REQUIRE(ref->indexer_ran && ref->t[AS_T_CSEL].data, "layer 5 ran its indexer");
+    int off = ref->rows_a_len, k = (int)ref->t[AS_T_CSEL].shape[1];
+    const int32_t *sel = ref->t[AS_T_CSEL].data;
+    const float *sc = ref->t[AS_T_ISCORE].data;
+    int width = (int)ref->t[AS_T_ISCORE].shape[1];
+    /* the weakest selected position and the strongest one left out */
+    int weakest = -1, best_out = -1;
+    for (int p = 0; p < width; p++) {
+        bool in = false;
+        for (int c = 0; c < k; c++)
+            in |= sel[c] == p + off;
+        if (in && (weakest < 0 || sc[p] < sc[weakest]))
+            weakest = p;
+        if (!in && (best_out < 0 || sc[p] > sc[best_out]))
+            best_out = p;
+    }
+    REQUIRE(weakest >= 0 && best_out >= 0, "both sides of the cut exist");
+    /* the engine picks best_out instead of weakest */
+    AsRun *got = calloc((size_t)nl, sizeof *got);
+    AsLayerDiff *diff = calloc((size_t)nl, sizeof *diff);
+    bool *done = calloc((size_t)nl, sizeof *done);
+    REQUIRE(got && diff && done, "memory");
+    for (int l = 0; l < nl; l++) {
+        as_run_init(&got[l]);
+        REQUIRE(as_run_copy(&got[l], &d->ref_run[l]) == 0, "copy");
+        done[l] = true;
+    }
+    int32_t *gs = got[5].t[AS_T_CSEL].data;
+    for (int c = 0; c < k; c++)
+        if (gs[c] == weakest + off)
+            gs[c] = best_out + off;
+    AsCompareOptions co;
+    as_compare_options_default(&co);
+    co.cand_block = d->model.cfg.candidate_block_size;
+    for (int l = 0; l < nl; l++)
+        as_compare_layer(&got[l], &d->ref_run[l], &co, &diff[l]);
+    CHECK(diff[5].t[AS_T_CSEL].verdict == AS_V_MISMATCH, "the comparison calls it a mismatch");
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    data.got = got;
+    data.diff = diff;
+    data.done = done;
+    data.got_kind = AS_GOT_TWIN;
+    TuiState st;
+    tui_state_init(&st);
+    st.layer = 5;
+    TuiPanel sp, sets;
+    panel_at(&sp, 80, 8);
+    panel_at(&sets, 80, 13);
+    tui_model_topk(&data, &st, &tui_glyphs_utf8, &sp, &sets);
+    char want[32];
+    snprintf(want, sizeof want, "%5d ", best_out);
+    int gi = -1, wi = -1;
+    for (int i = 0; i < sets.lines.n; i++) {
+        const TuiLine *l = &sets.lines.v[i];
+        if (color_at(l, want) == TC_ONLY_GOT)
+            gi = i;
+        snprintf(want, sizeof want, "%5d ", weakest);
+        if (color_at(l, want) == TC_ONLY_WANT)
+            wi = i;
+        snprintf(want, sizeof want, "%5d ", best_out);
+    }
+    CHECK(gi >= 0, "position %d highlighted as engine only", best_out);
+    CHECK(wi >= 0, "position %d highlighted as reference only", weakest);
+    int fi = tls_find(&sets.lines, "real mismatch");
+    CHECK(fi >= 0, "the query's seldiff: a real mismatch (identical scores cannot explain it)");
+    CHECK(tls_find(&sp.lines, "cut (8th largest)") >= 0, "the sparkline states the cut");
+    int mk = -1;
+    for (int i = 0; i < sp.lines.n; i++)
+        if (color_at(&sp.lines.v[i], "e") == TC_ONLY_GOT)
+            mk = i;
+    CHECK(mk >= 0, "the sparkline marks the engine-only pick");
+    if (as_test_failed()) {
+        dump_panel(&sp);
+        dump_panel(&sets);
+    }
+    tp_free(&sp);
+    tp_free(&sets);
+    for (int l = 0; l < nl; l++)
+        as_run_free(&got[l]);
+    free(got);
+    free(diff);
+    free(done);
+    as_driver_close(d);
+}
+
+TEST(tui_topk_reference_only_known_selection)
+{
+    AsDriver *d = open_tiny(NULL);
+    run(d, 5, 6);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    st.layer = 5;
+    TuiPanel sp, sets;
+    panel_at(&sp, 80, 8);
+    panel_at(&sets, 80, 13);
+    tui_model_topk(&data, &st, &tui_glyphs_utf8, &sp, &sets);
+    /* layer 5 at decode step 6 picks compressed positions 1 2 3 4 5 7 8 9 (csel 9..17 minus 8 window rows) */
+    static const int want[8] = {1, 2, 3, 4, 5, 7, 8, 9};
+    CHECK(sets.lines.n >= 8, "8 rows");
+    for (int i = 0; i < 8 && i < sets.lines.n; i++) {
+        char s[16];
+        snprintf(s, sizeof s, "|%6d ", want[i]);
+        CHECK(strstr(sets.lines.v[i].text, s) != NULL, "row %d: reference position %d: %s", i, want[i],
+              sets.lines.v[i].text);
+    }
+    CHECK(tls_find(&sets.lines, "no engine") >= 0, "engine column: no engine");
+    tp_free(&sp);
+    tp_free(&sets);
+    as_driver_close(d);
+}
+
+TEST(tui_caches_show_the_aliasing)
+{
+    AsDriver *d = open_tiny(NULL);
+    run(d, 5, 6);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    TuiPanel p;
+    panel_at(&p, 80, 21);
+    tui_model_caches(&data, &st, &tui_glyphs_utf8, &p);
+    /* step 6 decodes position 10: the ratio-2 owners complete no group and read layer 5's keys of step 5 */
+    int i = tls_find(&p.lines, "layer 1 scored against layer 5's keys (step 5)");
+    CHECK(i >= 0, "layer 1's aliasing shown");
+    if (i >= 0)
+        CHECK(color_at(&p.lines.v[i], "layer 1 scored") == TC_WARN, "in the warning colour");
+    CHECK(tls_find(&p.lines, "layer 5 scored against layer 5's keys (step 6)") >= 0, "layer 5 its own, this step");
+    CHECK(tls_find(&p.lines, "1 of 2 waiting (pos 10)") >= 0, "ratio 2: position 10 waits for its group");
+    int c5 = tls_find(&p.lines, "    5  r1      11 / 512");
+    CHECK(c5 >= 0 && strstr(p.lines.v[c5].text, "layers 5 6 7 8 9"), "layer 5's cache: 11 rows, read by 5..9");
+    if (as_test_failed())
+        dump_panel(&p);
+    tp_free(&p);
+    as_driver_close(d);
+}
+
+TEST(tui_heatmap_reference_only_and_diff)
+{
+    AsDriver *d = open_tiny(NULL);
+    run(d, 5, 0);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    st.layer = 5;
+    st.tensor = AS_T_Q;
+    st.head = 1;
+    TuiPanel h, in;
+    panel_at(&h, 80, 12);
+    panel_at(&in, 80, 9);
+    TuiHeatGeom geo;
+    tui_model_heatmap(&data, &st, &tui_glyphs_utf8, &h, &in, &geo);
+    CHECK(strstr(h.title, "|ref| q") && strstr(h.title, "head 1 of 4") && strstr(h.title, "no engine"),
+          "title: %s", h.title);
+    CHECK(geo.valid && geo.rows == 5 && geo.cols == 64 && geo.rpc == 1 && geo.cpc == 1 && geo.heads == 4,
+          "5 tokens x 64 channels, one per cell (rows %d cols %d rpc %d cpc %d)", geo.rows, geo.cols, geo.rpc,
+          geo.cpc);
+    CHECK(h.lines.n == 6, "5 rows and a legend (%d)", h.lines.n);
+    CHECK(tls_find(&in.lines, "engine     no engine") >= 0 && tls_find(&in.lines, "diff       no engine") >= 0,
+          "inspector: no engine");
+    /* a downsampled tensor: rows_b of a narrow panel */
+    tp_free(&h);
+    tp_free(&in);
+    panel_at(&h, 30, 6);
+    panel_at(&in, 30, 9);
+    tui_model_heatmap(&data, &st, &tui_glyphs_ascii, &h, &in, &geo);
+    CHECK(geo.cpc == 4 && geo.rpc == 3, "64 channels into 21 cells: 4 per cell; 5 rows into 2: 3 per cell (%d, %d)",
+          geo.cpc, geo.rpc);
+    CHECK(h.lines.n == 3, "2 rows of cells and a legend (%d)", h.lines.n);
+    tp_free(&h);
+    tp_free(&in);
+    as_driver_close(d);
+}

@@ -1,0 +1,183 @@
+#include <curses.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tui/draw.h"
+
+static bool have_color;
+
+static const struct {
+    short fg, bg;
+    attr_t attr;      /* with colours */
+    attr_t mono;      /* without */
+} scheme[TC_COUNT] = {
+    [TC_NORMAL] = {-1, -1, A_NORMAL, A_NORMAL},
+    [TC_DIM] = {-1, -1, A_DIM, A_DIM},
+    [TC_TITLE] = {COLOR_CYAN, -1, A_BOLD, A_BOLD},
+    [TC_HEADER] = {COLOR_BLACK, COLOR_GREEN, A_NORMAL, A_REVERSE},
+    [TC_KEY] = {COLOR_BLACK, COLOR_CYAN, A_NORMAL, A_REVERSE},
+    [TC_SELECT] = {COLOR_BLACK, COLOR_CYAN, A_NORMAL, A_REVERSE},
+    [TC_PASS] = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
+    [TC_FLIPS] = {COLOR_CYAN, -1, A_NORMAL, A_NORMAL},
+    [TC_NEARTIE] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
+    [TC_MISMATCH] = {COLOR_RED, -1, A_BOLD, A_BOLD | A_UNDERLINE},
+    [TC_REFONLY] = {COLOR_BLUE, -1, A_BOLD, A_DIM},
+    [TC_GOOD] = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
+    [TC_WARN] = {COLOR_YELLOW, -1, A_NORMAL, A_BOLD},
+    [TC_BAD] = {COLOR_RED, -1, A_NORMAL, A_BOLD},
+    [TC_ACCENT] = {COLOR_MAGENTA, -1, A_BOLD, A_BOLD},
+    [TC_ONLY_GOT] = {COLOR_RED, -1, A_BOLD | A_REVERSE, A_BOLD | A_REVERSE},
+    [TC_ONLY_WANT] = {COLOR_YELLOW, -1, A_BOLD | A_REVERSE, A_UNDERLINE | A_REVERSE},
+    [TC_HEAT1] = {COLOR_BLUE, -1, A_NORMAL, A_NORMAL},
+    [TC_HEAT2] = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
+    [TC_HEAT3] = {COLOR_YELLOW, -1, A_NORMAL, A_NORMAL},
+    [TC_HEAT4] = {COLOR_RED, -1, A_BOLD, A_BOLD},
+    [TC_CURSOR] = {COLOR_BLACK, COLOR_WHITE, A_NORMAL, A_REVERSE},
+    [TC_BUSY] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
+};
+
+bool tui_draw_init_colors(void)
+{
+    have_color = has_colors();
+    if (!have_color)
+        return false;
+    start_color();
+    use_default_colors();
+    for (int i = 1; i < TC_COUNT; i++)
+        init_pair((short)i, scheme[i].fg, scheme[i].bg);
+    return true;
+}
+
+static attr_t attr_of(TuiColor c)
+{
+    if ((unsigned)c >= TC_COUNT)
+        c = TC_NORMAL;
+    if (!have_color)
+        return scheme[c].mono;
+    return scheme[c].attr | (c ? COLOR_PAIR(c) : 0);
+}
+
+static void draw_span(int y, int x, const char *s, size_t bytes, attr_t a)
+{
+    attrset(a);
+    mvaddnstr(y, x, s, (int)bytes);
+}
+
+/* The line with an attribute added to every character (selection). */
+static void draw_line_attr(int y, int x, int w, const TuiLine *l, bool fill, attr_t extra, bool replace)
+{
+    int n = l->nchars < w ? l->nchars : w;
+    int i = 0;
+    while (i < n) {
+        int j = i;
+        while (j < n && l->color[j] == l->color[i])
+            j++;
+        size_t a = tl_offset(l, i), b = tl_offset(l, j);
+        attr_t at = replace ? extra : attr_of((TuiColor)l->color[i]) | extra;
+        draw_span(y, x + i, l->text + a, b - a, at);
+        i = j;
+    }
+    if (fill && n < w) {
+        attrset(replace ? extra : A_NORMAL);
+        mvhline(y, x + n, ' ', w - n);
+    }
+    attrset(A_NORMAL);
+}
+
+void tui_draw_line(int y, int x, int w, const TuiLine *l, bool fill) { draw_line_attr(y, x, w, l, fill, 0, false); }
+
+static void put_glyph(int y, int x, const char *s, attr_t a)
+{
+    attrset(a);
+    mvaddstr(y, x, s);
+}
+
+void tui_draw_panel(const TuiPanel *p, const TuiGlyphs *g)
+{
+    const TuiRect r = p->r;
+    if (!p->used || r.w < 3 || r.h < 2)
+        return;
+    attr_t border = p->focused ? attr_of(TC_TITLE) : A_NORMAL;
+    put_glyph(r.y, r.x, g->tl, border);
+    put_glyph(r.y, r.x + r.w - 1, g->tr, border);
+    put_glyph(r.y + r.h - 1, r.x, g->bl, border);
+    put_glyph(r.y + r.h - 1, r.x + r.w - 1, g->br, border);
+    for (int x = r.x + 1; x < r.x + r.w - 1; x++) {
+        put_glyph(r.y, x, g->h, border);
+        put_glyph(r.y + r.h - 1, x, g->h, border);
+    }
+    for (int y = r.y + 1; y < r.y + r.h - 1; y++) {
+        put_glyph(y, r.x, g->v, border);
+        put_glyph(y, r.x + r.w - 1, g->v, border);
+    }
+    /* the title on the top border */
+    if (p->title[0]) {
+        TuiLine t;
+        tl_init(&t);
+        tl_add(&t, p->focused ? TC_SELECT : TC_TITLE, " %s ", p->title);
+        tui_draw_line(r.y, r.x + 2, r.w - 4, &t, false);
+        tl_free(&t);
+    }
+    int iw = r.w - 2, y = r.y + 1;
+    if (p->header.nchars) {
+        draw_line_attr(y, r.x + 1, iw, &p->header, true, attr_of(TC_HEADER), true);
+        y++;
+    }
+    int ih = tp_inner_h(p);
+    for (int i = 0; i < ih; i++) {
+        int li = p->top + i;
+        if (li >= p->lines.n) {
+            attrset(A_NORMAL);
+            mvhline(y + i, r.x + 1, ' ', iw);
+            continue;
+        }
+        const TuiLine *l = &p->lines.v[li];
+        if (li == p->sel)
+            draw_line_attr(y + i, r.x + 1, iw, l, true, p->focused ? attr_of(TC_SELECT) : A_UNDERLINE | A_BOLD,
+                           p->focused);
+        else
+            tui_draw_line(y + i, r.x + 1, iw, l, true);
+    }
+    /* where the view is in a longer list */
+    if (p->lines.n > ih && ih > 0 && r.w > 16) {
+        char pos[48];
+        int last = p->top + ih < p->lines.n ? p->top + ih : p->lines.n;
+        snprintf(pos, sizeof pos, " %d-%d of %d ", p->top + 1, last, p->lines.n);
+        TuiLine t;
+        tl_init(&t);
+        tl_put(&t, TC_DIM, pos);
+        int len = t.nchars;
+        tui_draw_line(r.y + r.h - 1, r.x + r.w - 2 - len, len, &t, false);
+        tl_free(&t);
+    }
+    attrset(A_NORMAL);
+}
+
+void tui_draw_screen(const TuiScreen *s, const TuiLine *message, const TuiLine *keys, const TuiGlyphs *g)
+{
+    const TuiLayout *l = &s->lay;
+    tui_draw_line(l->status.y, 0, l->cols, &s->status, true);
+    if (message)
+        tui_draw_line(l->message.y, 0, l->cols, message, true);
+    if (s->help.used) {
+        tui_draw_panel(&s->help, g);
+    } else {
+        for (int i = 0; i < s->n_panels; i++)
+            tui_draw_panel(&s->panel[i], g);
+    }
+    if (keys)
+        tui_draw_line(l->keys.y, 0, l->cols, keys, true);
+}
+
+void tui_draw_too_small(int cols, int rows, const TuiLine *keys)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "terminal %dx%d is smaller than %dx%d: enlarge it", cols, rows, TUI_MIN_COLS,
+             TUI_MIN_ROWS);
+    int y = rows / 2, x = ((int)strlen(msg) < cols) ? (cols - (int)strlen(msg)) / 2 : 0;
+    attrset(attr_of(TC_WARN));
+    mvaddnstr(y > 0 ? y - 1 : 0, x, msg, cols);
+    attrset(A_NORMAL);
+    if (keys && rows > 0)
+        tui_draw_line(rows - 1, 0, cols, keys, true);
+}

@@ -1,0 +1,125 @@
+/* The view models: what each view shows, built from the driver's data into panels of lines
+ * (tui/text.h). Nothing here calls curses, so every view is unit-tested (tests/test_tui_*.c).
+ *
+ * The data is read through TuiData, a set of pointers into the driver (tui_data_from_driver)
+ * or into runs a test builds by hand. The UI builds only while the worker is idle. */
+#ifndef AS_TUI_MODEL_H
+#define AS_TUI_MODEL_H
+
+#include "driver/driver.h"
+#include "tui/layout.h"
+#include "tui/text.h"
+
+typedef struct {
+    const AsConfig *cfg;
+    const char *model_name;     /* shown in the status line */
+    AsStepInfo cur;             /* step -1: nothing run yet */
+    int next_pos;
+    AsMode mode;
+    AsGotKind got_kind;
+    const char *got_name;       /* "engine", "ref+fault:NAME", "none" */
+    const char *note;           /* how the driver runs ("reference only: no CUDA device") */
+    const AsRun *ref;           /* [n_layers] latest run of each layer (this step when done[l]) */
+    const AsRun *got;           /* [n_layers], NULL without a checked side */
+    const AsLayerDiff *diff;    /* [n_layers] */
+    const bool *done;           /* [n_layers] run in the current step */
+} TuiData;
+
+void tui_data_from_driver(const AsDriver *d, const char *model_name, TuiData *out);
+
+/* What the user chose; kept between builds. */
+typedef struct {
+    TuiView view;
+    int focus;                  /* TV_LAYERS: 0 the layer list, 1 the tensor table */
+    int layer, query, head;
+    AsTensorId tensor;
+    int cur_r, cur_c;           /* heatmap cursor, element coordinates of the shown slice */
+    int top[TV_COUNT][TUI_MAX_PANELS];  /* scroll position of each panel */
+    int scroll;                 /* PgUp/PgDn offset of the views without a selection */
+    bool help;
+    int help_top;
+} TuiState;
+
+void tui_state_init(TuiState *st);
+/* Keeps layer, query, head and tensor within what the data holds. */
+void tui_state_clamp(TuiState *st, const TuiData *d);
+
+/* Heatmap geometry (for the cursor keys). */
+typedef struct {
+    bool valid;
+    int rows, cols;             /* element extent of the slice */
+    int rpc, cpc;               /* elements per cell */
+    int heads;                  /* size of the head axis (3-D tensors), else 0 */
+} TuiHeatGeom;
+
+typedef struct {
+    TuiLayout lay;
+    TuiLine status;
+    int n_panels;
+    TuiPanel panel[TUI_MAX_PANELS];
+    TuiPanel help;              /* used when the help screen is up */
+    TuiHeatGeom heat;
+} TuiScreen;
+
+void tui_screen_init(TuiScreen *s);
+void tui_screen_free(TuiScreen *s);
+
+/* Lays out view st->view for a cols x rows terminal and fills every panel, the status line and
+ * (st->help) the help panel. */
+void tui_build(const TuiData *d, TuiState *st, const TuiGlyphs *g, int cols, int rows, TuiScreen *s);
+/* Re-lays out an already built screen for a new size without the data (used while the worker
+ * is busy: the content is clipped to the new rects until the next build). */
+void tui_relayout(TuiScreen *s, TuiView v, int n_layers, int cols, int rows);
+
+/* ---- per view (called by tui_build; public for the tests) ---------------------------------- */
+
+/* The verdict of layer l in the current step, as shown in the layer list. */
+const char *tui_layer_verdict(const TuiData *d, int l, TuiColor *c);
+TuiColor tui_verdict_color(AsVerdict v);
+/* The tensors present on either side of layer l, in table order; returns the count. */
+int tui_layer_tensors(const TuiData *d, int l, AsTensorId out[AS_T_COUNT]);
+
+void tui_model_layers(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);
+void tui_model_tensors(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);
+void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *heat, TuiPanel *insp,
+                       TuiHeatGeom *geom);
+void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);
+void tui_model_caches(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);
+void tui_model_cand(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *grid, TuiPanel *blocks);
+void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *spark, TuiPanel *sets);
+void tui_model_status(const TuiData *d, int width, TuiLine *out);
+void tui_model_help(const TuiGlyphs *g, TuiPanel *p);
+
+/* The worst element of tensor id in layer l (the diff's; without one, the largest |value|):
+ * coordinates in the tensor's own dimensions. false when the tensor is absent. */
+bool tui_tensor_worst(const TuiData *d, int l, AsTensorId id, int64_t coord[3], int *ndim);
+
+/* ---- facts the views compute (tested directly) ---------------------------------------------- */
+
+/* The window ring of a layer after the run r (window win): the position slot j holds (-1
+ * empty), whether it was written in r's step, and its age rank (0 oldest; -1 empty). */
+typedef struct {
+    int pos;
+    bool written;
+    bool attended;              /* by the chosen query (from widx) */
+    int age;
+} TuiRingSlot;
+
+/* Fills slots[win]; query picks the widx row. Returns the number of slots filled. */
+int tui_ring_slots(const AsRun *r, int win, int query, TuiRingSlot *slots);
+
+/* One candidate block for a query. */
+typedef enum { TUI_BLK_HIDDEN, TUI_BLK_KEPT, TUI_BLK_DROPPED, TUI_BLK_PINNED } TuiBlockState;
+typedef struct {
+    TuiBlockState st;
+    float score;                /* block maximum of the scores (-inf when none) */
+    int got_differs;            /* 1 the engine keeps it and the reference not, -1 the reverse */
+} TuiBlock;
+
+/* Blocks of query t of the mask in run r (which must hold AS_T_CAND), block scores from
+ * scores_run (the candidate source's run: its scores before any mask), got (may be NULL).
+ * Returns the number of blocks (at most max), -1 when r has no mask. */
+int tui_cand_blocks(const AsRun *r, const AsRun *scores_run, const AsRun *got, int t, int bs, TuiBlock *out,
+                    int max);
+
+#endif

@@ -1,0 +1,304 @@
+/* The top-k view: for a chosen query, the compressed selection of the engine and of the
+ * reference side by side (positions, scores, distance to each side's cut), the differences
+ * highlighted with the comparison's margins (AsTensorDiff.seldiff), and the index scores as a
+ * sparkline with the cut (the k-th largest score). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tui/model.h"
+
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* The k-th largest of a row (-inf when k is out of range). */
+static float kth_largest(const float *row, int n, int k)
+{
+    if (!row || k <= 0 || k > n)
+        return -INFINITY;
+    float *tmp = malloc(sizeof *tmp * (size_t)n);
+    if (!tmp)
+        return -INFINITY;
+    memcpy(tmp, row, sizeof *tmp * (size_t)n);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_desc);
+    float v = tmp[k - 1];
+    free(tmp);
+    return v;
+}
+
+static const float *row_of(const AsRun *r, AsTensorId id, int t, int *n)
+{
+    const AsHostTensor *h = &r->t[id];
+    *n = 0;
+    if (!h->data || h->ndim != 2 || t < 0 || t >= h->shape[0])
+        return NULL;
+    *n = (int)h->shape[1];
+    return (const float *)h->data + (size_t)t * (size_t)h->shape[1];
+}
+
+static const int32_t *sel_row(const AsRun *r, int t, int *n)
+{
+    const AsHostTensor *h = &r->t[AS_T_CSEL];
+    *n = 0;
+    if (!h->data || h->ndim != 2 || t < 0 || t >= h->shape[0])
+        return NULL;
+    *n = (int)h->shape[1];
+    return (const int32_t *)h->data + (size_t)t * (size_t)h->shape[1];
+}
+
+static void fmt_score(const TuiGlyphs *g, float v, char *buf, size_t n)
+{
+    if (isinf(v) && v < 0)
+        snprintf(buf, n, "%s", g->minus_inf);
+    else
+        snprintf(buf, n, "%.5g", v);
+}
+
+/* Distance to the cut: in bf16 ulps when close ("+1 ulp"), else the difference ("+0.25"). */
+static void fmt_margin(float v, float cut, char *buf, size_t n)
+{
+    if (!isfinite(v) || !isfinite(cut)) {
+        snprintf(buf, n, "%s", v == cut ? "at cut" : "");
+        return;
+    }
+    int64_t u = as_bf16_ulp_distance(v, cut);
+    if (u < 0)
+        u = -u;
+    if (u <= 16)
+        snprintf(buf, n, "%s%lld ulp", v >= cut ? "+" : "-", (long long)u);
+    else
+        snprintf(buf, n, "%+.3g", (double)v - (double)cut);
+}
+
+typedef struct {
+    int pos;
+    bool in_got, in_want;
+} Entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return ((const Entry *)a)->pos - ((const Entry *)b)->pos;
+}
+
+static bool has(const int32_t *row, int n, int v)
+{
+    for (int i = 0; row && i < n; i++)
+        if (row[i] == v)
+            return true;
+    return false;
+}
+
+void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *spark, TuiPanel *sets)
+{
+    int l = st->layer;
+    const AsRun *r = &d->ref[l];
+    snprintf(sets->title, sizeof sets->title, "selection");
+    if (!r->t[AS_T_CSEL].data || r->t[AS_T_CSEL].shape[0] <= 0) {
+        snprintf(spark->title, sizeof spark->title, "top-k: layer %d", l);
+        tls_add(&spark->lines, TC_DIM, " layer %d has no compressed selection%s", l,
+                r->ratio == 0 ? " (ratio 0: window only)" : r->s <= 0 ? " (not run yet)" : " (nothing compressed yet)");
+        tls_add(&sets->lines, TC_DIM, " nothing to compare here: [ and ] change the layer, g jumps to one");
+        tp_follow(spark, &st->top[TV_TOPK][0]);
+        return;
+    }
+    const AsRun *gr = d->got && d->done[l] ? &d->got[l] : NULL;
+    /* whose scores made the selection */
+    const AsRun *sr = r, *sgr = gr;
+    int sl = l;
+    char whose[96] = "own indexer";
+    if (!r->indexer_ran) {
+        sl = r->sel_from.layer;
+        snprintf(whose, sizeof whose, "selection of layer %d (step %d)", r->sel_from.layer, r->sel_from.step);
+        sr = NULL;
+        sgr = NULL;
+        if (sl >= 0 && d->ref[sl].step == r->sel_from.step && d->ref[sl].indexer_ran) {
+            sr = &d->ref[sl];
+            sgr = d->got && d->done[sl] ? &d->got[sl] : NULL;
+        }
+    }
+    int nsel = 0, ngsel = 0;
+    int t = st->query < r->t[AS_T_CSEL].shape[0] ? st->query : (int)r->t[AS_T_CSEL].shape[0] - 1;
+    const int32_t *want = sel_row(r, t, &nsel), *gotsel = gr ? sel_row(gr, t, &ngsel) : NULL;
+    int nw = 0, ng = 0;
+    const float *sw = sr ? row_of(sr, AS_T_ISCORE, t, &nw) : NULL;
+    const float *sg = sgr ? row_of(sgr, AS_T_ISCORE, t, &ng) : NULL;
+    int k = sr ? sr->k : r->k;
+    float cut_w = kth_largest(sw, nw, k), cut_g = kth_largest(sg, ng, sgr ? sgr->k : k);
+    int off = r->rows_a_len, goff = gr ? gr->rows_a_len : off;
+    snprintf(spark->title, sizeof spark->title, "index scores: layer %d (%s), query %d (position %d)", l, whose, t,
+             r->start_pos + t);
+
+    /* the sparkline */
+    TuiLine *line = tls_new(&spark->lines);
+    if (line) {
+        tl_add(line, TC_NORMAL, " %d scores, k = %d, ", nw, k);
+        char c[32];
+        fmt_score(g, cut_w, c, sizeof c);
+        tl_add(line, TC_ACCENT, "cut (%d%s largest) = %s", k, k == 1 ? "st" : k == 2 ? "nd" : k == 3 ? "rd" : "th", c);
+        if (sg) {
+            fmt_score(g, cut_g, c, sizeof c);
+            tl_add(line, TC_NORMAL, "; engine cut %s", c);
+        }
+    }
+    if (!sw) {
+        tls_add(&spark->lines, TC_DIM, " the scores of %s are not held (an earlier step): sets only", whose);
+    } else {
+        int w = tp_inner_w(spark) - 2;
+        if (w < 1)
+            w = 1;
+        int per = (nw + w - 1) / w;
+        if (per < 1)
+            per = 1;
+        int nb = (nw + per - 1) / per;
+        float lo = INFINITY, hi = -INFINITY;
+        for (int p = 0; p < nw; p++)
+            if (isfinite(sw[p])) {
+                lo = fminf(lo, sw[p]);
+                hi = fmaxf(hi, sw[p]);
+            }
+        TuiLine *sl_line = tls_new(&spark->lines), *mk = tls_new(&spark->lines);
+        if (sl_line && mk) {
+            tl_put(sl_line, TC_NORMAL, " ");
+            tl_put(mk, TC_NORMAL, " ");
+            for (int b = 0; b < nb; b++) {
+                float m = -INFINITY;
+                bool sel = false, only_g = false, only_w = false;
+                for (int p = b * per; p < (b + 1) * per && p < nw; p++) {
+                    m = fmaxf(m, sw[p]);
+                    bool iw = has(want, nsel, p + off), ig = gotsel && has(gotsel, ngsel, p + goff);
+                    sel |= iw;
+                    only_w |= gotsel && iw && !ig;
+                    only_g |= ig && !iw;
+                }
+                if (!isfinite(m)) {
+                    tl_put(sl_line, TC_DIM, " ");
+                } else {
+                    int lvl = hi > lo ? (int)((m - lo) / (hi - lo) * 7.999f) : 7;
+                    lvl = lvl < 0 ? 0 : lvl > 7 ? 7 : lvl;
+                    tl_put(sl_line, m >= cut_w ? TC_GOOD : TC_DIM, g->spark[lvl]);
+                }
+                if (only_g)
+                    tl_put(mk, TC_ONLY_GOT, "e");
+                else if (only_w)
+                    tl_put(mk, TC_ONLY_WANT, "r");
+                else if (sel)
+                    tl_put(mk, TC_GOOD, "^");
+                else
+                    tl_put(mk, TC_NORMAL, " ");
+            }
+        }
+        char a[32], b[32];
+        fmt_score(g, lo, a, sizeof a);
+        fmt_score(g, hi, b, sizeof b);
+        tls_add(&spark->lines, TC_DIM, " positions 0..%d (%d per column), scores %s..%s; ^ selected, e engine only, "
+                "r reference only", nw - 1, per, isfinite(lo) ? a : "-", isfinite(hi) ? b : "-");
+    }
+    tp_follow(spark, &st->top[TV_TOPK][0]);
+
+    /* the sets side by side */
+    snprintf(sets->title, sizeof sets->title, "compressed selection of query %d: engine | reference", t);
+    Entry *e = calloc((size_t)(nsel + ngsel + 1), sizeof *e);
+    if (!e) {
+        tls_add(&sets->lines, TC_BAD, " out of memory");
+        return;
+    }
+    int ne = 0, n_none_w = 0, n_none_g = 0;
+    for (int i = 0; i < nsel; i++) {
+        if (want[i] < 0) {
+            n_none_w++;
+            continue;
+        }
+        e[ne++] = (Entry){want[i] - off, false, true};
+    }
+    for (int i = 0; gotsel && i < ngsel; i++) {
+        if (gotsel[i] < 0) {
+            n_none_g++;
+            continue;
+        }
+        int p = gotsel[i] - goff;
+        bool found = false;
+        for (int j = 0; j < ne; j++)
+            if (e[j].pos == p) {
+                e[j].in_got = true;
+                found = true;
+            }
+        if (!found)
+            e[ne++] = (Entry){p, true, false};
+    }
+    qsort(e, (size_t)ne, sizeof *e, cmp_entry);
+    int half = (tp_inner_w(sets) - 3) / 2;
+    if (half > 40)
+        half = 40;
+    TuiLine *h = &sets->header;
+    if (gotsel)
+        tl_field(h, TC_HEADER, half, " engine: %d picked", ngsel - n_none_g);
+    else
+        tl_field(h, TC_HEADER, half, " engine");
+    tl_put(h, TC_HEADER, " | ");
+    tl_field(h, TC_HEADER, half, "reference: %d picked", nsel - n_none_w);
+    for (int i = 0; i < ne; i++) {
+        TuiLine *row = tls_new(&sets->lines);
+        if (!row)
+            break;
+        char sc[32], mg[32];
+        int p = e[i].pos;
+        if (!gotsel) {
+            tl_field(row, TC_REFONLY, half, "%s", i == 0 ? " no engine" : "");
+        } else if (e[i].in_got) {
+            fmt_score(g, sg && p >= 0 && p < ng ? sg[p] : NAN, sc, sizeof sc);
+            fmt_margin(sg && p >= 0 && p < ng ? sg[p] : NAN, cut_g, mg, sizeof mg);
+            if (!sg)
+                sc[0] = mg[0] = '\0';
+            tl_field(row, e[i].in_want ? TC_NORMAL : TC_ONLY_GOT, half, " %5d  %10s  %s", p, sc, mg);
+        } else {
+            tl_field(row, TC_ONLY_WANT, half, "     -");
+        }
+        tl_put(row, TC_DIM, " | ");
+        if (e[i].in_want) {
+            fmt_score(g, sw && p >= 0 && p < nw ? sw[p] : NAN, sc, sizeof sc);
+            fmt_margin(sw && p >= 0 && p < nw ? sw[p] : NAN, cut_w, mg, sizeof mg);
+            if (!sw)
+                sc[0] = mg[0] = '\0';
+            tl_field(row, gotsel && !e[i].in_got ? TC_ONLY_WANT : TC_NORMAL, half, "%5d  %10s  %s", p, sc, mg);
+        } else {
+            tl_field(row, TC_ONLY_GOT, half, "    -");
+        }
+    }
+    if (n_none_w || n_none_g)
+        tls_add(&sets->lines, TC_DIM, " picks at or beyond compress_lens emitted as -1: engine %d, reference %d",
+                n_none_g, n_none_w);
+    free(e);
+    /* the comparison's own account of this query */
+    if (gr) {
+        const AsTensorDiff *df = &d->diff[l].t[AS_T_CSEL];
+        const AsSelDiff *sd = NULL;
+        for (int i = 0; i < df->n_seldiffs; i++)
+            if (df->seldiff[i].query == t)
+                sd = &df->seldiff[i];
+        if (!sd && df->n_rows_differ == 0) {
+            tls_add(&sets->lines, TC_PASS, " query %d: the sets agree (csel %s)", t, as_verdict_name(df->verdict));
+        } else if (!sd) {
+            tls_add(&sets->lines, TC_DIM, " query %d: the sets agree; %lld other rows differ", t,
+                    (long long)df->n_rows_differ);
+        } else {
+            TuiLine *sl2 = tls_new(&sets->lines);
+            if (sl2) {
+                tl_add(sl2, sd->near_tie ? TC_NEARTIE : TC_MISMATCH, " query %d: %s, margin %g ulp:", t,
+                       sd->near_tie ? "near-tie" : "real mismatch", sd->margin);
+                tl_put(sl2, TC_ONLY_GOT, " engine only");
+                for (int i = 0; i < sd->n_only_got && i < 8; i++)
+                    tl_add(sl2, TC_ONLY_GOT, " %d", sd->only_got[i] - goff);
+                tl_put(sl2, TC_ONLY_WANT, "  reference only");
+                for (int i = 0; i < sd->n_only_want && i < 8; i++)
+                    tl_add(sl2, TC_ONLY_WANT, " %d", sd->only_want[i] - off);
+            }
+        }
+    } else if (!d->got) {
+        tls_add(&sets->lines, TC_REFONLY, " no engine: the reference set alone");
+    }
+    tp_follow(sets, &st->top[TV_TOPK][1]);
+}
