@@ -7,12 +7,13 @@
 #     info      nvidia-smi, attnscope devices / --version / info on tiny
 #     tests     every GPU test at tiny (kernel twins, engine vs reference, faults) + examples with the engine
 #     flash     generate the flash model there, engine vs reference at flash (prefill 512 + 64 decode)
+#     flashscript  examples/gpu_flash_prefill512_decode64.json with the engine
 #     bench     bench-engine at flash (decode at 4K context, prefill 4096)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
 #     tui       the TUI on flash with the engine, screens captured through tmux
-# The summary goes to stdout (the tool returns its tail); everything else to $OUT.
+# The summary goes to stdout and $OUT/summary.txt; every phase's whole log to $OUT/full.log.
 set -u
 OUT=${OUT:-/tmp/as-out}
 mkdir -p "$OUT"
@@ -28,61 +29,65 @@ FLASH=$AS/flash
 SUM=$OUT/summary.txt
 : >"$SUM"
 say() { echo "$*" | tee -a "$SUM"; }
-phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound, logs to $OUT/NAME.log
+LOGS=/tmp/as-logs
+mkdir -p "$LOGS"
+phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound; its log is appended to $OUT/full.log
     local name=$1 secs=$2
     shift 2
     local t0=$(date +%s)
-    timeout "$secs" "$@" >"$OUT/$name.log" 2>&1
+    timeout "$secs" "$@" >"$LOGS/$name.log" 2>&1
     local rc=$?
     say "== $name: exit $rc in $(($(date +%s) - t0)) s"
-    grep -E "passed, .* failed|^FAIL|ERROR SUMMARY|RACECHECK SUMMARY|verdict:|caught at|mismatch|layer runs" "$OUT/$name.log" | head -40 | tee -a "$SUM"
+    grep -E "passed, .* failed|^FAIL|ERROR SUMMARY|RACECHECK SUMMARY|verdict:|caught at|mismatch|layer runs" "$LOGS/$name.log" | head -40 | tee -a "$SUM"
+    { echo "######## $name (exit $rc)"; cat "$LOGS/$name.log"; } >>"$OUT/full.log"
     return $rc
 }
 need_flash() {
-    [ -f "$FLASH/model.safetensors" ] || phase gen_flash 300 "$B/attnscope" gen --preset flash --seed 1 -o "$FLASH"
+    [ -f "$FLASH/model.safetensors" ] || phase gen_flash 150 "$B/attnscope" gen --preset flash --seed 1 -o "$FLASH"
 }
 
 for p in "$@"; do
     case $p in
     info)
-        { nvidia-smi; "$B/attnscope" --version; "$B/attnscope" devices; "$B/attnscope" info tiny; } >"$OUT/info.log" 2>&1
-        say "== info"; grep -E "H200|CUDA|attnscope |Driver" "$OUT/info.log" | head -8 | tee -a "$SUM" ;;
+        phase info 60 sh -c "nvidia-smi; '$B/attnscope' --version; '$B/attnscope' devices; '$B/attnscope' info tiny"
+        grep -E "H200|CUDA|attnscope |Driver" "$LOGS/info.log" | head -8 | tee -a "$SUM" ;;
     tests)
-        phase gpu_tests 420 "$B/attnscope_tests" 'gpu_*'
+        phase gpu_tests 240 "$B/attnscope_tests" 'gpu_*'
         for f in examples/0*.json; do
-            phase "example_$(basename "$f" .json)" 120 "$B/attnscope" run -q "$f"
+            phase "example_$(basename "$f" .json)" 40 "$B/attnscope" run -q "$f"
         done ;;
     flash)
         need_flash
         export ATTNSCOPE_FLASH_MODEL=$FLASH
-        phase gpu_flash 540 "$B/attnscope_tests" 'gpu_engine_flash*'
-        phase example_gpu_flash 300 "$B/attnscope" run -q examples/gpu_flash_prefill512_decode64.json \
+        phase gpu_flash 240 "$B/attnscope_tests" 'gpu_engine_flash*' ;;
+    flashscript)
+        need_flash
+        phase example_gpu_flash 240 "$B/attnscope" run -q examples/gpu_flash_prefill512_decode64.json \
             --report-json "$OUT/gpu_flash_report.json" ;;
     bench)
         need_flash
-        phase bench_engine 420 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 4096 \
+        phase bench_engine 180 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 4096 \
             --json "$OUT/bench_engine.json"
-        cat "$OUT/bench_engine.log" ;;
+        cat "$LOGS/bench_engine.log" ;;
     benchref)
         need_flash
         phase bench_ref 540 "$B/attnscope" bench-ref "$FLASH" --context 4096 --steps 3 --prefill 512
-        cat "$OUT/bench_ref.log" ;;
+        cat "$LOGS/bench_ref.log" ;;
     sanitize)
         export AS_KTEST_SMALL=1
         for tool in memcheck racecheck initcheck; do
-            phase "sanitize_$tool" 420 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            phase "sanitize_$tool" 200 compute-sanitizer --tool "$tool" --error-exitcode 9 \
                 "$B/attnscope_tests" 'gpu_*kernels*' 'gpu_rmsnorm*' 'gpu_rope*' 'gpu_quant*' 'gpu_window*' \
                 'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*'
         done
         unset AS_KTEST_SMALL ;;
     kbench)
-        LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 300 "$B/bin/attnscope_kbench"
-        sed -n '/== summary/,$p' "$OUT/kbench.log" | tee -a "$SUM" ;;
+        LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 150 "$B/bin/attnscope_kbench"
+        sed -n '/== summary/,$p' "$LOGS/kbench.log" | tee -a "$SUM" ;;
     tui)
         need_flash
         phase tui_flash 300 bash "$ROOT/tests/tui_tmux.sh" "$B/attnscope" --flash "$FLASH" ;;
     *) say "unknown phase $p" ;;
     esac
 done
-cd "$OUT" && tar czf logs.tar.gz ./*.log ./*.json 2>/dev/null && rm -f ./*.log
 exit 0
