@@ -1,6 +1,7 @@
 /* attnscope: one binary, its subcommands registered from their own files (cli/command.h). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/command.h"
@@ -23,11 +24,17 @@ static void print_help(FILE *f)
                "exit status: 0 ok, 1 mismatch, 2 bad input, 3 runtime failure\n");
 }
 
-/* What `attnscope` alone does. The TUI will open here; until it exists, the help. */
+/* What `attnscope` alone does: the TUI on the built-in tiny model (`tui --model tiny`); the
+ * help when there is no terminal to draw on. */
 static int no_command(void)
 {
-    print_help(stdout);
-    return 0;
+    const AsCommand *c = as_command_find("tui");
+    if (!c || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+        print_help(stdout);
+        return 0;
+    }
+    char *args[] = {"tui", "--model", "tiny", NULL};
+    return c->fn(3, args);
 }
 
 static int help(int argc, char **argv)
