@@ -95,7 +95,7 @@ $(BUILD)/attnscope_tests: $(TEST_OBJ) $(LIB)
 run: deps
 	@$(MAKE) --no-print-directory $(BUILD)/attnscope
 	@[ -f models/tiny/model.safetensors ] || ./$(BUILD)/attnscope gen --preset tiny -o models/tiny
-	./$(BUILD)/attnscope info models/tiny
+	./$(BUILD)/attnscope tui --model tiny
 
 # The whole suite: CUDA build (GPU tests skip without a device), then the CPU tests again under
 # ASan + UBSan, then the terminal-driven tests.
