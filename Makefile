@@ -94,7 +94,6 @@ $(BUILD)/attnscope_tests: $(TEST_OBJ) $(LIB)
 # Until the TUI exists: the tiny model (generated once, models/ is git-ignored) and its description.
 run: deps
 	@$(MAKE) --no-print-directory $(BUILD)/attnscope
-	@[ -f models/tiny/model.safetensors ] || ./$(BUILD)/attnscope gen --preset tiny -o models/tiny
 	./$(BUILD)/attnscope tui --model tiny
 
 # The whole suite: CUDA build (GPU tests skip without a device), then the CPU tests again under
