@@ -2,13 +2,17 @@
  * allocated from its sizes: root attributes, the config geometry, every step, layer and side,
  * every dataset's rank, shape and type. Reading a run then only moves data. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dumps/dump.h"
 #include "dumps/dump_diff.h"
+#include "dumps/h5guard.h"
 #include "dumps/h5io.h"
 
 #define MAX_JSON (1 << 20)
@@ -18,6 +22,7 @@
 
 struct AsDumpReader {
     hid_t file;
+    bool guard_data;    /* not the checksummed 1.10 format: data reads run in a child */
     AsDumpInfo info;
 };
 
@@ -493,15 +498,8 @@ static int read_root(AsDumpReader *r, AsError *err)
     return 0;
 }
 
-int as_dump_open(const char *path, AsDumpReader **out, AsError *err)
+static int open_in_process(const char *path, AsDumpReader **out, AsError *err)
 {
-    *out = NULL;
-    as_h5_init();
-    struct stat st;
-    if (stat(path, &st) < 0)
-        return as_err(err, AS_EBADINPUT, "dump %s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return as_err(err, AS_EBADINPUT, "dump %s: not a regular file", path);
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0)
         return as_err(err, AS_EBADINPUT, "dump %s: not an HDF5 file", path);
@@ -515,6 +513,9 @@ int as_dump_open(const char *path, AsDumpReader **out, AsError *err)
     int rc = 0;
     if (r->file < 0)
         rc = as_h5_fail(err, AS_EBADINPUT, (AsH5At){path, "/"}, "cannot open as HDF5 (damaged or truncated?)");
+    H5F_info2_t fi;
+    /* superblock 3 = the 1.10 format attnscope writes: metadata and chunk indexes checksummed */
+    r->guard_data = rc || H5Fget_info2(r->file, &fi) < 0 || fi.super.version < 3;
     if (!rc)
         rc = read_root(r, err);
     if (!rc) {
@@ -536,6 +537,31 @@ int as_dump_open(const char *path, AsDumpReader **out, AsError *err)
     }
     *out = r;
     return 0;
+}
+
+static int probe_open(void *ctx, AsError *err)
+{
+    AsDumpReader *r = NULL;
+    int rc = open_in_process(ctx, &r, err);
+    as_dump_close(r);
+    return rc;
+}
+
+int as_dump_open(const char *path, AsDumpReader **out, AsError *err)
+{
+    *out = NULL;
+    as_h5_init();
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return as_err(err, AS_EBADINPUT, "dump %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return as_err(err, AS_EBADINPUT, "dump %s: not a regular file", path);
+    /* the whole validating open runs in a child first (dumps/h5guard.h): the parent then only
+     * walks structure that the child got through */
+    char what[600];
+    snprintf(what, sizeof what, "dump %s", path);
+    int rc = as_guard_run(probe_open, (void *)path, what, err);
+    return rc ? rc : open_in_process(path, out, err);
 }
 
 const AsDumpStepInfo *as_dump_find_step(const AsDumpReader *r, int step)
@@ -562,27 +588,89 @@ int as_dump_side_index(const AsDumpLayerInfo *l, const char *name)
     return -1;
 }
 
-static int read_tensor(hid_t sg, AsTensorId id, const AsConfig *cfg, int tokens, AsRun *run, AsH5At at, AsError *err)
+/* Datasets of one group to read into memory, in process or (guard_data) in a child. */
+typedef struct {
+    hid_t group;
+    const char *file, *path;
+    int n;
+    const char *name[AS_T_COUNT];
+    hid_t mtype[AS_T_COUNT];
+    void *dst[AS_T_COUNT];
+    size_t bytes[AS_T_COUNT];
+} DataJob;
+
+static int read_job(void *ctx, AsError *err)
+{
+    DataJob *j = ctx;
+    for (int i = 0; i < j->n; i++) {
+        hid_t ds = H5Dopen2(j->group, j->name[i], H5P_DEFAULT);
+        if (ds < 0 || H5Dread(ds, j->mtype[i], H5S_ALL, H5S_ALL, H5P_DEFAULT, j->dst[i]) < 0) {
+            char path[320];
+            snprintf(path, sizeof path, "%s/%s", j->path, j->name[i]);
+            int rc = as_h5_fail(err, AS_EBADINPUT, (AsH5At){j->file, path}, "cannot read the data (damaged?)");
+            if (ds >= 0)
+                H5Dclose(ds);
+            return rc;
+        }
+        H5Dclose(ds);
+    }
+    return 0;
+}
+
+static int run_job(const AsDumpReader *r, DataJob *j, AsError *err)
+{
+    if (!r->guard_data)
+        return read_job(j, err);
+    size_t total = 0;
+    for (int i = 0; i < j->n; i++)
+        total += j->bytes[i];
+    if (!total)
+        return 0;
+    char *shared = as_guard_alloc(total);
+    if (!shared)
+        return as_err(err, AS_ERUNTIME, "dump %s: %s: out of memory", j->file, j->path);
+    void *keep[AS_T_COUNT];
+    size_t off = 0;
+    for (int i = 0; i < j->n; i++) {
+        keep[i] = j->dst[i];
+        j->dst[i] = shared + off;
+        off += j->bytes[i];
+    }
+    char what[600];
+    snprintf(what, sizeof what, "dump %s: %s", j->file, j->path);
+    int rc = as_guard_run(read_job, j, what, err);
+    for (int i = 0; i < j->n; i++) {
+        if (!rc)
+            memcpy(keep[i], j->dst[i], j->bytes[i]);
+        j->dst[i] = keep[i];
+    }
+    as_guard_free(shared, total);
+    return rc;
+}
+
+/* Validates tensor id of a side group, shapes it in run and queues its data in job. */
+static int queue_tensor(hid_t sg, AsTensorId id, const AsConfig *cfg, int tokens, AsRun *run, DataJob *job,
+                        AsH5At at, AsError *err)
 {
     int64_t shape[3];
     hid_t ds = open_tensor(sg, id, cfg, tokens, run, shape, at, err);
     if (ds < 0)
         return AS_EBADINPUT;
+    H5Dclose(ds);
     const AsTensorDesc *d = &as_tensor_desc[id];
     void *buf = as_run_shape(run, id, d->ndim, shape[0], shape[1], shape[2]);
-    int rc = 0;
-    if (!buf) {
-        rc = as_err(err, AS_ERUNTIME, "dump %s: %s/%s: out of memory", at.file, at.path, d->name);
-    } else if (as_ht_numel(&run->t[id]) > 0) {
-        hid_t mt = d->type == AS_VT_I32 ? H5T_NATIVE_INT32 : d->type == AS_VT_U8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
-        if (H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
-            char path[320];
-            snprintf(path, sizeof path, "%s/%s", at.path, d->name);
-            rc = as_h5_fail(err, AS_EBADINPUT, (AsH5At){at.file, path}, "cannot read the data (damaged?)");
-        }
+    if (!buf)
+        return as_err(err, AS_ERUNTIME, "dump %s: %s/%s: out of memory", at.file, at.path, d->name);
+    int64_t n = as_ht_numel(&run->t[id]);
+    if (n > 0) {
+        job->name[job->n] = d->name;
+        job->mtype[job->n] = d->type == AS_VT_I32 ? H5T_NATIVE_INT32 : d->type == AS_VT_U8 ? H5T_NATIVE_UINT8
+                                                                                          : H5T_NATIVE_FLOAT;
+        job->dst[job->n] = buf;
+        job->bytes[job->n] = (size_t)n * (d->type == AS_VT_U8 ? 1 : 4);
+        job->n++;
     }
-    H5Dclose(ds);
-    return rc;
+    return 0;
 }
 
 int as_dump_read_run(AsDumpReader *r, int step, int layer, const char *side, AsRun *out, AsError *err)
@@ -605,9 +693,12 @@ int as_dump_read_run(AsDumpReader *r, int step, int layer, const char *side, AsR
         rc = as_h5_fail(err, AS_EBADINPUT, sat, "cannot open");
     if (!rc)
         rc = side_attrs(lg, sg, &r->info.cfg, layer, si->tokens, out, lat, sat, err);
+    DataJob job = {.group = sg, .file = r->info.path, .path = spath};
     for (int i = 0; !rc && i < AS_T_COUNT; i++)
         if (li->side[s].tensors & AS_DUMP_TENSOR_BIT(i))
-            rc = read_tensor(sg, (AsTensorId)i, &r->info.cfg, si->tokens, out, sat, err);
+            rc = queue_tensor(sg, (AsTensorId)i, &r->info.cfg, si->tokens, out, &job, sat, err);
+    if (!rc)
+        rc = run_job(r, &job, err);
     if (sg >= 0)
         H5Gclose(sg);
     if (lg >= 0)
@@ -630,14 +721,22 @@ int as_dump_read_inputs(AsDumpReader *r, float **h0, int *tokens, int *first_pos
     hid_t ds = open_inputs(r, &n, &first, err);
     if (ds <= 0)
         return ds < 0 ? AS_EBADINPUT : as_err(err, AS_EBADINPUT, "dump %s: no /inputs/h0", r->info.path);
+    H5Dclose(ds);
     size_t count = (size_t)n * (size_t)r->info.cfg.dim;
     float *buf = malloc(count ? count * sizeof *buf : 1);
+    hid_t g = buf ? H5Gopen2(r->file, "inputs", H5P_DEFAULT) : -1;
     int rc = 0;
     if (!buf)
         rc = as_err(err, AS_ERUNTIME, "dump %s: /inputs/h0: out of memory", r->info.path);
-    else if (count && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
-        rc = as_h5_fail(err, AS_EBADINPUT, (AsH5At){r->info.path, "/inputs/h0"}, "cannot read the data (damaged?)");
-    H5Dclose(ds);
+    else if (g < 0)
+        rc = as_h5_fail(err, AS_EBADINPUT, (AsH5At){r->info.path, "/inputs"}, "cannot open");
+    else if (count) {
+        DataJob job = {.group = g, .file = r->info.path, .path = "/inputs", .n = 1};
+        job.name[0] = "h0", job.mtype[0] = H5T_NATIVE_FLOAT, job.dst[0] = buf, job.bytes[0] = count * sizeof *buf;
+        rc = run_job(r, &job, err);
+    }
+    if (g >= 0)
+        H5Gclose(g);
     if (rc) {
         free(buf);
         return rc;
@@ -646,6 +745,25 @@ int as_dump_read_inputs(AsDumpReader *r, float **h0, int *tokens, int *first_pos
     *tokens = n;
     *first_pos = first;
     return 0;
+}
+
+typedef struct {
+    hid_t file;
+    const char *path;
+    AsH5At at;
+    AsLayerDiff *out;
+    char *got, *want;
+} DiffJob;
+
+static int read_diff_job(void *ctx, AsError *err)
+{
+    DiffJob *j = ctx;
+    hid_t g = H5Gopen2(j->file, j->path, H5P_DEFAULT);
+    if (g < 0)
+        return as_h5_fail(err, AS_EBADINPUT, j->at, "cannot open");
+    int rc = as_dump_diff_get(g, j->out, j->got, j->want, j->at, err);
+    H5Gclose(g);
+    return rc;
 }
 
 int as_dump_read_diff(AsDumpReader *r, int step, int layer, AsLayerDiff *out, char got_side[64],
@@ -658,11 +776,31 @@ int as_dump_read_diff(AsDumpReader *r, int step, int layer, AsLayerDiff *out, ch
     char path[128];
     snprintf(path, sizeof path, "/steps/%s/layers/%s/diff", si->group, li->group);
     AsH5At at = {r->info.path, path};
-    hid_t g = H5Gopen2(r->file, path, H5P_DEFAULT);
-    if (g < 0)
-        return as_h5_fail(err, AS_EBADINPUT, at, "cannot open");
-    int rc = as_dump_diff_get(g, out, got_side, want_side, at, err);
-    H5Gclose(g);
+    DiffJob job = {r->file, path, at, out, got_side, want_side};
+    int rc;
+    if (!r->guard_data) {
+        rc = read_diff_job(&job, err);
+    } else {
+        /* the whole AsLayerDiff (plain data) and the side names come back through shared memory */
+        struct Shared {
+            AsLayerDiff d;
+            char got[64], want[64];
+        } *sh = as_guard_alloc(sizeof *sh);
+        if (!sh)
+            return as_err(err, AS_ERUNTIME, "out of memory");
+        job.out = &sh->d, job.got = sh->got, job.want = sh->want;
+        char what[600];
+        snprintf(what, sizeof what, "dump %s: %s", r->info.path, path);
+        rc = as_guard_run(read_diff_job, &job, what, err);
+        if (!rc) {
+            *out = sh->d;
+            if (got_side)
+                memcpy(got_side, sh->got, 64);
+            if (want_side)
+                memcpy(want_side, sh->want, 64);
+        }
+        as_guard_free(sh, sizeof *sh);
+    }
     out->layer = layer;
     out->step = step;
     return rc;

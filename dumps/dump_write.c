@@ -181,7 +181,10 @@ int as_dump_create(const char *path, const AsDumpMeta *meta, AsDumpWriter **out,
     char *json = meta->config_json ? NULL : as_config_to_json(&w->cfg);
     const char *config_json = meta->config_json ? meta->config_json : json;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl >= 0 && H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) >= 0)
+    /* the 1.10 file format: checksums on every metadata structure (superblock, object headers,
+     * chunk indexes), so damage reads as an error rather than as garbage */
+    if (fapl >= 0 && H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) >= 0 &&
+        H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0)
         w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (w->file < 0)
         rc = as_h5_fail(err, AS_ERUNTIME, at_root(w), "cannot create the HDF5 file");

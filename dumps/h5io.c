@@ -80,16 +80,22 @@ static int put_attr(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hid_t
     return 0;
 }
 
+/* Fixed-length UTF-8: the text lies in the (checksummed) object header; variable-length
+ * strings would live in the global heap, which has no checksum, and HDF5 1.10 crashes on a
+ * damaged one. */
 int as_h5_put_str(hid_t obj, const char *name, const char *v, AsH5At at, AsError *err)
 {
+    const char *s = v ? v : "";
+    size_t len = strlen(s);
     hid_t t = H5Tcopy(H5T_C_S1);
-    if (t < 0 || H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0) {
+    if (t < 0 || H5Tset_size(t, len ? len : 1) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
+        H5Tset_cset(t, H5T_CSET_UTF8) < 0) {
         int rc = as_h5_fail(err, AS_ERUNTIME, at, "attribute '%s': cannot make a string type", name);
         close_all(-1, -1, t);
         return rc;
     }
-    const char *s = v ? v : "";
-    int rc = put_attr(obj, name, t, t, H5Screate(H5S_SCALAR), &s, at, err);
+    char nul = '\0';
+    int rc = put_attr(obj, name, t, t, H5Screate(H5S_SCALAR), len ? s : &nul, at, err);
     H5Tclose(t);
     return rc;
 }

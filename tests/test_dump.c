@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "dumps/dump.h"
+#include "dumps/h5guard.h"
 #include "dumps/h5io.h"
 #include "model/inputs.h"
 #include "ref/numerics.h"
@@ -663,4 +664,77 @@ TEST(dump_reference_runs_round_trip)
     free(runs);
     as_ref_stack_free(&k);
     as_test_model_free(m);
+}
+
+static int guard_writes(void *ctx, AsError *err)
+{
+    int *shared = ctx;
+    shared[0] = 42;
+    return as_err(err, AS_EBADINPUT, "child says no");
+}
+
+static int guard_crashes(void *ctx, AsError *err)
+{
+    (void)ctx, (void)err;
+    raise(SIGSEGV); /* what HDF5 does on some damaged files */
+    return 0;
+}
+
+/* The child-process guard around HDF5 reads: the code, the message and the shared memory come
+ * back; a crash becomes AS_EBADINPUT naming the object. */
+TEST(dump_guard_turns_a_crash_into_an_error)
+{
+    int *shared = as_guard_alloc(sizeof(int) * 4);
+    REQUIRE(shared, "shared memory");
+    AsError err = {0};
+    int rc = as_guard_run(guard_writes, shared, "dump x.h5", &err);
+    CHECK(rc == AS_EBADINPUT && !strcmp(err.msg, "child says no") && shared[0] == 42,
+          "code %d, message '%s', shared %d", rc, err.msg, shared[0]);
+    as_guard_free(shared, sizeof(int) * 4);
+    err = (AsError){0};
+    rc = as_guard_run(guard_crashes, NULL, "dump x.h5: /steps/0000", &err);
+    CHECK(rc == AS_EBADINPUT && strstr(err.msg, "dump x.h5: /steps/0000: damaged: the HDF5 library crashed"),
+          "a crash in the child: code %d, '%s'", rc, err.msg);
+}
+
+/* A dump in the oldest HDF5 format (what h5py and most tools write by default: no checksums)
+ * takes the guarded path for its data and reads back the same. */
+TEST(dump_legacy_format_reads_the_same)
+{
+    if (system("command -v h5repack >/dev/null 2>&1") != 0)
+        as_test_skip("h5repack (hdf5-tools) not installed: no way to make an old-format copy");
+    AsConfig cfg;
+    tiny(&cfg);
+    char path[512], old[600], cmd[1400];
+    snprintf(path, sizeof path, "%s/new.h5", as_test_tmpdir());
+    snprintf(old, sizeof old, "%s/old.h5", as_test_tmpdir());
+    AsError err = {0};
+    REQUIRE(tdump_write(path, &cfg, 8, 1, &err) == 0, "writing: %s", err.msg);
+    snprintf(cmd, sizeof cmd, "h5repack '%s' '%s' >/dev/null 2>&1", path, old);
+    REQUIRE(system(cmd) == 0, "h5repack");
+    AsDumpReader *a, *b;
+    REQUIRE(as_dump_open(path, &a, &err) == 0, "open new: %s", err.msg);
+    REQUIRE(as_dump_open(old, &b, &err) == 0, "open old-format copy: %s", err.msg);
+    AsRun x, y;
+    as_run_init(&x);
+    as_run_init(&y);
+    REQUIRE(as_dump_read_run(a, 1, 5, "engine", &x, &err) == 0, "read: %s", err.msg);
+    REQUIRE(as_dump_read_run(b, 1, 5, "engine", &y, &err) == 0, "read old: %s", err.msg);
+    char why[128] = "";
+    CHECK(runs_equal(&x, &y, why, sizeof why), "old-format copy reads the same: %s", why);
+    AsLayerDiff *d = malloc(sizeof *d);
+    REQUIRE(d, "memory");
+    char gs[64] = "";
+    CHECK(as_dump_read_diff(b, 0, 1, d, gs, NULL, &err) == 0 && d->verdict == AS_V_MISMATCH && !strcmp(gs, "engine") &&
+              d->t[AS_T_Q].worst_coord[1] == 2,
+          "old-format diff: %s", err.msg);
+    float *h0 = NULL;
+    int n = 0, first = -1;
+    CHECK(as_dump_read_inputs(b, &h0, &n, &first, &err) == 0 && n == 6, "old-format inputs: %s", err.msg);
+    free(h0);
+    free(d);
+    as_run_free(&x);
+    as_run_free(&y);
+    as_dump_close(a);
+    as_dump_close(b);
 }
