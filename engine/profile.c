@@ -35,6 +35,7 @@ void as_prof_destroy(AsProfile *p)
 void as_prof_reset(AsProfile *p)
 {
     p->n = 0;
+    p->dropped = 0;
     memset(p->layer, 0, sizeof p->layer);
     memset(p->host_ms, 0, sizeof p->host_ms);
 }
@@ -44,8 +45,11 @@ int as_prof_begin(AsEngine *e, AsOp op, int layer, double flops, double bytes)
     AsProfile *p = e->prof;
     if (!p)
         return -1;
-    if (p->n == AS_PROF_MAX_EVENTS)
-        as_prof_collect(e);
+    if (p->n == AS_PROF_MAX_EVENTS) {
+        /* full: collecting here would read slots still open; callers collect between steps */
+        p->dropped++;
+        return -1;
+    }
     int i = p->n++;
     p->rec[i].op = op;
     p->rec[i].layer = layer;
@@ -70,8 +74,10 @@ int as_prof_collect(AsEngine *e)
         return -1;
     for (int i = 0; i < p->n; i++) {
         float ms = 0;
-        if (cudaEventElapsedTime(&ms, p->ev[i][0], p->ev[i][1]) != cudaSuccess)
+        if (cudaEventElapsedTime(&ms, p->ev[i][0], p->ev[i][1]) != cudaSuccess) {
+            cudaGetLastError(); /* an op that failed before its end event: not counted */
             continue;
+        }
         AsLayerProfile *lp = &p->layer[p->rec[i].layer];
         lp->ms[p->rec[i].op] += ms;
         lp->flops[p->rec[i].op] += p->rec[i].flops;

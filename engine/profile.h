@@ -22,6 +22,7 @@ typedef struct {
 typedef struct {
     cudaEvent_t ev[AS_PROF_MAX_EVENTS][2];
     int n;
+    int dropped;                    /* ops not timed because the table was full */
     struct {
         AsOp op;
         int layer;
@@ -39,7 +40,8 @@ void as_prof_destroy(AsProfile *p);
 /* Records the start of an op on the engine's stream; returns the slot for as_prof_end (-1 when off). */
 int as_prof_begin(AsEngine *e, AsOp op, int layer, double flops, double bytes);
 void as_prof_end(AsEngine *e, int slot);
-/* Waits for the stream and folds the recorded events into the per-layer totals. */
+/* Waits for the stream and folds the recorded events into the per-layer totals. Call it
+ * between steps, never with an op still open. */
 int as_prof_collect(AsEngine *e);
 void as_prof_reset(AsProfile *p);
 

@@ -49,7 +49,7 @@ need_flash() {
 for p in "$@"; do
     case $p in
     info)
-        phase info 60 sh -c "nvidia-smi; '$B/attnscope' --version; '$B/attnscope' devices; '$B/attnscope' info tiny"
+        phase info 60 sh -c "nvidia-smi; '$B/attnscope' --version; '$B/attnscope' devices; '$B/attnscope' gen --preset tiny -o $AS/tiny >/dev/null; '$B/attnscope' info $AS/tiny"
         grep -E "H200|CUDA|attnscope |Driver" "$LOGS/info.log" | head -8 | tee -a "$SUM" ;;
     tests)
         phase gpu_tests 240 "$B/attnscope_tests" 'gpu_*'
