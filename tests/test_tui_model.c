@@ -118,7 +118,7 @@ TEST(tui_layer_list_verdict_colours_with_a_fault)
     tl_init(&status);
     tui_model_status(&data, 200, &status);
     CHECK(strstr(status.text, "step 1 decode") && strstr(status.text, "start_pos 5") &&
-              strstr(status.text, "ref+fault:ring-slot") && strstr(status.text, "MISMATCH"),
+              strstr(status.text, "fault ring-slot (twin)") && strstr(status.text, "MISMATCH"),
           "status line: %s", status.text);
     tl_free(&status);
     /* not run yet: a layer stepped past shows its verdict, the rest 'not run' */
@@ -141,7 +141,7 @@ TEST(tui_ring_positions_after_prefill_5_decode_6)
     /* window 8; positions 0..10 seen; decode at 10 wrote slot 10 % 8 = 2 */
     static const int want[8] = {8, 9, 10, 3, 4, 5, 6, 7};
     TuiRingSlot slots[8];
-    int n = tui_ring_slots(&d->ref_run[0], 8, 0, slots);
+    int n = tui_ring_slots(&d->ref_run[0], NULL, 8, 0, slots);
     CHECK(n == 8, "8 slots filled (%d)", n);
     for (int j = 0; j < 8; j++) {
         CHECK(slots[j].pos == want[j], "slot %d holds position %d (got %d)", j, want[j], slots[j].pos);
@@ -158,9 +158,9 @@ TEST(tui_ring_positions_after_prefill_5_decode_6)
     tui_model_ring(&data, &st, &tui_glyphs_utf8, &p);
     CHECK(tls_find(&p.lines, "decode at position 10 wrote slot 2") >= 0, "ring view names the slot written");
     CHECK(tls_find(&p.lines, " pos       8    9   10    3    4    5    6    7") >= 0, "strip of positions by slot");
-    int newest = tls_find(&p.lines, "(newest)");
-    CHECK(newest >= 0 && strstr(p.lines.v[newest].text, "2        10  written this step"),
-          "the newest is slot 2, position 10");
+    int newest = tls_find(&p.lines, "attended  newest");
+    CHECK(newest >= 0 && strstr(p.lines.v[newest].text, "8     2        10  written"),
+          "the newest (age 8) is slot 2, position 10");
     if (as_test_failed())
         dump_panel(&p);
     tp_free(&p);
@@ -174,7 +174,7 @@ TEST(tui_ring_positions_after_long_prefill)
     REQUIRE(as_driver_prefill(d, 12, &err) == 0, "prefill 12: %s", err.msg);
     TuiRingSlot slots[8];
     /* the last 8 of 12 tokens stay: slot j holds position j + 8 for j < 4, else j */
-    tui_ring_slots(&d->ref_run[0], 8, 11, slots);
+    tui_ring_slots(&d->ref_run[0], NULL, 8, 11, slots);
     for (int j = 0; j < 8; j++) {
         int want = j < 4 ? j + 8 : j;
         CHECK(slots[j].pos == want, "slot %d: position %d (got %d)", j, want, slots[j].pos);
@@ -182,15 +182,37 @@ TEST(tui_ring_positions_after_long_prefill)
         CHECK(slots[j].attended, "query 11 attends positions 4..11: slot %d", j);
     }
     /* query 5 attends positions 0..5: only 4 and 5 are still in the ring */
-    tui_ring_slots(&d->ref_run[0], 8, 5, slots);
+    tui_ring_slots(&d->ref_run[0], NULL, 8, 5, slots);
     for (int j = 0; j < 8; j++)
         CHECK(slots[j].attended == (j == 4 || j == 5), "query 5, slot %d attended: %d", j, slots[j].attended);
     /* a short prefill leaves slots empty */
     REQUIRE(as_driver_prefill(d, 5, &err) == 0, "prefill 5: %s", err.msg);
-    int n = tui_ring_slots(&d->ref_run[0], 8, 0, slots);
+    int n = tui_ring_slots(&d->ref_run[0], NULL, 8, 0, slots);
     CHECK(n == 5, "5 slots filled (%d)", n);
     CHECK(slots[5].pos == -1 && slots[7].pos == -1, "slots 5..7 empty");
     CHECK(slots[0].attended && !slots[1].attended, "query 0 attends position 0 only");
+    as_driver_close(d);
+}
+
+TEST(tui_ring_shows_the_ring_slot_fault)
+{
+    AsDriver *d = open_tiny("ring-slot");
+    run(d, 5, 1);
+    /* decode at position 5: the reference writes slot 5, the faulty twin slot 6 */
+    TuiRingSlot slots[8];
+    tui_ring_slots(&d->ref_run[0], &d->got_run[0], 8, 0, slots);
+    for (int j = 0; j < 8; j++)
+        CHECK((slots[j].got_diff > 0) == (j == 5 || j == 6), "slot %d: engine row differs %g", j, slots[j].got_diff);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    TuiPanel p;
+    panel_at(&p, 80, 21);
+    tui_model_ring(&data, &st, &tui_glyphs_utf8, &p);
+    int i = tls_find(&p.lines, "engine differs");
+    CHECK(i >= 0 && color_at(&p.lines.v[i], "engine differs") == TC_MISMATCH, "the ring view flags the slots");
+    tp_free(&p);
     as_driver_close(d);
 }
 

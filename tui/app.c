@@ -123,6 +123,8 @@ static void default_path(App *a, bool run, char *buf, size_t n)
         snprintf(buf, n, "attnscope-%s-step%d.h5", a->label, a->data.cur.step < 0 ? 0 : a->data.cur.step);
 }
 
+static void open_tensor(App *a);
+
 static void accept_prompt(App *a)
 {
     PromptKind k = a->pk;
@@ -181,7 +183,7 @@ static void accept_prompt(App *a)
             return;
         }
         a->st.tensor = id;
-        a->st.view = TV_TENSOR;
+        open_tensor(a);
         break;
     }
     case PK_SAVE_STEP:

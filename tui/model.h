@@ -19,6 +19,7 @@ typedef struct {
     AsGotKind got_kind;
     const char *got_name;       /* "engine", "ref+fault:NAME", "none" */
     const char *note;           /* how the driver runs ("reference only: no CUDA device") */
+    const char *inject;         /* the fault injected into the checked side, or NULL */
     const AsRun *ref;           /* [n_layers] latest run of each layer (this step when done[l]) */
     const AsRun *got;           /* [n_layers], NULL without a checked side */
     const AsLayerDiff *diff;    /* [n_layers] */
@@ -103,10 +104,12 @@ typedef struct {
     bool written;
     bool attended;              /* by the chosen query (from widx) */
     int age;
+    float got_diff;             /* max |engine - reference| over the slot's row (-1: no engine) */
 } TuiRingSlot;
 
-/* Fills slots[win]; query picks the widx row. Returns the number of slots filled. */
-int tui_ring_slots(const AsRun *r, int win, int query, TuiRingSlot *slots);
+/* Fills slots[win]; query picks the widx row; got (may be NULL) the engine's ring to compare.
+ * Returns the number of slots filled. */
+int tui_ring_slots(const AsRun *r, const AsRun *got, int win, int query, TuiRingSlot *slots);
 
 /* One candidate block for a query. */
 typedef enum { TUI_BLK_HIDDEN, TUI_BLK_KEPT, TUI_BLK_DROPPED, TUI_BLK_PINNED } TuiBlockState;

@@ -17,6 +17,7 @@ void tui_data_from_driver(const AsDriver *d, const char *model_name, TuiData *o)
     o->got_kind = d->got_kind;
     o->got_name = d->got_name;
     o->note = d->note;
+    o->inject = d->opt.inject;
     o->ref = d->ref_run;
     o->got = d->got_kind == AS_GOT_NONE ? NULL : d->got_run;
     o->diff = d->diff;
@@ -116,24 +117,37 @@ void tui_relayout(TuiScreen *s, TuiView v, int n_layers, int cols, int rows)
     s->help.r = s->lay.body;
 }
 
+/* Segments of the status line: the required ones always, the others where they fit. */
 void tui_model_status(const TuiData *d, int width, TuiLine *o)
 {
     tl_clear(o);
-    tl_add(o, TC_TITLE, " attnscope ");
-    tl_add(o, TC_NORMAL, " %s", d->model_name ? d->model_name : "?");
-    if (d->cur.step < 0)
-        tl_add(o, TC_NORMAL, "  no step yet");
-    else
-        tl_add(o, TC_NORMAL, "  step %d %s  start_pos %d  tokens %d", d->cur.step, d->cur.prefill ? "prefill" : "decode",
-               d->cur.start_pos, d->cur.s);
-    tl_add(o, TC_NORMAL, "  %s", as_mode_name(d->mode));
-    if (d->got_kind == AS_GOT_NONE)
-        tl_add(o, TC_REFONLY, "  no engine");
-    else if (d->got_kind == AS_GOT_TWIN)
-        tl_add(o, TC_WARN, "  %s", d->got_name);
-    else
-        tl_add(o, TC_GOOD, "  engine");
+    TuiLine req;
+    tl_init(&req);
+    /* two spaces between the segments; one when that does not fit */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *sp = pass == 0 ? "  " : " ";
+        tl_clear(&req);
+        tl_add(&req, TC_NORMAL, " %s", d->model_name ? d->model_name : "?");
+        if (d->cur.step < 0)
+            tl_add(&req, TC_NORMAL, "%sno step yet", sp);
+        else
+            tl_add(&req, TC_NORMAL, "%sstep %d %s%sstart_pos %d%stokens %d", sp, d->cur.step,
+                   d->cur.prefill ? "prefill" : "decode", sp, d->cur.start_pos, sp, d->cur.s);
+        tl_add(&req, TC_NORMAL, "%s%s", sp, as_mode_name(d->mode));
+        if (d->got_kind == AS_GOT_NONE)
+            tl_add(&req, TC_REFONLY, "%sno engine", sp);
+        else if (d->got_kind == AS_GOT_TWIN)
+            tl_add(&req, TC_WARN, "%sfault %s (twin)", sp, d->inject ? d->inject : "?");
+        else if (d->inject)
+            tl_add(&req, TC_WARN, "%sengine, fault %s", sp, d->inject);
+        else
+            tl_add(&req, TC_GOOD, "%sengine", sp);
+        if (req.nchars <= width)
+            break;
+    }
     /* the worst verdict of the step so far */
+    TuiLine verdict;
+    tl_init(&verdict);
     if (d->cur.step >= 0 && d->got) {
         int wl = -1;
         AsVerdict worst = AS_V_NOT_RUN;
@@ -147,12 +161,25 @@ void tui_model_status(const TuiData *d, int width, TuiLine *o)
             char what[64] = "";
             if (worst != AS_V_PASS && (unsigned)wt < AS_T_COUNT)
                 snprintf(what, sizeof what, " at layer %d %s", wl, as_tensor_desc[wt].name);
-            tl_add(o, tui_verdict_color(worst), "  step %s%s", as_verdict_name(worst), what);
+            tl_add(&verdict, tui_verdict_color(worst), "  step %s%s", as_verdict_name(worst), what);
         }
     }
-    /* the driver's note where there is room */
-    if (d->note && o->nchars + tui_utf8_len(d->note) + 4 <= width)
+    static const char title[] = " attnscope ";
+    int used = req.nchars;
+    bool with_title = used + (int)sizeof title - 1 <= width;
+    if (with_title) {
+        tl_put(o, TC_TITLE, title);
+        used += (int)sizeof title - 1;
+    }
+    tl_append(o, &req);
+    if (verdict.nchars && used + verdict.nchars <= width) {
+        tl_append(o, &verdict);
+        used += verdict.nchars;
+    }
+    if (d->note && used + tui_utf8_len(d->note) + 4 <= width)
         tl_add(o, TC_DIM, "  (%s)", d->note);
+    tl_free(&req);
+    tl_free(&verdict);
 }
 
 void tui_build(const TuiData *d, TuiState *st, const TuiGlyphs *g, int cols, int rows, TuiScreen *s)

@@ -70,8 +70,12 @@ void tui_model_layers(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPan
         const char *v = tui_layer_verdict(d, l, &c);
         tl_put(line, TC_NORMAL, "  ");
         tl_put(line, c, v);
-        if (d->got && d->done[l] && d->diff[l].verdict > AS_V_PASS && (unsigned)d->diff[l].worst_tensor < AS_T_COUNT)
-            tl_add(line, TC_DIM, " %s", as_tensor_desc[d->diff[l].worst_tensor].name);
+        /* the worst tensor where it fits */
+        if (d->got && d->done[l] && d->diff[l].verdict > AS_V_PASS && (unsigned)d->diff[l].worst_tensor < AS_T_COUNT) {
+            const char *wn = as_tensor_desc[d->diff[l].worst_tensor].name;
+            if (line->nchars + 1 + (int)strlen(wn) <= tp_inner_w(p))
+                tl_add(line, TC_DIM, " %s", wn);
+        }
     }
     p->sel = st->layer;
     tp_follow(p, &st->top[TV_LAYERS][0]);

@@ -1,16 +1,32 @@
 /* The ring view: the window ring of the current layer after its latest run, slot by slot (the
  * position each holds), oldest to newest, the slots written in that step, and the slots the
  * chosen query attends (widx). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tui/model.h"
 
-int tui_ring_slots(const AsRun *r, int win, int query, TuiRingSlot *slots)
+int tui_ring_slots(const AsRun *r, const AsRun *got, int win, int query, TuiRingSlot *slots)
 {
     for (int j = 0; j < win; j++)
-        slots[j] = (TuiRingSlot){.pos = -1, .age = -1};
+        slots[j] = (TuiRingSlot){.pos = -1, .age = -1, .got_diff = -1};
+    const AsHostTensor *rw = &r->t[AS_T_ST_RING], *rg = got ? &got->t[AS_T_ST_RING] : NULL;
+    if (rg && rg->data && rw->data && rg->ndim == 2 && rw->ndim == 2 && rg->shape[0] == win &&
+        rw->shape[0] == win && rg->shape[1] == rw->shape[1]) {
+        int64_t hd = rw->shape[1];
+        for (int j = 0; j < win; j++) {
+            const float *a = (const float *)rg->data + j * hd, *b = (const float *)rw->data + j * hd;
+            float m = 0;
+            for (int64_t c = 0; c < hd; c++) {
+                float dv = a[c] == b[c] ? 0 : fabsf(a[c] - b[c]);
+                if (!(dv <= m))
+                    m = isnan(dv) ? INFINITY : dv;
+            }
+            slots[j].got_diff = m;
+        }
+    }
     if (r->s <= 0 || win <= 0)
         return 0;
     int end = r->start_pos + r->s;
@@ -56,6 +72,8 @@ int tui_ring_slots(const AsRun *r, int win, int query, TuiRingSlot *slots)
 
 static TuiColor slot_color(const TuiRingSlot *s)
 {
+    if (s->got_diff > 0)
+        return TC_MISMATCH;
     if (s->pos < 0)
         return TC_DIM;
     if (s->written)
@@ -82,7 +100,8 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
         return;
     }
     int q = st->query < r->s ? st->query : r->s - 1;
-    int n = tui_ring_slots(r, win, q, slots);
+    const AsRun *got = d->got && d->done[l] ? &d->got[l] : NULL;
+    int n = tui_ring_slots(r, got, win, q, slots);
     int end = r->start_pos + r->s;
     bool prefill = r->start_pos == 0;
     snprintf(p->title, sizeof p->title, "window ring: layer %d (ratio %d), step %d %s, %d slots%s", l, r->ratio,
@@ -149,9 +168,10 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
                 tl_add(lp, c, "%*d", cw, slots[j].pos);
             else
                 tl_add(lp, TC_DIM, "%*s", cw, "-");
-            char mark[16] = "";
-            if (slots[j].written || slots[j].attended)
-                snprintf(mark, sizeof mark, "%s%s", slots[j].written ? "W" : "", slots[j].attended ? g->dot : "");
+            char mark[24] = "";
+            if (slots[j].written || slots[j].attended || slots[j].got_diff > 0)
+                snprintf(mark, sizeof mark, "%s%s%s", slots[j].got_diff > 0 ? "!" : "", slots[j].written ? "W" : "",
+                         slots[j].attended ? g->dot : "");
             tl_pad(lm, lm->nchars + cw - tui_utf8_len(mark), TC_NORMAL);
             tl_put(lm, c, mark);
         }
@@ -164,10 +184,12 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
         tl_add(leg, TC_GOOD, "%s attended by query %d", g->dot, q);
         tl_put(leg, TC_NORMAL, "   ");
         tl_put(leg, TC_DIM, "- empty");
+        if (got)
+            tl_put(leg, TC_MISMATCH, "   ! engine differs");
     }
     tls_add(&p->lines, TC_NORMAL, " ");
     /* oldest to newest */
-    tls_add(&p->lines, TC_HEADER, " oldest to newest:  age  slot  position");
+    tls_add(&p->lines, TC_HEADER, " oldest to newest   age  slot  position");
     for (int a = 0; a < n; a++) {
         for (int j = 0; j < win; j++) {
             if (slots[j].age != a)
@@ -176,15 +198,17 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
             if (!lr)
                 break;
             TuiColor c = slot_color(&slots[j]);
-            tl_add(lr, c, "                    %3d  %4d  %8d", a + 1, j, slots[j].pos);
+            tl_add(lr, c, "                   %4d  %4d  %8d", a + 1, j, slots[j].pos);
             if (slots[j].written)
-                tl_put(lr, TC_ACCENT, "  written this step");
+                tl_put(lr, TC_ACCENT, "  written");
             if (slots[j].attended)
                 tl_add(lr, TC_GOOD, "  attended");
+            if (slots[j].got_diff > 0)
+                tl_add(lr, TC_MISMATCH, "  engine %.3g off", slots[j].got_diff);
             if (a == n - 1)
-                tl_put(lr, TC_DIM, "  (newest)");
+                tl_put(lr, TC_DIM, "  newest");
             else if (a == 0)
-                tl_put(lr, TC_DIM, "  (oldest)");
+                tl_put(lr, TC_DIM, "  oldest");
         }
     }
     if (n < win)

@@ -191,7 +191,7 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
             TuiColor c = lvl == 0 ? TC_DIM : (TuiColor)(TC_HEAT1 + lvl - 1);
             if (!isfinite(m))
                 c = TC_BAD;
-            else if (diff_mode && m > tol)
+            else if (diff_mode && m > (desc->selection ? 0 : tol))
                 c = TC_MISMATCH;
             if (cr == cur_cr && cc == cur_cc)
                 c = TC_CURSOR;
@@ -207,8 +207,10 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
         for (int i = 1; i <= 4; i++)
             tl_put(leg, (TuiColor)(TC_HEAT1 + i - 1), g->shade[i]);
         tl_add(leg, TC_NORMAL, " up to %.4g", vmax);
-        if (diff_mode && isfinite(tol))
+        if (diff_mode && isfinite(tol) && !desc->selection)
             tl_add(leg, TC_MISMATCH, "  beyond tol %.3g", tol);
+        else if (diff_mode && desc->selection)
+            tl_put(leg, TC_NORMAL, "  (selections: any difference counts)");
         tl_put(leg, TC_NORMAL, "  ");
         tl_put(leg, TC_CURSOR, g->shade[0]);
         tl_put(leg, TC_NORMAL, " cursor");
@@ -260,8 +262,9 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
                 cpc);
     if (diff_mode && d->done[l]) {
         char line[512];
-        as_tensor_diff_line(id, &d->diff[l].t[id], line, sizeof line);
-        tls_add(&insp->lines, tui_verdict_color(d->diff[l].t[id].verdict), " %s", line);
+        line[0] = ' ';
+        as_tensor_diff_line(id, &d->diff[l].t[id], line + 1, sizeof line - 1);
+        tls_add_wrapped(&insp->lines, tui_verdict_color(d->diff[l].t[id].verdict), line, tp_inner_w(insp), 3);
     } else if (!d->got) {
         int64_t wc[3];
         int nd;

@@ -120,6 +120,11 @@ void tl_recolor(TuiLine *l, TuiColor c)
 void tl_copy(TuiLine *dst, const TuiLine *src)
 {
     tl_clear(dst);
+    tl_append(dst, src);
+}
+
+void tl_append(TuiLine *dst, const TuiLine *src)
+{
     for (int i = 0; i < src->nchars; i++) {
         size_t a = tl_offset(src, i), b = tl_offset(src, i + 1);
         char ch[8];
@@ -188,6 +193,46 @@ TuiLine *tls_add(TuiLines *ls, TuiColor c, const char *fmt, ...)
     va_end(ap);
     tl_put(l, c, buf);
     return l;
+}
+
+void tls_add_wrapped(TuiLines *ls, TuiColor c, const char *text, int width, int indent)
+{
+    if (width < indent + 10)
+        width = indent + 10;
+    const char *p = text;
+    bool first = true;
+    while (*p) {
+        int avail = first ? width : width - indent;
+        /* the longest prefix of at most avail characters ending before a space */
+        const char *q = p, *cut = NULL;
+        int chars = 0;
+        while (*q && chars < avail) {
+            if (*q == ' ')
+                cut = q;
+            q++;
+            while ((*q & 0xc0) == 0x80)
+                q++;
+            chars++;
+        }
+        if (!*q)
+            cut = q;
+        else if (!cut || cut == p)
+            cut = q;
+        TuiLine *l = tls_new(ls);
+        if (!l)
+            return;
+        if (!first)
+            tl_pad(l, indent, c);
+        char buf[1024];
+        size_t n = (size_t)(cut - p) < sizeof buf - 1 ? (size_t)(cut - p) : sizeof buf - 1;
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        tl_put(l, c, buf);
+        p = cut;
+        while (*p == ' ')
+            p++;
+        first = false;
+    }
 }
 
 int tls_find(const TuiLines *ls, const char *s)

@@ -59,6 +59,8 @@ void tl_field(TuiLine *l, TuiColor c, int n, const char *fmt, ...) __attribute__
 /* Recolours every character already there. */
 void tl_recolor(TuiLine *l, TuiColor c);
 void tl_copy(TuiLine *dst, const TuiLine *src);
+/* Appends src (text and colours) to dst. */
+void tl_append(TuiLine *dst, const TuiLine *src);
 /* Byte offset of character i (len when i >= nchars). */
 size_t tl_offset(const TuiLine *l, int i);
 /* Number of characters (code points) of a UTF-8 string. */
@@ -77,6 +79,9 @@ void tls_clear(TuiLines *ls);
 TuiLine *tls_new(TuiLines *ls);
 /* tls_new + tl_add in one. */
 TuiLine *tls_add(TuiLines *ls, TuiColor c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Adds text as lines of at most width characters, broken at spaces; continuation lines are
+ * indented by indent. */
+void tls_add_wrapped(TuiLines *ls, TuiColor c, const char *text, int width, int indent);
 /* Finds the first line containing s (-1 none); for tests and the tmux script's twins. */
 int tls_find(const TuiLines *ls, const char *s);
 
