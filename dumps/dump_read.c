@@ -458,7 +458,11 @@ static int read_root(AsDumpReader *r, AsError *err)
     int rc = as_h5_get_str(r->file, "format", 64, &format, at, err);
     if (rc) {
         free(format);
-        return as_err_wrap(err, "not an attnscope dump");
+        if (err) { /* say what the file is not, after what is wrong */
+            size_t len = strlen(err->msg);
+            snprintf(err->msg + len, sizeof err->msg - len, ": not an attnscope dump");
+        }
+        return rc;
     }
     if (strcmp(format, AS_DUMP_FORMAT)) {
         rc = as_err(err, AS_EBADINPUT, "dump %s: attribute 'format' is '%s', not '%s': not an attnscope dump",

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "dumps/dump.h"
 #include "tests/harness.h"
@@ -205,4 +208,68 @@ TEST(cli_diff_external_side_common)
     rc = run(&out, "diff '%s' '%s' --side-a mine --side-b ref --common", mine, a);
     CHECK(rc == 0 && strstr(out, "compared   1 step, 1 layer, 3 tensors"), "--common: exit %d:\n%s", rc, out);
     free(out);
+}
+
+static void write_script(const char *path, const char *dump)
+{
+    FILE *f = fopen(path, "w");
+    REQUIRE(f, "writing %s", path);
+    fprintf(f, "{\"name\": \"dump cli\", \"model\": \"tiny\", \"steps\": [{\"prefill\": 5}, {\"decode\": 1}],\n"
+               " \"dump\": {\"path\": \"%s\"}}\n", dump);
+    fclose(f);
+}
+
+/* End to end: `attnscope run --no-engine` dumps the reference through the writer; the dump lists
+ * and diffs clean; a dump into a directory that cannot be written is exit 3 with nothing left. */
+TEST(cli_run_dump_end_to_end)
+{
+    bin();
+    const char *dir = as_test_tmpdir();
+    char script[600], dump[800], *out;
+    snprintf(script, sizeof script, "%s/s.json", dir);
+    snprintf(dump, sizeof dump, "%s/run.h5", dir);
+    write_script(script, dump);
+    int rc = run(&out, "run '%s' --no-engine --quiet", script);
+    CHECK(rc == 0, "run with a dump: exit %d:\n%s", rc, out);
+    free(out);
+    rc = run(&out, "dump-info '%s'", dump);
+    CHECK(rc == 0 && strstr(out, "mode reference-only") && strstr(out, "step 0001  decode") && strstr(out, "layer 09"),
+          "dump-info of run's dump: exit %d:\n%.2000s", rc, out);
+    free(out);
+    rc = run(&out, "diff '%s' '%s'", dump, dump);
+    CHECK(rc == 0 && strstr(out, "compared   2 steps, 20 layers"), "diff of run's dump with itself: exit %d:\n%s", rc, out);
+    free(out);
+
+    /* unwritable: a read-only directory, or (root ignores modes) a read-only file system */
+    char ro[600], probe[700];
+    snprintf(ro, sizeof ro, "%s/ro", dir);
+    REQUIRE(mkdir(ro, 0555) == 0, "mkdir");
+    snprintf(probe, sizeof probe, "%s/probe", ro);
+    FILE *p = fopen(probe, "w");
+    const char *target = ro;
+    if (p) {
+        fclose(p);
+        unlink(probe);
+        if (!(p = fopen("/sys/attnscope-probe", "w"))) {
+            target = "/sys";
+        } else {
+            fclose(p);
+            unlink("/sys/attnscope-probe");
+            as_test_skip("running as root with no read-only directory to write into");
+        }
+    }
+    snprintf(dump, sizeof dump, "%s/never.h5", target);
+    write_script(script, dump);
+    rc = run(&out, "run '%s' --no-engine --quiet", script);
+    CHECK(rc == 3 && strstr(out, "cannot create a file in its directory"), "unwritable dump: exit %d:\n%s", rc, out);
+    free(out);
+    CHECK(access(dump, F_OK) != 0, "no file under the name");
+    DIR *d = target == ro ? opendir(ro) : NULL;
+    int left = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        left += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    CHECK(left == 0, "nothing left in %s", ro);
+    chmod(ro, 0755);
 }
