@@ -85,6 +85,28 @@ int as_k_gemv_bf16(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, 
 int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                    float *y, int64_t ldy, cudaStream_t st);
 
+
+/* ---- Q2_K projections (issue 7): kernels/q8_1.cu, q2k_mmvq.cu, q2k_mmq.cu; test tests/gpu_q2k.c ----
+ * Weights stay raw GGUF Q2_K blocks, activations are quantised to q8_1 blocks (model/ggml_blocks.h:
+ * AsBlockQ2K, AsBlockQ8_1, passed as void *; both 4-byte aligned). Twins: model/quants.h. */
+
+/* as_quantize_row_q8_1 of `rows` rows of n bf16 values (n a multiple of 32; row r at x + r * ldx):
+ * d = amax / 127, q = round(x / d), s = d * sum q per block of 32, into y + r * ldy blocks. */
+int as_k_quantize_q8_1(const as_bf16_t *x, int64_t ldx, int rows, int n, void *y, int64_t ldy, cudaStream_t st);
+
+/* Q2_K projection, batched: for b < batch, t < m, o < n_out: y_b[t][o] = the sum over row o of
+ * ggml's vec_dot_q2_K_q8_1 terms (as_vec_dot_q2_K_q8_1), in f32, stored as bf16 (RNE) or, with y_f32,
+ * f32. n_in a multiple of 256. W_b = W + b * strideW with rows ldw apart, in Q2_K blocks; the token
+ * rows of x_b = xq + b * strideX are ldx apart, in q8_1 blocks; y_b = y + b * strideY, rows ldy apart,
+ * in elements. mmvq: m <= 8 (decode, memory bound); mmq: any m (int8 tensor cores, tiles of 128
+ * rows x 32 tokens). mmvq computes every term exactly as the twin (only the order of the f32 sum of
+ * the terms differs); mmq groups the same exact integers differently (f32 rounding apart). */
+int as_k_q2k_mmvq(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const void *xq, int64_t ldx,
+                  int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32, int batch,
+                  cudaStream_t st);
+int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const void *xq, int64_t ldx,
+                 int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32, int batch, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,289 @@
+// Q2_K matrix-vector product for up to 8 token rows (decode), batched (twin: as_vec_dot_q2_K_q8_1
+// in model/quants.c, test: tests/gpu_q2k.c, bench: bench/kernels_bench.cu).
+//
+//   y_b[t][o] = sum over the terms (kb, iqs) of row o of ggml's vec_dot_q2_K_q8_1 term
+//               (q2k::term: 16 weights of Q2_K block kb against 4 q8_1 blocks of x_b[t])
+//
+// W_b = W + b * strideW, row o at W_b + o * ldw (strides in Q2_K blocks); x_b = xq + b * strideX,
+// token row t at x_b + t * ldx (in q8_1 blocks); y_b = y + b * strideY, rows ldy apart (elements).
+//
+// Exactness: bit for bit the twin (model/quants.h), f32 and bf16 alike. The twin is ggml's
+// mul_mat_vec_q with one warp of 32 lanes per output row, and so is this kernel (W = 1): lane l
+// takes the terms (kb, iqs) = (l / 16 + 2k, l % 16), k = 0, 1, ... in increasing kb, accumulates
+// acc = 0; acc = acc + term in that order, and the warp sum is the xor butterfly (offsets 16 .. 1).
+// Each term is ggml's integer dot products and separately rounded f32 operations in ggml's order
+// (q2k::term). The explicit configurations W = 2, 4, 8 (several warps per row, a benchmark option)
+// sum in another order and are exact only up to f32 rounding.
+//
+// Design (memory bound at m = 1; the exact term costs ~35 instructions per 16 weights per token):
+//   * ggml's thread mapping: a term is one 32-bit word of qs (16 weights) of one Q2_K block, so a
+//     warp covers 2 blocks (168 bytes) per step: qs words coalesced, the 2 scale words and d | dmin
+//     shared by 4 / 16 lanes.
+//   * R consecutive rows (1, 2, 4) per warp: the q8_1 data of a term (4 ints and 4 scales per token)
+//     is loaded once for the R rows; 8 warps per 256-thread CTA; grid.y = batch.
+//   * U terms per lane per iteration (4 at m = 1, 2 at m <= 4, 1 at m = 8): their loads are all
+//     issued before the first is used, so ~U x (4 R + 8 m) loads are in flight per thread; the sum
+//     stays in increasing kb.
+//   * weights through the read-only path (__ldg, L1 allocating: the loads of a block share sectors),
+//     x (a few KiB per token) stays in L1.
+//   * per term and row the scales and quants are premultiplied once (q2k::term_weights); the
+//     integer -> float conversions are exact bias tricks (no I2F).
+//   * reduction: warp xor-shuffle; W > 1 then adds the group's warps in warp order (shared memory).
+// R from pick_config() (enough warps: ~32 per SM); bench/kernels_bench.cu can force R and W
+// (as_k_q2k_mmvq_cfg).
+#include "kernels/kernels.h"
+#include "kernels/q2k.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+struct MmvqArgs {
+    const AsBlockQ2K *W;
+    int64_t ldw, strideW;
+    int n_out, n_in;
+    const AsBlockQ8_1 *x;
+    int64_t ldx, strideX;
+    int m;
+    void *y;
+    int64_t ldy, strideY;
+    int y_f32;
+};
+
+// The q8_1 data of term (kb, iqs) for M token rows: u[t][i] = int iqs % 8 of q8_1 block
+// kb * 8 + 4 * (iqs / 8) + i, d8[t][i] its scale (ggml's vec_dot_q2_K_q8_1 operands).
+template <int M> struct TermX {
+    int u[M][4];
+    float d8[M][4];
+    __device__ __forceinline__ void load(const AsBlockQ8_1 *const (&xrow)[M], int kb, int iqs)
+    {
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            const AsBlockQ8_1 *xb = xrow[t] + (int64_t)kb * 8 + (iqs >> 3) * 4;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                u[t][i] = q2k::ld((const int *)xb[i].qs + (iqs & 7));
+                d8[t][i] = q2k::h2f(q2k::ld(&xb[i].d));
+            }
+        }
+    }
+};
+
+// The Q2_K data of term (kb, iqs) for R rows: the qs word, the two scale words holding its four
+// scales, and d | dmin << 16.
+template <int R> struct TermW {
+    uint32_t v[R], s_lo[R], s_hi[R], dm[R];
+    __device__ __forceinline__ void load(const AsBlockQ2K *const (&wrow)[R], int kb, int iqs)
+    {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const AsBlockQ2K *blk = wrow[r] + kb;
+            const uint32_t *sc = (const uint32_t *)blk->scales + (iqs >> 3) * 2;
+            v[r] = q2k::ld((const uint32_t *)blk->qs + iqs);
+            s_lo[r] = q2k::ld(sc);
+            s_hi[r] = q2k::ld(sc + 1);
+            dm[r] = q2k::ld((const uint32_t *)&blk->d);
+        }
+    }
+};
+
+template <int R, int M>
+__device__ __forceinline__ void term_accumulate(const TermW<R> &w, const TermX<M> &x, int iqs, float (&acc)[R][M])
+{
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        int vs[4], ms[4];
+        q2k::term_weights(w.v[r], q2k::term_scales(w.s_lo[r], w.s_hi[r], iqs), vs, ms);
+        const float dx = q2k::h2f((uint16_t)(w.dm[r] & 0xffffu)), dy = q2k::h2f((uint16_t)(w.dm[r] >> 16));
+#pragma unroll
+        for (int t = 0; t < M; t++)
+            acc[r][t] += q2k::term(vs, ms, x.u[t], x.d8[t], dx, dy);
+    }
+}
+
+template <int R, int M>
+__global__ void __launch_bounds__(kThreads, 1) q2k_mmvq_kernel(MmvqArgs a, int w_warps)
+{
+    constexpr int kUnroll = M == 1 ? 4 : M <= 4 ? 2 : 1; // terms per lane per iteration
+
+    __shared__ float red[kWarps][R * M];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int groups_per_block = kWarps / w_warps;
+    const int group = warp / w_warps, wig = warp % w_warps;
+    const int li = wig * 32 + lane, L = 32 * w_warps;
+    const int64_t b = blockIdx.y;
+    const int row0 = ((int)blockIdx.x * groups_per_block + group) * R;
+
+    const AsBlockQ2K *wrow[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int o = row0 + r < a.n_out ? row0 + r : a.n_out - 1; // clamped: loaded, never stored
+        wrow[r] = a.W + b * a.strideW + (int64_t)o * a.ldw;
+    }
+    const AsBlockQ8_1 *xrow[M];
+#pragma unroll
+    for (int t = 0; t < M; t++) // token rows t >= m (M rounds m up) read row 0: computed, never stored
+        xrow[t] = a.x + b * a.strideX + (int64_t)(t < a.m ? t : 0) * a.ldx;
+
+    float acc[R][M];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < M; t++)
+            acc[r][t] = 0.0f;
+
+    const int nterms = (a.n_in / AS_QK_K) * 16;
+    int p = li;
+    for (; p + (kUnroll - 1) * L < nterms; p += kUnroll * L) {
+        TermW<R> w[kUnroll];
+        TermX<M> x[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; k++) {
+            const int pk = p + k * L;
+            w[k].load(wrow, pk >> 4, pk & 15);
+            x[k].load(xrow, pk >> 4, pk & 15);
+        }
+#pragma unroll
+        for (int k = 0; k < kUnroll; k++)
+            term_accumulate<R, M>(w[k], x[k], (p + k * L) & 15, acc);
+    }
+    for (; p < nterms; p += L) { // fewer than kUnroll terms left for this lane
+        TermW<R> w;
+        TermX<M> x;
+        w.load(wrow, p >> 4, p & 15);
+        x.load(xrow, p >> 4, p & 15);
+        term_accumulate<R, M>(w, x, p & 15, acc);
+    }
+
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < M; t++)
+            acc[r][t] = as_d_warp_sum(acc[r][t]);
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < M; t++)
+                red[warp][r * M + t] = acc[r][t];
+    }
+    __syncthreads();
+    if (wig == 0 && lane < R * M) {
+        float out = 0.0f;
+        for (int k = 0; k < w_warps; k++)
+            out += red[group * w_warps + k][lane];
+        const int r = lane / M, t = lane % M, o = row0 + r;
+        if (t < a.m && o < a.n_out) {
+            const int64_t off = b * a.strideY + (int64_t)t * a.ldy + o;
+            if (a.y_f32)
+                ((float *)a.y)[off] = out;
+            else
+                ((uint16_t *)a.y)[off] = as_d_f32_to_bf16(out);
+        }
+    }
+}
+
+#ifndef AS_EMU
+int sm_count()
+{
+    static int cached[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 132;
+    if (dev < 64 && cached[dev])
+        return cached[dev];
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        n = 132;
+    if (dev < 64)
+        cached[dev] = n;
+    return n;
+}
+
+// R rows per warp, one warp per row group (W = 1, the twin's order): R = 4 (x loaded once for 4
+// rows) unless that leaves fewer than ~32 warps per SM, then 2, then 1.
+void pick_config(int n_out, int batch, int *R, int *W)
+{
+    const int64_t target = (int64_t)sm_count() * 32;
+    int r = 4;
+    while (r > 1 && (int64_t)batch * ((n_out + r - 1) / r) < target)
+        r /= 2;
+    *R = r;
+    *W = 1;
+}
+
+template <int R>
+int launch_m(const MmvqArgs &a, int batch, int w_warps, cudaStream_t st)
+{
+    const int groups_per_block = kWarps / w_warps;
+    const int64_t groups = (a.n_out + R - 1) / R;
+    const dim3 grid((unsigned)((groups + groups_per_block - 1) / groups_per_block), (unsigned)batch);
+    if (a.m <= 1)
+        q2k_mmvq_kernel<R, 1><<<grid, kThreads, 0, st>>>(a, w_warps);
+    else if (a.m <= 2)
+        q2k_mmvq_kernel<R, 2><<<grid, kThreads, 0, st>>>(a, w_warps);
+    else if (a.m <= 4)
+        q2k_mmvq_kernel<R, 4><<<grid, kThreads, 0, st>>>(a, w_warps);
+    else
+        q2k_mmvq_kernel<R, 8><<<grid, kThreads, 0, st>>>(a, w_warps);
+    return AS_LAUNCH_RESULT();
+}
+
+bool aligned(const void *p, uintptr_t n) { return ((uintptr_t)p & (n - 1)) == 0; }
+#endif // AS_EMU
+
+} // namespace
+
+#ifndef AS_EMU
+// Explicit configuration (R in {1, 2, 4}, W in {1, 2, 4, 8}; 0 = automatic: W = 1, exact), for the
+// benchmark and the test of every configuration; not part of kernels.h.
+extern "C" int as_k_q2k_mmvq_cfg(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const void *xq,
+                                 int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32,
+                                 int batch, int R, int Wn, cudaStream_t st)
+{
+    if (n_out < 0 || n_in < 0 || n_in % AS_QK_K || m < 0 || m > 8 || batch < 0)
+        return (int)cudaErrorInvalidValue;
+    if (n_out == 0 || m == 0 || batch == 0)
+        return 0;
+    const int64_t nb = n_in / AS_QK_K, nx = n_in / AS_QK8_1;
+    if (n_in == 0 || !W || !xq || !y || ldw < nb || ldx < nx || ldy < n_out)
+        return (int)cudaErrorInvalidValue;
+    if (!aligned(W, 4) || !aligned(xq, 4) || !aligned(y, y_f32 ? 4 : 2))
+        return (int)cudaErrorInvalidValue;
+    if (batch > 1 && (strideW < 0 || strideX < 0 || strideY < 0))
+        return (int)cudaErrorInvalidValue;
+    if (batch > 65535 || n_in > (1 << 30))
+        return (int)cudaErrorInvalidValue;
+    if ((R != 0 && R != 1 && R != 2 && R != 4) || (Wn != 0 && Wn != 1 && Wn != 2 && Wn != 4 && Wn != 8))
+        return (int)cudaErrorInvalidValue;
+    int r = R, w = Wn;
+    if (!r || !w) {
+        int pr, pw;
+        pick_config(n_out, batch, &pr, &pw);
+        r = r ? r : pr;
+        w = w ? w : pw;
+    }
+    const MmvqArgs a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
+                     ldy, strideY, y_f32 ? 1 : 0};
+    switch (r) {
+    case 1: return launch_m<1>(a, batch, w, st);
+    case 2: return launch_m<2>(a, batch, w, st);
+    default: return launch_m<4>(a, batch, w, st);
+    }
+}
+
+extern "C" void as_k_q2k_mmvq_pick_config(int n_out, int n_in, int batch, int *R, int *W)
+{
+    (void)n_in;
+    pick_config(n_out, batch, R, W);
+}
+
+extern "C" int as_k_q2k_mmvq(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const void *xq,
+                             int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32,
+                             int batch, cudaStream_t st)
+{
+    return as_k_q2k_mmvq_cfg(W, ldw, strideW, n_out, n_in, xq, ldx, strideX, m, y, ldy, strideY, y_f32, batch, 0, 0,
+                             st);
+}
+#endif // AS_EMU
