@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "model/digest.h"
+#include "model/gguf.h"
 #include "model/model_load.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -146,10 +147,10 @@ static int check_tensor(const AsWTensor *t, const AsLayerTensor *w, AsError *err
     case AS_WK_PROJ:
         if (d == AS_DT_F8_E4M3)
             return check_scale(t, err);
-        if (d != AS_DT_BF16 && d != AS_DT_F16 && d != AS_DT_F32)
+        if (d != AS_DT_BF16 && d != AS_DT_F16 && d != AS_DT_F32 && d != AS_DT_Q8_0 && d != AS_DT_Q2_K)
             return as_err(err, AS_EBADINPUT,
-                          "%s: dtype %s but a projection must be BF16, F16, F32 or F8_E4M3 (with a scale)", t->name,
-                          as_dtype_name(d));
+                          "%s: dtype %s but a projection must be BF16, F16, F32, F8_E4M3 (with a scale), or Q8_0 "
+                          "or Q2_K (GGUF)", t->name, as_dtype_name(d));
         break;
     case AS_WK_NORM:
     case AS_WK_SINK:
@@ -167,19 +168,25 @@ static int check_tensor(const AsWTensor *t, const AsLayerTensor *w, AsError *err
     return AS_OK;
 }
 
-static int bind_layers(AsModel *m, AsError *err)
+static int bind_layers(AsModel *m, bool gguf, AsError *err)
 {
     for (int l = 0; l < m->cfg.n_layers; l++) {
         AsLayerTensor want[AS_LAYER_MAX_TENSORS];
         int n = as_layer_tensors(&m->cfg, l, want);
         for (int i = 0; i < n; i++) {
             const AsWTensor *t = as_model_find(m, want[i].name);
+            char llama[192];
+            if (!t && gguf && as_gguf_name_to_llama(want[i].name, llama, sizeof llama))
+                return as_err(err, AS_EBADINPUT, "%s (llama.cpp name %s): missing (layer %d needs it: %s)",
+                              want[i].name, llama, l, want[i].why);
             if (!t)
                 return as_err(err, AS_EBADINPUT, "%s: missing (layer %d needs it: %s)", want[i].name, l,
                               want[i].why);
             int rc = check_tensor(t, &want[i], err);
             if (rc)
                 return rc;
+            if (want[i].kind == AS_WK_PROJ && (t->dtype == AS_DT_Q8_0 || t->dtype == AS_DT_Q2_K))
+                m->quantised = true;
             *(const AsWTensor **)((char *)&m->layer[l] + want[i].slot) = t;
         }
     }
@@ -323,10 +330,37 @@ static bool is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* GGUF files (issue 7) will be read here; the rest of the loader takes their tensors as they come. */
-static int load_gguf(const char *path, AsError *err)
+/* A GGUF file (model/gguf.h): the geometry from its metadata (completed by config.json beside
+ * it), its tensors under DeepSeek's names; the rest of the loader takes them as they come. */
+static int open_gguf(AsModel *m, const char *path, const char *config, int max_seq, AsError *err)
 {
-    return as_err(err, AS_EBADINPUT, "%s: GGUF support: not built yet (issue 7)", path);
+    AsGguf *g = NULL;
+    int cap = 0, rc = as_gguf_open(path, &g, err);
+    if (rc)
+        return rc;
+    if ((rc = as_gguf_config(g, config, &m->cfg, err)))
+        goto out;
+    if (max_seq > 0)
+        m->cfg.max_seq = max_seq;
+    if ((rc = as_config_validate(&m->cfg, err))) {
+        if (max_seq > 0)
+            as_err_wrap(err, "%s (GGUF metadata) with max_seq %d", path, max_seq);
+        else
+            as_err_wrap(err, "%s (GGUF metadata)", path);
+        goto out;
+    }
+    AsWeightFile **nf = malloc(sizeof *nf);
+    if (!nf) {
+        rc = as_err(err, AS_ERUNTIME, "out of memory");
+        goto out;
+    }
+    m->files = nf;
+    if ((rc = as_gguf_tensors(g, &m->tensors, &m->n_tensors, &cap, err)))
+        goto out;
+    m->files[m->n_files++] = as_gguf_take_file(g);
+out:
+    as_gguf_close(g);
+    return rc;
 }
 
 /* Finds the config and the weights for a directory or a weight file. */
@@ -348,7 +382,7 @@ static int resolve(const char *path, char *dir, char *config, char *weights, siz
         }
     } else {
         *is_index = ends_with(path, ".safetensors.index.json");
-        if (!*is_index && !ends_with(path, ".safetensors"))
+        if (!*is_index && !ends_with(path, ".safetensors") && !ends_with(path, ".gguf"))
             return as_err(err, AS_EBADINPUT,
                           "%s: not a model directory, a .safetensors file, an index.json or a .gguf file", path);
         snprintf(weights, n, "%s", path);
@@ -376,24 +410,28 @@ static void weights_name(AsModel *m, const char *dir, const char *weights)
 int as_model_load(const char *path, int max_seq, AsModel *m, AsError *err)
 {
     memset(m, 0, sizeof *m);
-    if (ends_with(path, ".gguf"))
-        return load_gguf(path, err);
     if (strlen(path) >= sizeof m->dir)
         return as_err(err, AS_EBADINPUT, "%.64s...: path too long", path);
     snprintf(m->dir, sizeof m->dir, "%s", path);
     char dir[1024], config[1100], weights[1100];
-    bool is_index = false;
+    bool is_index = false, gguf = ends_with(path, ".gguf");
     int rc = resolve(path, dir, config, weights, sizeof dir, &is_index, err);
     if (rc)
         return rc;
-    if ((rc = as_config_load(config, &m->cfg, err)))
-        return rc;
-    if (max_seq > 0)
-        m->cfg.max_seq = max_seq;
-    if ((rc = as_config_validate(&m->cfg, err)))
-        return max_seq > 0 ? as_err_wrap(err, "%s with max_seq %d", config, max_seq) : as_err_wrap(err, "%s", config);
-    if ((rc = open_weights(m, dir, weights, is_index, err)))
-        goto fail;
+    if (gguf) {
+        if ((rc = open_gguf(m, weights, config, max_seq, err)))
+            goto fail;
+    } else {
+        if ((rc = as_config_load(config, &m->cfg, err)))
+            return rc;
+        if (max_seq > 0)
+            m->cfg.max_seq = max_seq;
+        if ((rc = as_config_validate(&m->cfg, err)))
+            return max_seq > 0 ? as_err_wrap(err, "%s with max_seq %d", config, max_seq)
+                               : as_err_wrap(err, "%s", config);
+        if ((rc = open_weights(m, dir, weights, is_index, err)))
+            goto fail;
+    }
     qsort(m->tensors, (size_t)m->n_tensors, sizeof *m->tensors, tensor_cmp);
     for (int i = 1; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, m->tensors[i - 1].name)) {
@@ -401,7 +439,7 @@ int as_model_load(const char *path, int max_seq, AsModel *m, AsError *err)
             goto fail;
         }
     wire_scales(m);
-    if ((rc = bind_layers(m, err))) {
+    if ((rc = bind_layers(m, gguf, err))) {
         as_err_wrap(err, "%s", weights);
         goto fail;
     }

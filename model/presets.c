@@ -1,5 +1,6 @@
-/* The built-in geometries: "flash" (SPEC section 1, the released config) and "tiny" (every
- * layer role at a size the CPU reference runs in milliseconds). */
+/* The built-in geometries: "flash" (SPEC section 1, the released config), "tiny" (every
+ * layer role at a size the CPU reference runs in milliseconds) and "tiny-q" (tiny's roles with
+ * every projection input a multiple of 256, so that each can be a ggml Q2_K tensor). */
 #include <string.h>
 
 #include "model/config.h"
@@ -76,14 +77,27 @@ static void tiny(AsConfig *c)
     c->max_seq = 512;
 }
 
+/* tiny's layers and roles with dim, q_lora_rank, head_dim, gw and o_groups * o_lora_rank all
+ * 256: every projection's rows are whole Q2_K super-blocks (attnscope convert --quant q2_k). */
+static void tiny_q(AsConfig *c)
+{
+    tiny(c);
+    c->dim = 256;
+    c->n_heads = 2;
+    c->head_dim = 256;
+    c->q_lora_rank = 256;
+    c->o_groups = 2;
+    c->o_lora_rank = 128;
+}
+
 static const struct {
     const char *name;
     void (*fill)(AsConfig *);
-} presets[] = {{"flash", flash}, {"tiny", tiny}};
+} presets[] = {{"flash", flash}, {"tiny", tiny}, {"tiny-q", tiny_q}};
 
 const char *const *as_config_preset_names(void)
 {
-    static const char *const names[] = {"flash", "tiny", NULL};
+    static const char *const names[] = {"flash", "tiny", "tiny-q", NULL};
     return names;
 }
 
@@ -96,5 +110,5 @@ int as_config_preset(const char *name, AsConfig *cfg, AsError *err)
             return as_config_validate(cfg, err);
         }
     }
-    return as_err(err, AS_EBADINPUT, "unknown preset '%s' (presets: flash, tiny)", name);
+    return as_err(err, AS_EBADINPUT, "unknown preset '%s' (presets: flash, tiny, tiny-q)", name);
 }

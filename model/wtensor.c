@@ -1,4 +1,5 @@
-/* Decoding weight tensors in place (model/weights.h): every storage type to exact f32 values.
+/* Decoding weight tensors in place (model/weights.h): every storage type to exact f32 values
+ * (ggml's Q8_0 and Q2_K blocks by ggml's own dequantisation, model/quants.c).
  * The mapping may place a tensor at any byte offset, so elements are read with memcpy (no
  * aligned loads). Little-endian host, as the file formats are. */
 #include "model/weights.h"
@@ -8,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/ggml_blocks.h"
+#include "model/quants.h"
 #include "ref/numerics.h"
 
 #define FP8_SCALE_BLOCK 128 /* one scale per 128 x 128 block of an fp8 weight */
@@ -142,10 +145,27 @@ void as_wt_rows_f32(const AsWTensor *t, int64_t r0, int64_t n, float *dst)
             dst[i] = e8m0_to_f32(src[i]);
         return;
     }
-    case AS_DT_Q8_0:
-    case AS_DT_Q2_K:
-        /* ggml blocks (issue 7): dequantised exactly as ggml does, by the GGUF work in
-         * model/ggml_blocks.h. Until then NaN, so that nothing silently uses them. */
+    case AS_DT_Q8_0: {
+        /* ggml blocks lie at any byte offset: each is copied out before it is read */
+        const int64_t nb = count / AS_QK8_0;
+        const uint8_t *src = base + r0 * (cols / AS_QK8_0) * (int64_t)sizeof(AsBlockQ8_0);
+        for (int64_t b = 0; b < nb; b++) {
+            AsBlockQ8_0 blk;
+            memcpy(&blk, src + b * (int64_t)sizeof blk, sizeof blk);
+            as_dequantize_row_q8_0(&blk, dst + b * AS_QK8_0, AS_QK8_0);
+        }
+        return;
+    }
+    case AS_DT_Q2_K: {
+        const int64_t nb = count / AS_QK_K;
+        const uint8_t *src = base + r0 * (cols / AS_QK_K) * (int64_t)sizeof(AsBlockQ2K);
+        for (int64_t b = 0; b < nb; b++) {
+            AsBlockQ2K blk;
+            memcpy(&blk, src + b * (int64_t)sizeof blk, sizeof blk);
+            as_dequantize_row_q2_K(&blk, dst + b * AS_QK_K, AS_QK_K);
+        }
+        return;
+    }
     case AS_DT_COUNT:
         break;
     }
