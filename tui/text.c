@@ -60,7 +60,7 @@ void tl_put(TuiLine *l, TuiColor c, const char *s)
 {
     size_t bytes = strlen(s);
     int chars = tui_utf8_len(s);
-    if (!reserve(l, bytes, chars))
+    if (!bytes || !reserve(l, bytes, chars))
         return;
     memcpy(l->text + l->len, s, bytes + 1);
     l->len += bytes;
