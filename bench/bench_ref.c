@@ -65,8 +65,9 @@ __attribute__((target("avx512f"))) static float sum_avx512(const float *b, int64
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
-/* An F8_E4M3 weight with F32 block scales (the official checkpoint's storage). */
-static AsWTensor fp8_weight(const char *name, int64_t rows, int64_t cols, AsWTensor *scale)
+/* An F8_E4M3 weight with F32 block scales (the official checkpoint's storage): arbitrary values,
+ * or powers of two (UE8M0-style scales). */
+static AsWTensor fp8_weight(const char *name, int64_t rows, int64_t cols, AsWTensor *scale, bool pow2)
 {
     AsWTensor t;
     memset(&t, 0, sizeof t);
@@ -77,7 +78,7 @@ static AsWTensor fp8_weight(const char *name, int64_t rows, int64_t cols, AsWTen
     int64_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
     float *s = malloc((size_t)(sr * sc) * 4);
     for (int64_t i = 0; i < sr * sc; i++)
-        s[i] = 1e-3f * (1 + rnd());
+        s[i] = pow2 ? ldexpf(1.0f, -10 - (int)(i % 3)) : 1e-3f * (1 + rnd());
     memset(scale, 0, sizeof *scale);
     *scale = (AsWTensor){.dtype = AS_DT_F32, .ndim = 2, .shape = {sr, sc}, .data = s, .nbytes = sr * sc * 4};
     t = (AsWTensor){.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {rows, cols}, .data = d, .nbytes = rows * cols,
@@ -228,11 +229,14 @@ int main(int argc, char **argv)
            bytes / 1e6, t_total * 1e3, bytes / t_total / 1e9, bw, bytes / bw / 1e6, t_total / (bytes / bw / 1e9));
     free(x);
     free(y);
-    AsWTensor f8s, f8 = fp8_weight("wq_b", 32768, 1280, &f8s);
-    bench_gemv(&f8);
-    bench_linear_s(&f8, 512);
-    free((void *)f8.data);
-    free((void *)f8s.data);
+    for (int pow2 = 0; pow2 < 2; pow2++) {
+        AsWTensor f8s, f8 = fp8_weight(pow2 ? "wq_b ue8" : "wq_b f32", 32768, 1280, &f8s, pow2);
+        bench_gemv(&f8);
+        if (!pow2)
+            bench_linear_s(&f8, 512);
+        free((void *)f8.data);
+        free((void *)f8s.data);
+    }
     for (int64_t s = 2; s <= 16; s *= 2)
         bench_linear_s(&wq_b, s);
     bench_linear_s(&wq_b, 512);

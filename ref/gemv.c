@@ -250,6 +250,112 @@ FP8_GEMV(gemv_fp8_avx512, AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps,
 FP8_GEMV(gemv_fp8_avx2, AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps,
          _mm256_fmadd_ps, fp8x8_avx2, hsum_avx2)
 
+/* The AVX-512BW fp8 kernel decodes in 3 operations instead: the sign-extended code shifted to
+ * f32 bit 20 and masked keeps the sign in bit 31 and the 7 magnitude bits as an f32 exponent and
+ * mantissa, a float worth exactly value * 2^-120 (subnormals included); times s * 2^120 (exact
+ * for |s| < 2^7) it is value * s rounded once, as the decoder computes it. Per 128-column block:
+ * power-of-two scales in [2^-117, 2^6] make every product exact in bf16, so the rounding is
+ * skipped; other finite scales below 2^7 round on the bits; NaN codes, NaN / inf / huge scales
+ * go through the scalar decoder. */
+
+#define AVX512BW __attribute__((target("avx512f,avx512bw")))
+
+enum { SCALE_EXACT, SCALE_ROUND, SCALE_SCALAR };
+
+static inline int fp8_scale_kind(float s)
+{
+    if (!(fabsf(s) < 0x1p7f))
+        return SCALE_SCALAR;
+    if ((as_f32_bits(s) & 0x7fffffu) == 0 && fabsf(s) >= 0x1p-117f)
+        return SCALE_EXACT;
+    return SCALE_ROUND;
+}
+
+AVX512BW static inline __m512 e4m3x16_over_2p120(const uint8_t *p)
+{
+    __m512i b = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(b, 20), _mm512_set1_epi32((int)0x87f00000u)));
+}
+
+/* bf16 round-to-nearest-even on the bits (finite or inf inputs: NaN never reaches it). */
+AVX512BW static inline __m512 bf16_round_avx512(__m512 w)
+{
+    __m512i u = _mm512_castps_si512(w);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* Any NaN code (0x7f, 0xff) among n bytes: 64 at a time, the rest one by one. */
+AVX512BW static inline bool has_nan_code(const uint8_t *p, int64_t n)
+{
+    const __m512i m7f = _mm512_set1_epi8(0x7f);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        if (_mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_loadu_si512((const void *)(p + i)), m7f), m7f))
+            return true;
+    for (; i < n; i++)
+        if ((p[i] & 0x7f) == 0x7f)
+            return true;
+    return false;
+}
+
+AVX512BW static void gemv_fp8_avx512bw(const float *x, const uint8_t *w, int64_t cols, int64_t n, int64_t r0,
+                                       const float *sc, int64_t ldsc, float *y)
+{
+    for (int64_t o = 0; o < n; o += 4) {
+        const uint8_t *row[4];
+        const float *srow[4];
+        for (int k = 0; k < 4; k++) { /* a short last block repeats its last row */
+            int64_t ok = o + k < n ? o + k : n - 1;
+            row[k] = w + ok * cols;
+            srow[k] = sc + ((r0 + ok) / FP8_SCALE_BLOCK - r0 / FP8_SCALE_BLOCK) * ldsc;
+        }
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        float t[4] = {0, 0, 0, 0};
+        for (int64_t c0 = 0; c0 < cols; c0 += FP8_SCALE_BLOCK) {
+            const int64_t cb = c0 / FP8_SCALE_BLOCK;
+            const int64_t c1 = c0 + FP8_SCALE_BLOCK < cols ? c0 + FP8_SCALE_BLOCK : cols;
+            const float sk[4] = {srow[0][cb], srow[1][cb], srow[2][cb], srow[3][cb]};
+            int kind = SCALE_EXACT;
+            for (int k = 0; k < 4; k++) {
+                int kk = fp8_scale_kind(sk[k]);
+                kind = kk > kind ? kk : kind;
+                if (kind != SCALE_SCALAR && has_nan_code(row[k] + c0, c1 - c0))
+                    kind = SCALE_SCALAR;
+            }
+            int64_t c = c0;
+            if (kind != SCALE_SCALAR) {
+                const __m512 s0 = _mm512_set1_ps(sk[0] * 0x1p120f), s1 = _mm512_set1_ps(sk[1] * 0x1p120f);
+                const __m512 s2 = _mm512_set1_ps(sk[2] * 0x1p120f), s3 = _mm512_set1_ps(sk[3] * 0x1p120f);
+                if (kind == SCALE_EXACT)
+                    for (; c + 16 <= c1; c += 16) {
+                        __m512 xv = _mm512_loadu_ps(x + c);
+                        a0 = _mm512_fmadd_ps(_mm512_mul_ps(e4m3x16_over_2p120(row[0] + c), s0), xv, a0);
+                        a1 = _mm512_fmadd_ps(_mm512_mul_ps(e4m3x16_over_2p120(row[1] + c), s1), xv, a1);
+                        a2 = _mm512_fmadd_ps(_mm512_mul_ps(e4m3x16_over_2p120(row[2] + c), s2), xv, a2);
+                        a3 = _mm512_fmadd_ps(_mm512_mul_ps(e4m3x16_over_2p120(row[3] + c), s3), xv, a3);
+                    }
+                else
+                    for (; c + 16 <= c1; c += 16) {
+                        __m512 xv = _mm512_loadu_ps(x + c);
+                        a0 = _mm512_fmadd_ps(bf16_round_avx512(_mm512_mul_ps(e4m3x16_over_2p120(row[0] + c), s0)), xv, a0);
+                        a1 = _mm512_fmadd_ps(bf16_round_avx512(_mm512_mul_ps(e4m3x16_over_2p120(row[1] + c), s1)), xv, a1);
+                        a2 = _mm512_fmadd_ps(bf16_round_avx512(_mm512_mul_ps(e4m3x16_over_2p120(row[2] + c), s2)), xv, a2);
+                        a3 = _mm512_fmadd_ps(bf16_round_avx512(_mm512_mul_ps(e4m3x16_over_2p120(row[3] + c), s3)), xv, a3);
+                    }
+            }
+            for (; c < c1; c++) /* tail, or the whole block on the scalar path */
+                for (int k = 0; k < 4; k++)
+                    t[k] += x[c] * fp8_weight(row[k][c], sk[k]);
+        }
+        const float r[4] = {_mm512_reduce_add_ps(a0) + t[0], _mm512_reduce_add_ps(a1) + t[1],
+                            _mm512_reduce_add_ps(a2) + t[2], _mm512_reduce_add_ps(a3) + t[3]};
+        for (int k = 0; k < 4 && o + k < n; k++)
+            y[o + k] = r[k];
+    }
+}
+
 /* ---- dispatch ---- */
 
 static atomic_int g_forced; /* AsIsa; AUTO = best this CPU has */
@@ -313,7 +419,12 @@ bool as_gemv_fp8(const float *x, const void *w, int64_t cols, int64_t n, int64_t
                  int64_t ldscale, float *y)
 {
     switch (as_gemv_isa()) {
-    case AS_ISA_AVX512: gemv_fp8_avx512(x, w, cols, n, r0, scale, ldscale, y); return true;
+    case AS_ISA_AVX512:
+        if (__builtin_cpu_supports("avx512bw"))
+            gemv_fp8_avx512bw(x, w, cols, n, r0, scale, ldscale, y);
+        else
+            gemv_fp8_avx512(x, w, cols, n, r0, scale, ldscale, y);
+        return true;
     case AS_ISA_AVX2: gemv_fp8_avx2(x, w, cols, n, r0, scale, ldscale, y); return true;
     default: return false;
     }

@@ -242,7 +242,8 @@ static int fp8_one_hot(const AsWTensor *t, const char *what)
     return checked;
 }
 
-/* Every fp8 code through each GEMV variant, for F32 and E8M0 scales; the NaN codes (which would
+/* Every fp8 code through each GEMV variant, for F32 and E8M0 scales (rounded, exact, huge and
+ * subnormal-product kernels' paths); the NaN codes (which would
  * poison every one-hot product of their row) on their own, at a vector lane and in the tail. */
 TEST(linear_fp8_every_code)
 {
@@ -255,6 +256,9 @@ TEST(linear_fp8_every_code)
     const uint8_t se[2] = {120, 131};
     AsWTensor scale_f32 = {.dtype = AS_DT_F32, .ndim = 2, .shape = {1, 2}, .data = sf};
     AsWTensor scale_e8m0 = {.dtype = AS_DT_F8_E8M0, .ndim = 2, .shape = {1, 2}, .data = se};
+    /* a huge scale (the scalar path) and a tiny power of two (products go subnormal: rounded) */
+    const float sx[2] = {300.0f, 0x1p-120f};
+    AsWTensor scale_odd = {.dtype = AS_DT_F32, .ndim = 2, .shape = {1, 2}, .data = sx};
     uint8_t wn[2 * 35];
     memset(wn, 0x38, sizeof wn);
     wn[5] = 0x7f;
@@ -278,9 +282,49 @@ TEST(linear_fp8_every_code)
         t.scale = &scale_e8m0;
         snprintf(what, sizeof what, "%s, F8_E8M0 scale", as_isa_name(isas[i]));
         checked += fp8_one_hot(&t, what);
+        t.scale = &scale_odd;
+        snprintf(what, sizeof what, "%s, scales 300 and 2^-120", as_isa_name(isas[i]));
+        checked += fp8_one_hot(&t, what);
         as_linear(ones, 1, &tn, yn, false);
         CHECK(isnan(yn[0]) && isnan(yn[1]), "%s: NaN codes must give NaN: %g %g", as_isa_name(isas[i]), yn[0], yn[1]);
+        const float snan = NAN;
+        AsWTensor scale_nan = {.dtype = AS_DT_F32, .ndim = 2, .shape = {1, 1}, .data = &snan};
+        AsWTensor tz = {.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {1, 35}, .data = w, .scale = &scale_nan};
+        as_linear(ones, 1, &tz, yn, false);
+        CHECK(isnan(yn[0]), "%s: a NaN scale must give NaN: %g", as_isa_name(isas[i]), yn[0]);
     }
     as_gemv_force_isa(AS_ISA_AUTO);
     as_test_note("%d fp8 weights through the GEMV (variants:%s) equal the decoder's; NaN codes give NaN", checked, ran);
+}
+
+/* Scale kinds mixed inside a block of 4 rows (rows 126..129 straddle two scale rows): powers of
+ * two, plain values, a huge one; against the double loop on every variant. */
+TEST(linear_fp8_mixed_scale_kinds)
+{
+    TestWeight tw;
+    make_weight(&tw, AS_DT_F8_E4M3, 200, 300, false, 17);
+    const float sc[6] = {0.25f, 0x1p-3f, 1.0f, 0.3f, 0x1p-5f, 700.0f};
+    memcpy(tw.sraw, sc, sizeof sc);
+    const AsIsa isas[] = {AS_ISA_PORTABLE, AS_ISA_AVX2, AS_ISA_AVX512};
+    for (size_t i = 0; i < 3; i++) {
+        if (as_gemv_force_isa(isas[i]) != 0)
+            continue;
+        check_linear(as_isa_name(isas[i]), &tw, 1, 0, 200, 200);
+        check_linear(as_isa_name(isas[i]), &tw, 1, 126, 5, 5);
+        /* exact: one-hot x reads back each weight of rows 125..130 */
+        float x[300], y[6], dec[6 * 300];
+        as_wt_rows_f32(&tw.w, 125, 6, dec);
+        int bad = 0;
+        for (int c = 0; c < 300; c++) {
+            memset(x, 0, sizeof x);
+            x[c] = 1.0f;
+            as_linear_rows(x, 1, &tw.w, 125, 6, y, 6, false);
+            for (int r = 0; r < 6; r++)
+                if (y[r] != dec[r * 300 + c] && bad++ < 3)
+                    as_test_fail(__FILE__, __LINE__, "%s: weight [%d][%d]: GEMV %a, decoder %a", as_isa_name(isas[i]),
+                                 125 + r, c, y[r], dec[r * 300 + c]);
+        }
+    }
+    as_gemv_force_isa(AS_ISA_AUTO);
+    free_weight(&tw);
 }
