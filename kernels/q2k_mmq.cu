@@ -27,9 +27,9 @@
 
 namespace {
 
-constexpr int kWarps = 4, kMT = 2, kNT = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kBM = kWarps * 16 * kMT; // 128 rows per CTA
+constexpr int kMqWarps = 4, kMT = 2, kNT = 4;
+constexpr int kMqThreads = kMqWarps * 32;
+constexpr int kBM = kMqWarps * 16 * kMT; // 128 rows per CTA
 constexpr int kBN = 8 * kNT;           // 32 tokens per CTA
 
 struct MmqArgs {
@@ -116,19 +116,19 @@ __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_g
 __device__ __forceinline__ void load_stage(Stage &st, const MmqArgs &a, const AsBlockQ2K *Wb, const AsBlockQ8_1 *Xb,
                                            int row0, int tok0, int kb)
 {
-    for (int w = threadIdx.x; w < kBM * kAWords; w += kThreads) {
+    for (int w = threadIdx.x; w < kBM * kAWords; w += kMqThreads) {
         const int r = w / kAWords, k = w - r * kAWords;
         const int o = row0 + r < a.n_out ? row0 + r : a.n_out - 1;
         cp_async4(&st.a[r * kAStride + k], (const uint32_t *)(Wb + (int64_t)o * a.ldw + kb) + k);
     }
-    for (int w = threadIdx.x; w < kBN * kBWords; w += kThreads) {
+    for (int w = threadIdx.x; w < kBN * kBWords; w += kMqThreads) {
         const int n = w / kBWords, k = w - n * kBWords;
         const int t = tok0 + n < a.m ? tok0 + n : a.m - 1;
         cp_async4(&st.b[n * kBStride + k], (const uint32_t *)(Xb + (int64_t)t * a.ldx + (int64_t)kb * 8) + k);
     }
 }
 
-__global__ void __launch_bounds__(kThreads) q2k_mmq_kernel(MmqArgs a)
+__global__ void __launch_bounds__(kMqThreads) q2k_mmq_kernel(MmqArgs a)
 {
     __shared__ Stage sm[2];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
@@ -289,7 +289,7 @@ extern "C" int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_o
         return (int)cudaErrorInvalidValue;
     const MmqArgs a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
                     ldy, strideY, y_f32 ? 1 : 0};
-    q2k_mmq_kernel<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)batch), kThreads, 0, st>>>(a);
+    q2k_mmq_kernel<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)batch), kMqThreads, 0, st>>>(a);
     return AS_LAUNCH_RESULT();
 }
 #endif
