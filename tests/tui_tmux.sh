@@ -5,6 +5,7 @@
 # indicator, an expected line) rather than sleeping a fixed time.
 #
 #   sh tests/tui_tmux.sh BUILD/attnscope
+#   sh tests/tui_tmux.sh BUILD/attnscope --flash DIR    (a GPU host: flash with the engine)
 #   ATTNSCOPE_TUI_WRAP='valgrind --leak-check=full --errors-for-leak-kinds=definite \
 #       --error-exitcode=9 --log-file=/tmp/vg.%p' sh tests/tui_tmux.sh build/attnscope
 #
@@ -95,6 +96,54 @@ tm -f /dev/null new-session -d -s "$T" -x 80 -y 24 "env PS1='tui-test\$ ' TERM=x
 tm set-option -t "$T" status off >/dev/null
 tm set-window-option -t "$T" window-size manual >/dev/null 2>&1
 wait_for 'tui-test$' 10 || { echo "tui_tmux: no shell prompt"; screen; exit 2; }
+
+# --flash DIR (scripts/gpu_session.sh, on a GPU host): the same program on a flash model with
+# the engine, in a 250x70 terminal; each view's screen is printed for the record.
+if [ "${2:-}" = "--flash" ]; then
+    FLASH_DIR=${3:?--flash needs the model directory}
+    [ -n "${ATTNSCOPE_TUI_TIMEOUT:-}" ] || TIMEOUT=600
+    tm resize-window -t "$T" -x 250 -y 70
+    start "'$BIN' tui --model '$FLASH_DIR' --prefill ${ATTNSCOPE_TUI_FLASH_PREFILL:-64}"
+    expect "flash: the prefill runs with the engine" "prefill of ${ATTNSCOPE_TUI_FLASH_PREFILL:-64} tokens"
+    keys d
+    expect "flash: d asks for the decode count" "decode steps"
+    type_text 2
+    keys Enter
+    wait_idle
+    expect "flash: two decode steps" "decode: 2 steps run"
+    for v in 1 3 4 5 6; do
+        keys "$v"
+        sleep 0.5
+        echo "---- view $v at 250x70 ----"
+        screen
+    done
+    keys 1 g
+    type_text 20
+    keys Enter
+    keys 6
+    sleep 0.5
+    echo "---- top-k, layer 20 ----"
+    screen
+    keys T
+    type_text o
+    keys Enter
+    sleep 0.5
+    echo "---- tensor o, layer 20 ----"
+    screen
+    keys s
+    expect "flash: s asks for the step's path" "save the step to"
+    keys C-u
+    type_text "$TMP/flash-step.h5"
+    keys Enter
+    wait_idle
+    expect "flash: the step is saved" "saved step"
+    if "$BIN" dump-info "$TMP/flash-step.h5" >/dev/null 2>&1; then ok "flash: dump-info reads it"; else bad "flash: dump-info reads it"; fi
+    keys q
+    expect "flash: q quits with 0" "EXIT=0"
+    echo "$PASS passed, $FAIL failed"
+    [ "$FAIL" -eq 0 ]
+    exit $?
+fi
 
 echo "== start: $BIN tui --model tiny in 80x24 (reference only)"
 start "'$BIN' tui --model tiny"

@@ -594,6 +594,11 @@ static int loop(App *a)
             a->dirty = true;
             continue;
         }
+        /* a job that ended while we waited for the key: take it and rebuild first, so that the
+         * key acts on fresh data */
+        take_result(a);
+        if (!tui_worker_busy(a->w) && a->dirty && !a->quitting)
+            rebuild(a);
         if (tui_worker_busy(a->w)) {
             if (ch == 27 || ch == 'c') {
                 tui_worker_cancel(a->w);
