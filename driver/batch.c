@@ -35,6 +35,8 @@ static void on_layer(void *ctx, int step, int layer, const AsRun *got, const AsR
     Batch *b = ctx;
     AsDriver *d = b->d;
     as_report_layer(b->rep, &d->cur, layer, diff);
+    if (d->qerr)
+        as_report_quant_error(b->rep, layer, &d->qerr[layer]);
     if (b->dump && !b->dump_rc && as_intset_has(&b->s->dump_steps, step) && as_intset_has(&b->s->dump_layers, layer)) {
         if (b->dumped_step != step) {
             b->dump_rc = as_dump_begin_step(b->dump, step, d->cur.prefill ? "prefill" : "decode", d->cur.start_pos,
@@ -163,6 +165,8 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
     dopt.quiet = o->quiet;
     if (o->no_engine)
         dopt.no_engine = true;
+    if (o->bf16_model)
+        dopt.bf16_model = o->bf16_model;
     Batch b = {.s = s, .dumped_step = -1, .progress = !o->quiet && isatty(2), .t0 = now()};
     int rc = as_driver_open(&dopt, &b.d, err);
     if (rc)

@@ -10,6 +10,7 @@ typedef struct {
     const char *report_json, *report_junit, *dump_path;  /* override the script's (CWD-relative) */
     bool quiet;                                          /* no progress on stderr */
     bool no_engine;
+    const char *bf16_model;                              /* overrides the script's "bf16_model" */
 } AsBatchOptions;
 
 /* Returns the exit code; err holds the message of a failure (codes 2 and 3). */

@@ -86,6 +86,44 @@ static int open_got_side(AsDriver *d, AsError *err)
     return 0;
 }
 
+/* The bf16 source of a quantised model: same geometry, its own reference stack. The layer
+ * input the quantised reference used is fed to it, so the error shown is each layer's own. */
+static int open_bf16_side(AsDriver *d, AsError *err)
+{
+    const AsDriverOptions *o = &d->opt;
+    char dir[1024];
+    int rc = as_resolve_model(o->bf16_model, o->weight_seed, dir, sizeof dir, o->quiet, err);
+    if (rc)
+        return as_err_wrap(err, "bf16 model");
+    if (!(d->bf16 = calloc(1, sizeof *d->bf16)) || !(d->bf16_ref = calloc(1, sizeof *d->bf16_ref)))
+        return as_err(err, AS_ERUNTIME, "out of host memory");
+    if ((rc = as_model_load(dir, d->model.cfg.max_seq, d->bf16, err))) {
+        free(d->bf16);
+        d->bf16 = NULL;
+        return as_err_wrap(err, "bf16 model");
+    }
+    char *a = as_config_to_json(&d->model.cfg), *b = as_config_to_json(&d->bf16->cfg);
+    bool same = a && b && !strcmp(a, b);
+    free(a);
+    free(b);
+    if (!same)
+        return as_err(err, AS_EBADINPUT, "bf16 model %s: its geometry differs from %s's", d->bf16->weights_name,
+                      d->model.weights_name);
+    if ((rc = as_ref_stack_init(d->bf16_ref, d->bf16, err))) {
+        free(d->bf16_ref);
+        d->bf16_ref = NULL;
+        return rc;
+    }
+    int n = d->model.cfg.n_layers;
+    d->bf16_run = calloc((size_t)n, sizeof(AsRun));
+    d->qerr = calloc((size_t)n, sizeof(AsLayerDiff));
+    if (!d->bf16_run || !d->qerr)
+        return as_err(err, AS_ERUNTIME, "out of host memory");
+    for (int l = 0; l < n; l++)
+        as_run_init(&d->bf16_run[l]);
+    return 0;
+}
+
 int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err)
 {
     *out = NULL;
@@ -128,7 +166,15 @@ int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err)
         goto fail;
     if ((rc = open_got_side(d, err)))
         goto fail;
+    if (o->bf16_model && (rc = open_bf16_side(d, err)))
+        goto fail;
     say(d, d->note);
+    if (d->bf16_ref) {
+        char q[640];
+        snprintf(q, sizeof q, "quantisation error: the reference on %s against the reference on %s (bf16)",
+                 d->model.weights_name, d->bf16->weights_name);
+        say(d, q);
+    }
     *out = d;
     return 0;
 fail:
@@ -143,6 +189,17 @@ void as_driver_close(AsDriver *d)
     int n = d->model.cfg.n_layers;
     for (int l = 0; d->ref_run && l < n; l++)
         as_run_free(&d->ref_run[l]);
+    for (int l = 0; d->bf16_run && l < n; l++)
+        as_run_free(&d->bf16_run[l]);
+    free(d->bf16_run), free(d->qerr);
+    if (d->bf16_ref) {
+        as_ref_stack_free(d->bf16_ref);
+        free(d->bf16_ref);
+    }
+    if (d->bf16) {
+        as_model_free(d->bf16);
+        free(d->bf16);
+    }
     for (int l = 0; d->got_run && l < n; l++)
         as_run_free(&d->got_run[l]);
     free(d->ref_run), free(d->got_run), free(d->diff), free(d->layer_done);
@@ -193,6 +250,8 @@ static int begin_step(AsDriver *d, int start_pos, int s, AsError *err)
         rc = as_engine_begin_step(d->eng, d->h0, start_pos, s, err);
     if (!rc && d->twin)
         rc = as_ref_begin_step(d->twin, d->h0, start_pos, s, err);
+    if (!rc && d->bf16_ref)
+        rc = as_ref_begin_step(d->bf16_ref, d->h0, start_pos, s, err);
     if (rc)
         return rc;
     d->cur.step = start_pos == 0 ? 0 : d->cur.step + 1;
@@ -207,6 +266,8 @@ static int begin_step(AsDriver *d, int start_pos, int s, AsError *err)
         d->diff[l].layer = l;
         d->diff[l].step = d->cur.step;
         d->diff[l].worst_tensor = AS_T_COUNT;
+        if (d->qerr)
+            d->qerr[l] = d->diff[l];
     }
     return 0;
 }
@@ -271,6 +332,13 @@ int as_driver_step_layer(AsDriver *d, AsError *err)
         as_compare_layer(got, &d->ref_run[l], &d->cmp, &d->diff[l]);
     else
         d->diff[l].verdict = AS_V_NOT_RUN;
+    if (d->bf16_ref) {
+        if ((rc = as_ref_next_layer(d->bf16_ref, d->ref_run[l].t[AS_T_X].data, &d->bf16_run[l], err)))
+            return as_err_wrap(err, "bf16 reference, step %d", d->cur.step);
+        AsCompareOptions qo;
+        as_compare_options_default(&qo);
+        as_compare_layer(&d->ref_run[l], &d->bf16_run[l], &qo, &d->qerr[l]);
+    }
     d->diff[l].layer = l;
     d->diff[l].step = d->cur.step;
     d->layer_done[l] = true;
@@ -278,9 +346,14 @@ int as_driver_step_layer(AsDriver *d, AsError *err)
     if (d->hook)
         d->hook(d->hook_ctx, d->cur.step, l, got, &d->ref_run[l], got ? &d->diff[l] : NULL);
     /* keep memory bounded at large geometries: drop the previous layer's tensors */
-    if (l > 0 && (run_bytes(&d->ref_run[l]) + run_bytes(&d->got_run[l])) * (size_t)cfg->n_layers > run_budget()) {
+    size_t bytes = run_bytes(&d->ref_run[l]) + run_bytes(&d->got_run[l]);
+    if (d->bf16_run)
+        bytes += run_bytes(&d->bf16_run[l]);
+    if (l > 0 && bytes * (size_t)cfg->n_layers > run_budget()) {
         as_run_free(&d->ref_run[l - 1]);
         as_run_free(&d->got_run[l - 1]);
+        if (d->bf16_run)
+            as_run_free(&d->bf16_run[l - 1]);
     }
     return 0;
 }

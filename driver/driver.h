@@ -35,6 +35,9 @@ typedef struct {
     int device;
     int threads;             /* reference threads (0: all cores) */
     bool quiet;              /* no notes on stderr */
+    const char *bf16_model;  /* the bf16 source of a quantised model, or NULL: its reference runs
+                              * beside, and qerr holds, per layer, the quantisation error itself
+                              * (reference on model vs reference on bf16_model; docs/GGUF.md) */
 } AsDriverOptions;
 
 void as_driver_options_default(AsDriverOptions *o);
@@ -73,6 +76,13 @@ typedef struct AsDriver {
     /* the inputs file (if any): all its rows, positions 0.. */
     float *file_inputs;
     int file_tokens;
+
+    /* the bf16 source (opt.bf16_model): its model, reference, runs, and the quantisation error
+     * per layer (ref_run against bf16_run, default tolerances: the metrics, not a verdict) */
+    AsModel *bf16;
+    AsRefStack *bf16_ref;
+    AsRun *bf16_run;
+    AsLayerDiff *qerr;
 
     AsLayerHook hook;
     void *hook_ctx;

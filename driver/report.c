@@ -2,6 +2,7 @@
 
 #include <cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,6 +33,12 @@ struct AsReport {
     bool first_found;
     int first_step, first_layer;
     AsTensorId first_tensor;
+    /* quantisation error (bf16 source given): the worst max_rel over value tensors */
+    char bf16_name[256];
+    bool qerr_seen;
+    double qerr_rel;
+    int qerr_step, qerr_layer;
+    AsTensorId qerr_tensor;
 };
 
 static int rank(AsVerdict v)
@@ -68,6 +75,12 @@ AsReport *as_report_new(const char *name, const AsDriver *d)
     free(cfg);
     if (cj)
         cJSON_AddItemToObject(model, "config", cj);
+    if (d->bf16) {
+        snprintf(r->bf16_name, sizeof r->bf16_name, "%s", d->bf16->weights_name);
+        cJSON *b = cJSON_AddObjectToObject(r->root, "bf16_model");
+        cJSON_AddStringToObject(b, "weights", d->bf16->weights_name);
+        cJSON_AddStringToObject(b, "digest", d->bf16->digest);
+    }
     cJSON_AddStringToObject(r->root, "checked", d->got_name);
     cJSON_AddStringToObject(r->root, "mode", d->got_kind == AS_GOT_NONE ? "reference-only" : as_mode_name(d->opt.mode));
     cJSON_AddStringToObject(r->root, "note", d->note);
@@ -222,6 +235,36 @@ void as_report_divergence(AsReport *r, const AsDivergence *dv, bool searched)
         cJSON_AddNumberToObject(o, "start_pos", dv->start_pos);
         cJSON_AddStringToObject(o, "tensor", as_tensor_desc[dv->tensor].name);
         cJSON_AddItemToObject(o, "diff", tensor_json(dv->tensor, &dv->diff));
+    }
+}
+
+void as_report_quant_error(AsReport *r, int layer, const AsLayerDiff *q)
+{
+    cJSON *layers = r->cur_step ? cJSON_GetObjectItemCaseSensitive(r->cur_step, "layers") : NULL;
+    int n = layers ? cJSON_GetArraySize(layers) : 0;
+    cJSON *lj = n ? cJSON_GetArrayItem(layers, n - 1) : NULL;
+    if (!lj || !q)
+        return;
+    cJSON *qj = cJSON_AddObjectToObject(lj, "quant_error");
+    for (int i = 0; i < AS_T_COUNT; i++) {
+        const AsTensorDiff *t = &q->t[i];
+        if (t->verdict == AS_V_ABSENT || t->verdict == AS_V_NOT_RUN)
+            continue;
+        cJSON *o = cJSON_AddObjectToObject(qj, as_tensor_desc[i].name);
+        if (as_tensor_desc[i].selection) {
+            cJSON_AddNumberToObject(o, "rows_differ", (double)t->n_rows_differ);
+            continue;
+        }
+        cJSON_AddNumberToObject(o, "max_abs", t->max_abs);
+        cJSON_AddNumberToObject(o, "max_rel", t->max_rel);
+        cJSON_AddNumberToObject(o, "want_max", t->want_max);
+        if (isfinite(t->max_rel) && (!r->qerr_seen || t->max_rel > r->qerr_rel)) {
+            r->qerr_seen = true;
+            r->qerr_rel = t->max_rel;
+            r->qerr_step = r->cur_step_no;
+            r->qerr_layer = layer;
+            r->qerr_tensor = (AsTensorId)i;
+        }
     }
 }
 
@@ -386,6 +429,10 @@ void as_report_summary(const AsReport *r, FILE *f)
                 r->div.layer, as_tensor_desc[r->div.tensor].name);
     else if (r->div_searched)
         fprintf(f, "  first divergence: none within the steps run\n");
+    if (r->bf16_name[0] && r->qerr_seen)
+        fprintf(f, "  quantisation error (reference on %s vs on %s): worst max_rel %.4g at step %d, layer %d, %s\n",
+                r->model_name, r->bf16_name, r->qerr_rel, r->qerr_step, r->qerr_layer,
+                as_tensor_desc[r->qerr_tensor].name);
     if (r->error[0])
         fprintf(f, "  ERROR: %s\n", r->error);
     if (r->expectation_set)

@@ -15,6 +15,9 @@ void as_report_free(AsReport *r);
 /* One layer of a step; diff is NULL when nothing was compared (reference only). */
 void as_report_layer(AsReport *r, const AsStepInfo *step, int layer, const AsLayerDiff *diff);
 void as_report_divergence(AsReport *r, const AsDivergence *dv, bool searched);
+/* The quantisation error of the layer just reported (a driver with a bf16 source: d->qerr[layer]):
+ * max abs / rel per value tensor and the selection rows that differ, under "quant_error". */
+void as_report_quant_error(AsReport *r, int layer, const AsLayerDiff *q);
 /* A failure that stopped the run (refusal, CUDA error...). */
 void as_report_error(AsReport *r, const AsError *err);
 /* The expectation's outcome (batch scripts that check the checker). */

@@ -31,7 +31,8 @@ static int resolve(const AsScript *s, const char *p, char *out, size_t n, const 
 }
 
 static const char *known_top[] = {"name", "model", "max_seq", "inputs", "mode", "engine", "inject", "device",
-                                  "threads", "steps", "tolerances", "dump", "report", "expect", "comment", NULL};
+                                  "threads", "steps", "tolerances", "dump", "report", "expect", "comment",
+                                  "bf16_model", NULL};
 
 static bool in_list(const char *k, const char *const *list)
 {
@@ -382,6 +383,19 @@ int as_script_parse(const char *text, size_t len, const char *path, AsScript *s,
         }
     }
     s->drv.model = s->model_buf;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "bf16_model"))) {
+        /* the bf16 source of a quantised model (docs/GGUF.md): a preset name or a path */
+        char tmp[1024];
+        AsConfig c;
+        AsError e2;
+        if ((rc = get_str(v, "bf16_model", tmp, sizeof tmp, err)))
+            goto out;
+        if (as_config_preset(tmp, &c, &e2) == 0)
+            snprintf(s->bf16_buf, sizeof s->bf16_buf, "%s", tmp);
+        else if ((rc = resolve(s, tmp, s->bf16_buf, sizeof s->bf16_buf, "bf16_model", err)))
+            goto out;
+        s->drv.bf16_model = s->bf16_buf;
+    }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_seq"))) {
         if ((rc = get_int(v, "max_seq", 2, AS_LIMIT_MAX_SEQ, &n, err)))
             goto out;

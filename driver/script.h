@@ -42,7 +42,7 @@ typedef struct {
     char dir[1024];              /* the script's directory: relative paths resolve against it */
     char name[256];              /* "name" field, or the file's base name */
     AsDriverOptions drv;         /* model, seeds, inputs, mode, engine, inject, device, threads */
-    char model_buf[1024], inputs_buf[1024], dataset_buf[256], inject_buf[64];
+    char model_buf[1024], inputs_buf[1024], dataset_buf[256], inject_buf[64], bf16_buf[1024];
     int n_steps;
     AsScriptStep steps[AS_SCRIPT_MAX_STEPS];
     AsTolerance tol[AS_T_COUNT];

@@ -186,8 +186,8 @@ TEST(model_load_paths_and_max_seq)
     CHECK(as_model_load(p, 0, &m, &err) == AS_EBADINPUT && strstr(err.msg, "no model.safetensors"),
           "directory without weights: %s", err.msg);
     path_in(p, sizeof p, "model.gguf");
-    CHECK(as_model_load(p, 0, &m, &err) == AS_EBADINPUT && strstr(err.msg, "GGUF support: not built yet"),
-          "GGUF refused clearly for now: %s", err.msg);
+    CHECK(as_model_load(p, 0, &m, &err) == AS_EBADINPUT && strstr(err.msg, p),
+          "missing GGUF file named (GGUF loading: tests/test_gguf*.c): %s", err.msg);
     snprintf(p, sizeof p, "%s/config.json", dir);
     CHECK(as_model_load(p, 0, &m, &err) == AS_EBADINPUT && strstr(err.msg, "not a model directory"),
           "a config.json is not a model: %s", err.msg);
