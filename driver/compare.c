@@ -212,8 +212,9 @@ static ScaleRange side_scale(AsQuantKind q, const float *block, int n, bool deri
     return r;
 }
 
-/* SPEC 6 benign flip of element i of a quantised tensor (see the header comment of
- * as_compare_tensor for the rule). */
+/* SPEC 6 benign flip of element i of a quantised tensor: (a) its pre-quantisation inputs,
+ * when both sides have the twin, within one bf16 ulp; (b) both outputs on their side's grid,
+ * the block scales equal or adjacent, and at most one step of the coarser grid apart. */
 static bool is_flip(const AsRun *got, const AsRun *want, AsTensorId id, int64_t i, int near_ulps)
 {
     const AsTensorDesc *d = &as_tensor_desc[id];
