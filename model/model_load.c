@@ -338,7 +338,15 @@ static int open_gguf(AsModel *m, const char *path, const char *config, int max_s
     int cap = 0, rc = as_gguf_open(path, &g, err);
     if (rc)
         return rc;
-    if ((rc = as_gguf_config(g, config, &m->cfg, err)))
+    AsWeightFile **nf = malloc(sizeof *nf);
+    if (!nf) {
+        rc = as_err(err, AS_ERUNTIME, "out of memory");
+        goto out;
+    }
+    m->files = nf;
+    /* the tensors first: a type attnscope cannot read says more than a missing geometry key */
+    if ((rc = as_gguf_tensors(g, &m->tensors, &m->n_tensors, &cap, err)) ||
+        (rc = as_gguf_config(g, config, &m->cfg, err)))
         goto out;
     if (max_seq > 0)
         m->cfg.max_seq = max_seq;
@@ -349,14 +357,6 @@ static int open_gguf(AsModel *m, const char *path, const char *config, int max_s
             as_err_wrap(err, "%s (GGUF metadata)", path);
         goto out;
     }
-    AsWeightFile **nf = malloc(sizeof *nf);
-    if (!nf) {
-        rc = as_err(err, AS_ERUNTIME, "out of memory");
-        goto out;
-    }
-    m->files = nf;
-    if ((rc = as_gguf_tensors(g, &m->tensors, &m->n_tensors, &cap, err)))
-        goto out;
     m->files[m->n_files++] = as_gguf_take_file(g);
 out:
     as_gguf_close(g);
