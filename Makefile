@@ -105,12 +105,12 @@ test: deps
 	@$(MAKE) --no-print-directory test-tui
 
 test-cpu: all
-	ATTNSCOPE_BIN=./$(BUILD)/attnscope ./$(BUILD)/attnscope_tests --cpu-only $(TESTS)
+	set -f; ATTNSCOPE_BIN=./$(BUILD)/attnscope ./$(BUILD)/attnscope_tests --cpu-only $(TESTS)
 
 SAN_BUILD ?= build-san
 test-san:
 	@$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) SAN=1 $(SAN_BUILD)/attnscope_tests $(SAN_BUILD)/attnscope
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	set -f; ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  OMP_NUM_THREADS=2 ATTNSCOPE_BIN=./$(SAN_BUILD)/attnscope ./$(SAN_BUILD)/attnscope_tests --cpu-only $(TESTS)
 
 test-tui: $(BUILD)/attnscope
