@@ -95,7 +95,7 @@ static int open_bf16_side(AsDriver *d, AsError *err)
     int rc = as_resolve_model(o->bf16_model, o->weight_seed, dir, sizeof dir, o->quiet, err);
     if (rc)
         return as_err_wrap(err, "bf16 model");
-    if (!(d->bf16 = calloc(1, sizeof *d->bf16)) || !(d->bf16_ref = calloc(1, sizeof *d->bf16_ref)))
+    if (!(d->bf16 = calloc(1, sizeof *d->bf16)))
         return as_err(err, AS_ERUNTIME, "out of host memory");
     if ((rc = as_model_load(dir, d->model.cfg.max_seq, d->bf16, err))) {
         free(d->bf16);
@@ -109,6 +109,8 @@ static int open_bf16_side(AsDriver *d, AsError *err)
     if (!same)
         return as_err(err, AS_EBADINPUT, "bf16 model %s: its geometry differs from %s's", d->bf16->weights_name,
                       d->model.weights_name);
+    if (!(d->bf16_ref = calloc(1, sizeof *d->bf16_ref)))
+        return as_err(err, AS_ERUNTIME, "out of host memory");
     if ((rc = as_ref_stack_init(d->bf16_ref, d->bf16, err))) {
         free(d->bf16_ref);
         d->bf16_ref = NULL;
