@@ -173,7 +173,7 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
         return rc;
     for (int i = 0; i < AS_T_COUNT; i++)
         b.d->cmp.tol[i] = s->tol[i];
-    b.rep = as_report_new(s->name, b.d);
+    b.rep = as_report_new(s->name, &b.d->model, b.d->got_name, dump_mode(b.d), b.d->note);
     if (!b.rep) {
         as_driver_close(b.d);
         return as_err(err, AS_ERUNTIME, "out of memory");
@@ -219,12 +219,7 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
         }
     }
     AsError werr = {0};
-    int wrc = 0;
-    if (json)
-        wrc = as_report_write_json(b.rep, json, &werr);
-    if (!wrc && junit)
-        wrc = as_report_write_junit(b.rep, junit, &werr);
-    as_report_summary(b.rep, stdout);
+    int wrc = as_report_write_all(b.rep, json, junit, stdout, &werr);
     if (wrc && !rc) {
         *err = werr;
         code = wrc;

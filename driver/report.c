@@ -48,16 +48,16 @@ static int rank(AsVerdict v)
     return r[v];
 }
 
-AsReport *as_report_new(const char *name, const AsDriver *d)
+AsReport *as_report_new(const char *name, const AsModel *m, const char *checked, const char *mode, const char *note)
 {
     AsReport *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
     snprintf(r->name, sizeof r->name, "%s", name);
-    snprintf(r->got_name, sizeof r->got_name, "%s", d->got_name);
-    snprintf(r->model_name, sizeof r->model_name, "%s", d->model.weights_name);
-    snprintf(r->note, sizeof r->note, "%s", d->note);
-    r->compared = d->got_kind != AS_GOT_NONE;
+    snprintf(r->got_name, sizeof r->got_name, "%s", checked);
+    snprintf(r->model_name, sizeof r->model_name, "%s", m->weights_name);
+    snprintf(r->note, sizeof r->note, "%s", note);
+    r->compared = strcmp(checked, "none") != 0;
     r->worst = AS_V_NOT_RUN;
     r->worst_step = r->worst_layer = -1;
     r->worst_tensor = AS_T_COUNT;
@@ -68,22 +68,16 @@ AsReport *as_report_new(const char *name, const AsDriver *d)
     cJSON_AddStringToObject(r->root, "name", name);
     cJSON_AddStringToObject(r->root, "attnscope_version", AS_VERSION);
     cJSON *model = cJSON_AddObjectToObject(r->root, "model");
-    cJSON_AddStringToObject(model, "weights", d->model.weights_name);
-    cJSON_AddStringToObject(model, "digest", d->model.digest);
-    char *cfg = as_config_to_json(&d->model.cfg);
+    cJSON_AddStringToObject(model, "weights", m->weights_name);
+    cJSON_AddStringToObject(model, "digest", m->digest);
+    char *cfg = as_config_to_json(&m->cfg);
     cJSON *cj = cfg ? cJSON_Parse(cfg) : NULL;
     free(cfg);
     if (cj)
         cJSON_AddItemToObject(model, "config", cj);
-    if (d->bf16) {
-        snprintf(r->bf16_name, sizeof r->bf16_name, "%s", d->bf16->weights_name);
-        cJSON *b = cJSON_AddObjectToObject(r->root, "bf16_model");
-        cJSON_AddStringToObject(b, "weights", d->bf16->weights_name);
-        cJSON_AddStringToObject(b, "digest", d->bf16->digest);
-    }
-    cJSON_AddStringToObject(r->root, "checked", d->got_name);
-    cJSON_AddStringToObject(r->root, "mode", d->got_kind == AS_GOT_NONE ? "reference-only" : as_mode_name(d->opt.mode));
-    cJSON_AddStringToObject(r->root, "note", d->note);
+    cJSON_AddStringToObject(r->root, "checked", checked);
+    cJSON_AddStringToObject(r->root, "mode", mode);
+    cJSON_AddStringToObject(r->root, "note", note);
     r->steps = cJSON_AddArrayToObject(r->root, "steps");
     return r;
 }
@@ -438,4 +432,15 @@ void as_report_summary(const AsReport *r, FILE *f)
     if (r->expectation_set)
         fprintf(f, "  expectation %s: %s\n", r->expectation_met ? "met" : "NOT met", r->expectation);
     fprintf(f, "verdict: %s\n", r->error[0] ? "error" : as_verdict_name(r->worst));
+}
+
+int as_report_write_all(const AsReport *r, const char *json, const char *junit, FILE *summary, AsError *err)
+{
+    int rc = 0;
+    if (json)
+        rc = as_report_write_json(r, json, err);
+    if (!rc && junit)
+        rc = as_report_write_junit(r, junit, err);
+    as_report_summary(r, summary);
+    return rc;
 }

@@ -10,7 +10,9 @@
 
 typedef struct AsReport AsReport;
 
-AsReport *as_report_new(const char *name, const AsDriver *d);
+/* name: the run's label; checked: what was compared against the reference ("engine",
+ * "dump:engine", "none"); mode: "teacher", "free", "reference-only"; note: one line on how it ran. */
+AsReport *as_report_new(const char *name, const AsModel *m, const char *checked, const char *mode, const char *note);
 void as_report_free(AsReport *r);
 /* One layer of a step; diff is NULL when nothing was compared (reference only). */
 void as_report_layer(AsReport *r, const AsStepInfo *step, int layer, const AsLayerDiff *diff);
@@ -33,5 +35,7 @@ int as_report_layers(const AsReport *r);
 int as_report_write_json(const AsReport *r, const char *path, AsError *err);
 int as_report_write_junit(const AsReport *r, const char *path, AsError *err);
 void as_report_summary(const AsReport *r, FILE *f);
+/* Writes the JSON and JUnit reports that are asked for (NULL: not asked) and prints the summary. */
+int as_report_write_all(const AsReport *r, const char *json, const char *junit, FILE *summary, AsError *err);
 
 #endif
