@@ -35,7 +35,12 @@
 //   the splits and the sink. Where the workspace cannot be had, one split is used (same result).
 // Other geometries (tiny: nh 4, hd 64; any nh, 1 <= hd <= 512) take sparse_attn_warp_kernel: one
 //   warp per (t, h), rows one at a time, online softmax in f32 with unrounded weights.
+// Environment: ATTNSCOPE_ATTN_PATH=auto|mma|warp (read once by as_k_sparse_attn) forces a path for
+//   diagnosis; "mma" fails (cudaErrorInvalidValue) where the tensor-core kernel does not apply.
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
@@ -551,10 +556,30 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
     return AS_LAUNCH_RESULT();
 }
 
+namespace {
+// ATTNSCOPE_ATTN_PATH (read once): "auto" (default), "mma" (the tensor-core kernel; a geometry it does
+// not apply to fails with cudaErrorInvalidValue) or "warp" (the per-(t, h) f32 kernel everywhere).
+// For diagnosis: an engine mismatch in o that moves with the path is the kernel's; one that does not
+// is upstream (e.g. a quantisation flip of a window row, see bench/KERNELS.md).
+int env_attn_path()
+{
+    const char *e = getenv("ATTNSCOPE_ATTN_PATH");
+    if (!e || !*e || !strcmp(e, "auto"))
+        return 0;
+    if (!strcmp(e, "warp"))
+        return 1;
+    if (!strcmp(e, "mma"))
+        return 2;
+    fprintf(stderr, "attnscope: ATTNSCOPE_ATTN_PATH=%s is not auto, mma or warp: using auto\n", e);
+    return 0;
+}
+} // namespace
+
 extern "C" int as_k_sparse_attn(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                                 const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
                                 float scale, cudaStream_t st)
 {
-    return as_k_sparse_attn_path(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, 0, 0, st);
+    static const int path = env_attn_path(); // once (thread-safe initialisation)
+    return as_k_sparse_attn_path(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, path, 0, st);
 }
 #endif // AS_EMU

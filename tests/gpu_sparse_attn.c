@@ -8,7 +8,7 @@
  * tolerance (the tensor-core kernel rounds the softmax weights to bf16 for P.R: this is where that
  * shows), the worst element's coordinates, and the count of bit-exact elements.
  * Selections: the model's prefill (window of the chunk's own rows + compressed positions, -1 past
- * the query's visibility) and decode (ring oldest first, -1 for slots not yet written: leading -1)
+ * the query's visibility; also window only, as ratio-0 layers have it) and decode (ring oldest first, -1 for slots not yet written: leading -1)
  * layouts, random with -1, leading -1, one valid entry per query, whole rows of -1, na = 0, nb = 0,
  * topk not a multiple of the 32-row tile; sinks ordinary, huge (o ~ 0) and very negative; flash
  * (64 heads x 512), partial and double head blocks, other hd, and the tiny geometry (4 x 64). */
@@ -288,6 +288,12 @@ GPU_TEST(gpu_sparse_attn_flash)
         {"prefill s=7 ratio 1", 7, FL, 7, 7, 14, SEL_PREFILL, SINK_NORMAL, 2, 2, 128, 1, 0},
         {"prefill s=64 ratio 2", 64, FL, 64, 32, 96, SEL_PREFILL, SINK_NORMAL, 2, 2, 128, 2, 0},
         {"prefill s=512 ratio 1 (topk 640)", 512, FL, 512, 512, 640, SEL_PREFILL, SINK_NORMAL, 2, 2, 128, 1, 0},
+        /* layer 0 of the flash prefill (ratio 0): window only, topk 128, nb 0; query t < 96 has 3 - t / 32
+         * wholly masked tiles after its partial first/last one (the engine's layer-0 o mismatch of
+         * 2026-11-29 was a kv quantisation flip upstream, not this kernel: bench/KERNELS.md) */
+        {"prefill s=512 ratio 0 (window only, topk 128)", 512, FL, 512, 0, 128, SEL_PREFILL, SINK_NORMAL, 2, 2, 128, 1, 0},
+        {"prefill s=512 ratio 0, peaked (|q|, |row| <= 4)", 512, FL, 512, 0, 128, SEL_PREFILL, SINK_NORMAL, 4, 4, 128, 1, 0},
+        {"prefill s=64 ratio 0 (window only, topk 64)", 64, FL, 64, 0, 64, SEL_PREFILL, SINK_NORMAL, 2, 2, 128, 1, 0},
         {"random, topk 200 (not a tile multiple)", 64, FL, 300, 700, 200, SEL_RANDOM, SINK_NORMAL, 2, 2, 0, 1, 0},
         {"na = 0 (rows_b only)", 7, FL, 0, 1000, 100, SEL_RANDOM, SINK_NORMAL, 2, 2, 0, 1, 0},
         {"nb = 0 (rows_a only)", 7, FL, 1000, 0, 100, SEL_RANDOM, SINK_NORMAL, 2, 2, 0, 1, 0},

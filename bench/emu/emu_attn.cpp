@@ -26,6 +26,10 @@ static uint64_t rnd()
 static float urnd(float a) { return as_bf16((2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a); }
 
 static int g_fail;
+// > 0: the model's prefill window selection instead of random entries (SPEC 3 step 3): query t is
+// position g_pos0 + t of the chunk, topk = the window, column c lists max(0, p - topk + 1) + c, -1
+// where that is past p (early queries: mostly masked tiles, the last ones wholly -1).
+static int g_window_layout, g_pos0;
 
 // path 0: tensor-core kernel with nsplit splits (as launch_mma plans them); 1: the warp kernel.
 template <int HD>
@@ -49,6 +53,10 @@ static void run(const char *name, int s, int nh, int na, int nb, int topk, int w
                 v = j == topk / 3 ? v < 0 ? 0 : v : -1; // one valid entry
             if (t == 3)
                 v = -1; // none
+            if (g_window_layout) {
+                const int p = g_pos0 + t, r = (p - topk + 1 > 0 ? p - topk + 1 : 0) + j;
+                v = r > p ? -1 : r;
+            }
             idx[(size_t)t * topk + j] = v;
         }
     const float scale = 1.0f / sqrtf((float)hd);
@@ -108,6 +116,14 @@ int main()
     run<128>("hd 128, 128 heads (2 blocks), na 0", 4, 128, 0, 90, 33, 1, 0, NAN, 5);
     run<256>("hd 256, 16 heads", 4, 16, 50, 50, 64, 1, 0, -1000.0f, 6);
     run<64>("warp kernel hd 64, 4 heads", 5, 4, 20, 20, 50, 1, 1, NAN, 7);
+    // layer 0 of the flash prefill (ratio 0: window only, topk 128, nb 0): queries 0..7 see 1..8 rows
+    // of 4 tiles, then the window fills and slides (positions 125..130)
+    g_window_layout = 1, g_pos0 = 0;
+    run<512>("prefill window, queries 0..7", 8, 64, 512, 0, 128, 1, 0, NAN, 8);
+    run<512>("prefill window, queries 0..7, 2 splits", 8, 64, 512, 0, 128, 2, 0, NAN, 9);
+    g_pos0 = 125;
+    run<512>("prefill window, queries 125..130", 6, 64, 512, 0, 128, 1, 0, NAN, 10);
+    g_window_layout = 0;
     printf("%d failed\n", g_fail);
     return g_fail != 0;
 }
