@@ -512,13 +512,13 @@ static void busy_line(App *a, TuiLine *l)
     if (p.total > 1 || p.kind == TUI_JOB_DECODE)
         tl_add(l, TC_NORMAL, " %d/%d", p.done, p.total);
     if (p.kind != TUI_JOB_SAVE_STEP && p.kind != TUI_JOB_SAVE_RUN) {
+        if (p.step >= 0)
+            tl_add(l, TC_NORMAL, "  step %d", p.layer + 1 >= a->n_layers ? p.step + 1 : p.step);
         tl_add(l, TC_NORMAL, "  layer %d/%d ", layer + 1, a->n_layers);
-        int w = 20, full = a->n_layers ? (layer * w) / a->n_layers : 0;
+        int w = 12, full = a->n_layers ? (layer * w) / a->n_layers : 0;
         for (int i = 0; i < w; i++)
             tl_put(l, i < full ? TC_GOOD : TC_DIM, i < full ? a->g->bar_full : a->g->bar_empty);
     }
-    if (p.step >= 0)
-        tl_add(l, TC_DIM, "  last done: step %d layer %d", p.step, p.layer);
     tl_add(l, TC_NORMAL, "  %.1f s", p.seconds);
     tl_put(l, p.cancelling ? TC_WARN : TC_DIM, p.cancelling ? "  cancelling..." : "  Esc cancels");
 }

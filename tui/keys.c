@@ -101,26 +101,33 @@ void tui_key_line(TuiLine *l, int width, TuiView v, TuiKeyLineMode mode, const T
             item(l, key_text(keys[i].key, g), keys[i].label);
 }
 
-void tui_model_help_lines(TuiLines *ls, const TuiGlyphs *g)
+void tui_model_help_lines(TuiLines *ls, const TuiGlyphs *g, int width)
 {
-    tls_add(ls, TC_TITLE, "attnscope: step the GPU engine and the CPU reference layer by layer and see where they differ");
+    tls_add_wrapped(ls, TC_TITLE,
+                    "attnscope: steps the GPU engine and the CPU reference layer by layer and shows where they differ",
+                    width, 2);
     tls_add(ls, TC_NORMAL, " ");
     for (int i = 0; i < N_KEYS; i++) {
-        TuiLine *l = tls_new(ls);
-        if (!l)
-            return;
-        tl_put(l, TC_NORMAL, "  ");
-        tl_field(l, TC_KEY, 12, "%s", key_text(keys[i].key, g));
-        tl_add(l, TC_NORMAL, "  %s", keys[i].help);
+        char text[512];
+        const char *k = key_text(keys[i].key, g);
+        snprintf(text, sizeof text, "  %s%*s  %s", k, 12 - tui_utf8_len(k), "", keys[i].help);
+        int first = ls->n;
+        tls_add_wrapped(ls, TC_NORMAL, text, width, 16);
+        /* the key in its colour */
+        if (first < ls->n) {
+            TuiLine *l = &ls->v[first];
+            for (int c = 2; c < 2 + tui_utf8_len(k) && c < l->nchars; c++)
+                l->color[c] = TC_KEY;
+        }
     }
     tls_add(ls, TC_NORMAL, " ");
     tls_add(ls, TC_TITLE, "views");
-    tls_add(ls, TC_NORMAL, "  1 layers     each layer's ratio, roles and verdict; the current layer's tensors");
-    tls_add(ls, TC_NORMAL, "  2 tensor     |diff| heatmap (|ref| without an engine) and the values at the cursor");
-    tls_add(ls, TC_NORMAL, "  3 ring       window slots oldest to newest, the slot written, the slots attended");
-    tls_add(ls, TC_NORMAL, "  4 caches     compressed / index-key caches, whose keys each index source scored");
-    tls_add(ls, TC_NORMAL, "  5 candidates the block grid of a query: kept, dropped, pinned newest block");
-    tls_add(ls, TC_NORMAL, "  6 top-k      engine and reference selections side by side, scores with the cut");
+    tls_add_wrapped(ls, TC_NORMAL, "  1 layers     each layer's ratio, roles and verdict; the current layer's tensors", width, 15);
+    tls_add_wrapped(ls, TC_NORMAL, "  2 tensor     |diff| heatmap (|ref| without an engine) and the values at the cursor", width, 15);
+    tls_add_wrapped(ls, TC_NORMAL, "  3 ring       window slots oldest to newest, the slot written, the slots attended", width, 15);
+    tls_add_wrapped(ls, TC_NORMAL, "  4 caches     compressed / index-key caches, whose keys each index source scored", width, 15);
+    tls_add_wrapped(ls, TC_NORMAL, "  5 candidates the block grid of a query: kept, dropped, pinned newest block", width, 15);
+    tls_add_wrapped(ls, TC_NORMAL, "  6 top-k      engine and reference selections side by side, scores with the cut", width, 15);
     tls_add(ls, TC_NORMAL, " ");
     tls_add(ls, TC_TITLE, "verdicts");
     TuiLine *l = tls_new(ls);
@@ -138,12 +145,14 @@ void tui_model_help_lines(TuiLines *ls, const TuiGlyphs *g)
         tl_put(l, TC_NORMAL, "  ");
         tl_put(l, TC_DIM, "not run");
     }
-    tls_add(ls, TC_NORMAL, "  glyphs: %s next layer to run, %s kept block, %s dropped, %s pinned newest block", g->next,
-            g->block_kept, g->block_dropped, g->block_pinned);
+    char gl[256];
+    snprintf(gl, sizeof gl, "  glyphs: %s the selected line, %s the next layer to run, %s kept block, %s dropped, %s pinned "
+             "newest block", g->marker, g->next, g->block_kept, g->block_dropped, g->block_pinned);
+    tls_add_wrapped(ls, TC_NORMAL, gl, width, 10);
 }
 
 void tui_model_help(const TuiGlyphs *g, TuiPanel *p)
 {
-    snprintf(p->title, sizeof p->title, "help");
-    tui_model_help_lines(&p->lines, g);
+    snprintf(p->title, sizeof p->title, "help: keys and views (any key closes)");
+    tui_model_help_lines(&p->lines, g, tp_inner_w(p));
 }

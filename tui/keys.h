@@ -17,6 +17,6 @@ typedef enum {
 void tui_key_line(TuiLine *l, int width, TuiView v, TuiKeyLineMode mode, const TuiGlyphs *g);
 
 /* The help screen lines. */
-void tui_model_help_lines(TuiLines *ls, const TuiGlyphs *g);
+void tui_model_help_lines(TuiLines *ls, const TuiGlyphs *g, int width);
 
 #endif

@@ -36,7 +36,7 @@ void tui_model_caches(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPan
         snprintf(p->title, sizeof p->title, "caches after step %d (%s, start_pos %d, %d token%s)", d->cur.step,
                  d->cur.prefill ? "prefill" : "decode", d->cur.start_pos, d->cur.s, d->cur.s == 1 ? "" : "s");
     tls_add(&p->lines, TC_TITLE, " compressed caches (kv sources): rows filled / max_seq %d / ratio", cfg->max_seq);
-    tls_add(&p->lines, TC_HEADER, "  src ratio    rows / cap  fill       partial group           read by");
+    tls_add(&p->lines, TC_HEADER, "  src ratio    rows / cap  fill       partial group            read by");
     for (int l = 0; l < nl; l++) {
         const AsLayerRole *role = &cfg->role[l];
         if (!role->kv_source)
@@ -59,12 +59,10 @@ void tui_model_caches(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPan
         } else {
             tl_field(line, TC_DIM, 24, " -");
         }
-        tl_put(line, TC_NORMAL, "layers");
+        tl_put(line, TC_NORMAL, " layers");
         for (int k = 0; k < nl; k++)
             if (cfg->role[k].kv_from == l)
                 tl_add(line, TC_NORMAL, " %d", k);
-        if (r->s > 0 && r->n_new > 0)
-            tl_add(line, TC_GOOD, "  +%d new", r->n_new);
         as_of(d, r, l, line);
     }
     tls_add(&p->lines, TC_NORMAL, " ");
@@ -121,7 +119,6 @@ void tui_model_caches(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPan
             else
                 tl_add(line, TC_WARN, "  an earlier step's keys");
         }
-        tl_add(line, TC_DIM, "  width %d", r->width);
         as_of(d, r, l, line);
     }
     tls_add(&p->lines, TC_NORMAL, " ");

@@ -151,9 +151,19 @@ void tui_model_cand(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
         tl_add(line, TC_BAD, "  %s dropped %d", g->block_dropped, n[TUI_BLK_DROPPED]);
         tl_add(line, TC_ACCENT, "  %s pinned %d", g->block_pinned, n[TUI_BLK_PINNED]);
         tl_add(line, TC_DIM, "  (blank) not visible %d", n[TUI_BLK_HIDDEN]);
-        if (got) {
-            tl_put(line, TC_ONLY_GOT, "  engine only");
-            tl_put(line, TC_ONLY_WANT, "  ref only");
+    }
+    if (got) {
+        int dg = 0, dw = 0;
+        for (int b = 0; b < nb; b++)
+            dg += bl[b].got_differs > 0, dw += bl[b].got_differs < 0;
+        line = tls_new(&grid->lines);
+        if (line) {
+            tl_add(line, dg || dw ? TC_NORMAL : TC_PASS, " engine: %s", dg || dw ? "" : "the same blocks");
+            if (dg || dw) {
+                tl_add(line, TC_ONLY_GOT, "keeps %d the reference drops", dg);
+                tl_put(line, TC_NORMAL, ", ");
+                tl_add(line, TC_ONLY_WANT, "drops %d it keeps", dw);
+            }
         }
     }
     tls_add(&grid->lines, TC_NORMAL, " ");

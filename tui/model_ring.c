@@ -112,12 +112,12 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
     if (line) {
         if (prefill) {
             int first = end > win ? end - win : 0;
-            tl_add(line, TC_NORMAL, " prefill of %d tokens wrote slots of positions %d..%d", r->s, first, end - 1);
+            tl_add(line, TC_NORMAL, " prefill of %d tokens wrote positions %d..%d", r->s, first, end - 1);
         } else {
             tl_add(line, TC_NORMAL, " decode at position %d wrote ", r->start_pos);
             tl_add(line, TC_ACCENT, "slot %d", r->start_pos % win);
         }
-        tl_add(line, TC_NORMAL, "; %d of %d slots filled, positions %d..%d", n, win, end - n, end - 1);
+        tl_add(line, TC_NORMAL, "; %d of %d slots hold %d..%d", n, win, end - n, end - 1);
     }
     /* what the query attends */
     const AsHostTensor *w = &r->t[AS_T_WIDX];
@@ -179,7 +179,7 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
     TuiLine *leg = tls_new(&p->lines);
     if (leg) {
         tl_put(leg, TC_DIM, "        ");
-        tl_put(leg, TC_ACCENT, "W written this step");
+        tl_put(leg, TC_ACCENT, "W written");
         tl_put(leg, TC_NORMAL, "   ");
         tl_add(leg, TC_GOOD, "%s attended by query %d", g->dot, q);
         tl_put(leg, TC_NORMAL, "   ");

@@ -207,6 +207,8 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
         for (int i = 1; i <= 4; i++)
             tl_put(leg, (TuiColor)(TC_HEAT1 + i - 1), g->shade[i]);
         tl_add(leg, TC_NORMAL, " up to %.4g", vmax);
+        if (worst_cell > vmax)
+            tl_put(leg, TC_BAD, "  red: infinite");
         if (diff_mode && isfinite(tol) && !desc->selection)
             tl_add(leg, TC_MISMATCH, "  beyond tol %.3g", tol);
         else if (diff_mode && desc->selection)
@@ -221,7 +223,10 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
     int64_t i = flat(&s, st->cur_r, st->cur_c);
     tls_add(&insp->lines, TC_DIM, " %s: %s", desc->name, desc->what);
     coord_text(id, &s, st->cur_r, st->cur_c, ct, sizeof ct);
-    tls_add(&insp->lines, TC_NORMAL, " cursor     %s", ct);
+    if (rpc * cpc > 1)
+        tls_add(&insp->lines, TC_NORMAL, " cursor     %s  (its cell: %d x %d, drawn as the maximum)", ct, rpc, cpc);
+    else
+        tls_add(&insp->lines, TC_NORMAL, " cursor     %s", ct);
     TuiLine *le = tls_new(&insp->lines), *lr = tls_new(&insp->lines), *ld = tls_new(&insp->lines);
     if (le) {
         tl_put(le, TC_NORMAL, " engine     ");
@@ -257,9 +262,6 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
             tl_put(ld, TC_REFONLY, d->got ? "one side only" : "no engine");
         }
     }
-    if (rpc * cpc > 1)
-        tls_add(&insp->lines, TC_DIM, " the cursor cell covers %d x %d elements; the heatmap shows its maximum", rpc,
-                cpc);
     if (diff_mode && d->done[l]) {
         char line[512];
         line[0] = ' ';

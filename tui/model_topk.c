@@ -192,10 +192,10 @@ void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
             }
         }
         char a[32], b[32];
-        fmt_score(g, lo, a, sizeof a);
-        fmt_score(g, hi, b, sizeof b);
-        tls_add(&spark->lines, TC_DIM, " positions 0..%d (%d per column), scores %s..%s; ^ selected, e engine only, "
-                "r reference only", nw - 1, per, isfinite(lo) ? a : "-", isfinite(hi) ? b : "-");
+        snprintf(a, sizeof a, "%.3g", lo);
+        snprintf(b, sizeof b, "%.3g", hi);
+        tls_add(&spark->lines, TC_DIM, " pos 0..%d (%d/col), scores %s..%s  ^ picked  e engine only  r ref only",
+                nw - 1, per, isfinite(lo) ? a : "-", isfinite(hi) ? b : "-");
     }
     tp_follow(spark, &st->top[TV_TOPK][0]);
 
@@ -240,6 +240,34 @@ void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
         tl_field(h, TC_HEADER, half, " engine");
     tl_put(h, TC_HEADER, " | ");
     tl_field(h, TC_HEADER, half, "reference: %d picked", nsel - n_none_w);
+    /* the comparison's own account of this query */
+    if (gr) {
+        const AsTensorDiff *df = &d->diff[l].t[AS_T_CSEL];
+        const AsSelDiff *sd = NULL;
+        for (int i = 0; i < df->n_seldiffs; i++)
+            if (df->seldiff[i].query == t)
+                sd = &df->seldiff[i];
+        if (!sd && df->n_rows_differ == 0) {
+            tls_add(&sets->lines, TC_PASS, " query %d: the sets agree (csel %s)", t, as_verdict_name(df->verdict));
+        } else if (!sd) {
+            tls_add(&sets->lines, TC_DIM, " query %d: the sets agree; %lld other rows differ", t,
+                    (long long)df->n_rows_differ);
+        } else {
+            tls_add(&sets->lines, sd->near_tie ? TC_NEARTIE : TC_MISMATCH, " query %d: %s, margin %g ulp", t,
+                    sd->near_tie ? "near-tie" : "real mismatch", sd->margin);
+            TuiLine *sl2 = tls_new(&sets->lines);
+            if (sl2) {
+                tl_put(sl2, TC_ONLY_GOT, " engine only");
+                for (int i = 0; i < sd->n_only_got && i < 8; i++)
+                    tl_add(sl2, TC_ONLY_GOT, " %d", sd->only_got[i] - goff);
+                tl_put(sl2, TC_ONLY_WANT, "  reference only");
+                for (int i = 0; i < sd->n_only_want && i < 8; i++)
+                    tl_add(sl2, TC_ONLY_WANT, " %d", sd->only_want[i] - off);
+            }
+        }
+    } else if (!d->got) {
+        tls_add(&sets->lines, TC_REFONLY, " no engine: the reference set alone");
+    }
     for (int i = 0; i < ne; i++) {
         TuiLine *row = tls_new(&sets->lines);
         if (!row)
@@ -272,33 +300,5 @@ void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
         tls_add(&sets->lines, TC_DIM, " picks at or beyond compress_lens emitted as -1: engine %d, reference %d",
                 n_none_g, n_none_w);
     free(e);
-    /* the comparison's own account of this query */
-    if (gr) {
-        const AsTensorDiff *df = &d->diff[l].t[AS_T_CSEL];
-        const AsSelDiff *sd = NULL;
-        for (int i = 0; i < df->n_seldiffs; i++)
-            if (df->seldiff[i].query == t)
-                sd = &df->seldiff[i];
-        if (!sd && df->n_rows_differ == 0) {
-            tls_add(&sets->lines, TC_PASS, " query %d: the sets agree (csel %s)", t, as_verdict_name(df->verdict));
-        } else if (!sd) {
-            tls_add(&sets->lines, TC_DIM, " query %d: the sets agree; %lld other rows differ", t,
-                    (long long)df->n_rows_differ);
-        } else {
-            TuiLine *sl2 = tls_new(&sets->lines);
-            if (sl2) {
-                tl_add(sl2, sd->near_tie ? TC_NEARTIE : TC_MISMATCH, " query %d: %s, margin %g ulp:", t,
-                       sd->near_tie ? "near-tie" : "real mismatch", sd->margin);
-                tl_put(sl2, TC_ONLY_GOT, " engine only");
-                for (int i = 0; i < sd->n_only_got && i < 8; i++)
-                    tl_add(sl2, TC_ONLY_GOT, " %d", sd->only_got[i] - goff);
-                tl_put(sl2, TC_ONLY_WANT, "  reference only");
-                for (int i = 0; i < sd->n_only_want && i < 8; i++)
-                    tl_add(sl2, TC_ONLY_WANT, " %d", sd->only_want[i] - off);
-            }
-        }
-    } else if (!d->got) {
-        tls_add(&sets->lines, TC_REFONLY, " no engine: the reference set alone");
-    }
     tp_follow(sets, &st->top[TV_TOPK][1]);
 }
