@@ -1,5 +1,6 @@
 // attnscope_kbench: micro-benchmark of the heavy kernels (kernels/gemv.cu, index_scores.cu,
-// sparse_attn.cu) at the DeepSeek-V4.1 Flash shapes, against the measured ceilings of the device
+// sparse_attn.cu, and the Q2_K projections q8_1.cu, q2k_mmvq.cu, q2k_mmq.cu) at the DeepSeek-V4.1
+// Flash shapes, against the measured ceilings of the device
 // (device-to-device copy bandwidth, cuBLAS bf16 GEMM rate) and against cuBLAS at the same shapes.
 //
 //   make BUILD=build kbench && ./build/attnscope_kbench [--quick]
@@ -12,6 +13,7 @@
 // report gives achieved GB/s and TFLOP/s and their fraction of the measured ceilings. The summary
 // table closes the output.
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "model/ggml_blocks.h"
 
 extern "C" {
 int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const as_bf16_t *x,
@@ -34,6 +37,10 @@ int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_in, const a
 void as_k_gemv_pick_config(int n_out, int n_in, int batch, int *R, int *W);
 int as_k_index_scores_path(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh, int ihd,
                            int width, int start_pos, int ratio, as_bf16_t *score, int force_scalar, cudaStream_t st);
+int as_k_q2k_mmvq_cfg(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const void *xq, int64_t ldx,
+                      int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32, int batch, int R,
+                      int Wn, cudaStream_t st);
+void as_k_q2k_mmvq_pick_config(int n_out, int n_in, int batch, int *R, int *W);
 int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                           const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
                           float scale, int path, int split, cudaStream_t st);
@@ -302,6 +309,113 @@ void bench_gemv(cublasHandle_t cb, const GemvShape &g, int m, bool sweep, bool q
     CK(cudaFree(y));
 }
 
+// ---------------------------------------------------------------- Q2_K projections
+
+// Random Q2_K blocks: random scale / min nibbles and 2-bit codes, fp16 d and dmin in [1e-3, 2e-2].
+__global__ void fill_q2k_kernel(AsBlockQ2K *w, int64_t n, uint64_t seed)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t *words = (uint32_t *)&w[i];
+        for (int k = 0; k < 20; k++) // scales and qs
+            words[k] = (uint32_t)hash64(seed * 0x9e3779b97f4a7c15ull + (uint64_t)(i * 21 + k));
+        const float d = 1e-3f + 1.9e-2f * (0.5f + 0.5f * urand(seed + 1, i, 1.0f));
+        const float dm = 1e-3f + 1.9e-2f * (0.5f + 0.5f * urand(seed + 2, i, 1.0f));
+        words[20] = (uint32_t)__half_as_ushort(__float2half_rn(d)) |
+                    (uint32_t)__half_as_ushort(__float2half_rn(dm)) << 16;
+    }
+}
+
+// One Q2_K projection shape (the engine's layout: x rows of batch * n_in values, group b at b * n_in;
+// y rows of batch * n_out): the q8_1 quantiser, mmvq (m <= 8) or mmq, and the bf16 path at the same
+// shape for comparison (the decode GEMV up to 8 rows, cuBLAS above). Bytes: the Q2_K blocks + the q8_1
+// input + the bf16 output.
+void bench_q2k(cublasHandle_t cb, const GemvShape &g, int m, bool sweep, bool quick)
+{
+    const int nb = g.n_in / AS_QK_K, nx = g.n_in / AS_QK8_1;
+    const int64_t wblocks = (int64_t)g.batch * g.n_out * nb;
+    const size_t wbytes = sizeof(AsBlockQ2K) * (size_t)wblocks;
+    const int nset = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / wbytes + 1));
+    std::vector<void *> W(nset);
+    for (int i = 0; i < nset; i++) {
+        W[i] = dalloc(wbytes);
+        fill_q2k_kernel<<<1024, 256>>>((AsBlockQ2K *)W[i], wblocks, 40 + i);
+        CK(cudaGetLastError());
+    }
+    const int64_t X = (int64_t)g.batch * g.n_in, ldq = X / AS_QK8_1;
+    void *x = dalloc(2 * (size_t)(m * X)), *xq = dalloc(sizeof(AsBlockQ8_1) * (size_t)(m * ldq));
+    fill_bf16(x, m * X, 5, 1.0f);
+    const int64_t ldy = (int64_t)g.batch * g.n_out;
+    void *y = dalloc(2 * (size_t)(m * ldy));
+    const double qbytes = sizeof(AsBlockQ8_1) * (double)m * ldq;
+    const double bytes = (double)wbytes + qbytes + 2.0 * m * ldy;
+    const double flops = 2.0 * m * g.batch * g.n_out * (double)g.n_in;
+    const int batch = m >= 512 ? 3 : 20, reps = quick ? 5 : 15;
+    char shape[128];
+    snprintf(shape, sizeof shape, "%s %dx%d%s m=%d", g.name, g.n_out, g.n_in,
+             g.batch > 1 ? (std::string(" x") + std::to_string(g.batch)).c_str() : "", m);
+
+    const double uq = time_us([&](int) { CKL(as_k_quantize_q8_1((const as_bf16_t *)x, X, m, (int)X, xq, ldq, 0)); },
+                              batch, reps);
+    report("q8_1 quantise", shape, uq, 2.0 * m * X + qbytes, 0, -1);
+
+    // the bf16 path at the same shape: decode GEMV (m <= 8) or cuBLAS (above), random bf16 weights
+    double ref_us = -1;
+    {
+        void *wb = dalloc(2 * (size_t)g.batch * g.n_out * g.n_in);
+        fill_bf16(wb, (int64_t)g.batch * g.n_out * g.n_in, 9, 0.05f);
+        const float one = 1.0f, zero = 0.0f;
+        bool ok = true;
+        ref_us = time_us(
+            [&](int) {
+                if (m <= 8)
+                    CKL(as_k_gemv_bf16((const as_bf16_t *)wb, g.n_in, (int64_t)g.n_out * g.n_in, g.n_out, g.n_in,
+                                       (const as_bf16_t *)x, X, g.n_in, m, y, ldy, g.n_out, 0, g.batch, 0));
+                else if (ok)
+                    ok = ckb(cublasGemmStridedBatchedEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, g.n_out, m, g.n_in, &one, wb,
+                                                        CUDA_R_16BF, g.n_in, (long long)g.n_out * g.n_in, x,
+                                                        CUDA_R_16BF, (int)X, g.n_in, &zero, y, CUDA_R_16BF, (int)ldy,
+                                                        g.n_out, g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                             "gemmStridedBatchedEx");
+            },
+            batch, reps);
+        if (!ok)
+            ref_us = -1;
+        CK(cudaFree(wb));
+    }
+    auto run = [&](int R, int Wn, int i) {
+        if (m <= 8)
+            CKL(as_k_q2k_mmvq_cfg(W[i % nset], nb, (int64_t)g.n_out * nb, g.n_out, g.n_in, xq, ldq, nx, m, y, ldy,
+                                  g.n_out, 0, g.batch, R, Wn, 0));
+        else
+            CKL(as_k_q2k_mmq(W[i % nset], nb, (int64_t)g.n_out * nb, g.n_out, g.n_in, xq, ldq, nx, m, y, ldy, g.n_out,
+                             0, g.batch, 0));
+    };
+    const double us = time_us([&](int i) { run(0, 0, i); }, batch, reps);
+    char kname[64];
+    if (m <= 8) {
+        int aR = 0, aW = 0;
+        as_k_q2k_mmvq_pick_config(g.n_out, g.n_in, g.batch, &aR, &aW);
+        snprintf(kname, sizeof kname, "q2k mmvq auto R%d W%d", aR, aW);
+    } else {
+        snprintf(kname, sizeof kname, "q2k mmq 128x32 tiles");
+    }
+    report(kname, shape, us, bytes, flops, ref_us);
+    printf("    (the last column: the bf16 %s at this shape; q8_1 + Q2_K together %.2f us)\n",
+           m <= 8 ? "decode GEMV" : "cuBLAS GEMM", us + uq);
+    if (sweep && m <= 8) {
+        printf("    sweep:");
+        for (int R : {1, 2, 4})
+            for (int Wn : {1, 2, 4})
+                printf(" R%dW%d %.2f", R, Wn, time_us([&](int i) { run(R, Wn, i); }, batch, quick ? 3 : 7));
+        printf("  (W > 1: not the twin's order)\n");
+    }
+    for (void *p : W)
+        CK(cudaFree(p));
+    CK(cudaFree(x));
+    CK(cudaFree(xq));
+    CK(cudaFree(y));
+}
+
 // ---------------------------------------------------------------- index scores
 
 void bench_scores(cublasHandle_t cb, int s, int width, int start_pos, int ratio, bool quick)
@@ -493,6 +607,17 @@ int main(int argc, char **argv)
     for (const GemvShape &g : shapes) {
         bench_gemv(cb, g, 1, true, quick);
         bench_gemv(cb, g, 8, false, quick);
+    }
+
+    printf("\n== Q2_K projections (random blocks; mmvq floor = Q2_K + q8_1 bytes / copy bandwidth)\n");
+    for (const GemvShape &g : shapes) {
+        if (g.f32w)
+            continue; // the ratio-2 compressor stays F32
+        bench_q2k(cb, g, 1, true, quick);
+        bench_q2k(cb, g, 8, false, quick);
+        bench_q2k(cb, g, 512, false, quick);
+        if (!quick)
+            bench_q2k(cb, g, 4096, false, quick);
     }
 
     printf("\n== index scores (nh 32, ihd 128; FLOPs count visible positions only)\n");

@@ -107,10 +107,16 @@ static int cublas_alone(AsEngine *e, const AsDevWeight *w, int tokens, int batch
 {
     const AsConfig *c = &e->cfg;
     int m = batch > 1 ? c->o_lora_rank : w->out, k = batch > 1 ? c->gw : w->in;
-    as_bf16_t *x, *y;
+    as_bf16_t *x, *y, *wb = NULL;
     CU(err, cudaMalloc((void **)&x, sizeof(as_bf16_t) * (size_t)tokens * k * batch), "bench: x");
     CU(err, cudaMalloc((void **)&y, sizeof(as_bf16_t) * (size_t)tokens * m * batch), "bench: y");
     TRY(fill_random(x, (size_t)tokens * k * batch, 3, err));
+    const void *W = w->d;
+    if (w->type != AS_DW_BF16) { /* f32 / Q2_K weights: cuBLAS at the same shape on random bf16 ones */
+        CU(err, cudaMalloc((void **)&wb, sizeof(as_bf16_t) * (size_t)m * k * batch), "bench: bf16 weights");
+        TRY(fill_random(wb, (size_t)m * k * batch, 5, err));
+        W = wb;
+    }
     cudaEvent_t t0, t1;
     cudaEventCreate(&t0), cudaEventCreate(&t1);
     const float one = 1, zero = 0;
@@ -119,13 +125,13 @@ static int cublas_alone(AsEngine *e, const AsDevWeight *w, int tokens, int batch
         cudaEventRecord(t0, e->st);
         if (batch > 1)
             CB(err,
-               cublasGemmStridedBatchedEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, tokens, k, &one, w->d, CUDA_R_16BF, k,
+               cublasGemmStridedBatchedEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, tokens, k, &one, W, CUDA_R_16BF, k,
                                           (long long)m * k, x, CUDA_R_16BF, k * batch, k, &zero, y, CUDA_R_16BF,
                                           m * batch, m, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "bench: batched GEMM");
         else
             CB(err,
-               cublasGemmEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, tokens, k, &one, w->d, CUDA_R_16BF, k, x, CUDA_R_16BF,
+               cublasGemmEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, tokens, k, &one, W, CUDA_R_16BF, k, x, CUDA_R_16BF,
                             k, &zero, y, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "bench: GEMM %dx%dx%d", m, tokens, k);
         cudaEventRecord(t1, e->st);
@@ -136,7 +142,7 @@ static int cublas_alone(AsEngine *e, const AsDevWeight *w, int tokens, int batch
             v[i - 2] = ms;
     }
     *ms_out = median(v, 8);
-    cudaFree(x), cudaFree(y);
+    cudaFree(x), cudaFree(y), cudaFree(wb);
     cudaEventDestroy(t0), cudaEventDestroy(t1);
     return 0;
 }

@@ -7,6 +7,7 @@
 
 #include "engine/check.h"
 #include "engine/internal.h"
+#include "model/ggml_blocks.h"
 #include "ref/rope.h"
 
 const char *as_cublas_status_name(cublasStatus_t s)
@@ -41,8 +42,28 @@ static int dev_alloc(AsEngine *e, void **p, size_t bytes, const char *what, AsEr
                   (double)total_b / 1048576.0, cudaGetErrorString(rc));
 }
 
-/* Uploads one weight: bf16 for projections stored as bf16 / fp8+scale, f32 otherwise (f32 and f16
- * keep their exact values; the projection code then rounds the output where SPEC does). */
+/* Raw GGUF Q2_K blocks, byte for byte ([out][in / 256] blocks of 84 bytes): the Q2_K kernels read
+ * them as they are (kernels/q2k_mmvq.cu, q2k_mmq.cu). */
+static int upload_q2k(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, AsError *err)
+{
+    const int64_t rows = as_wt_rows(t), cols = as_wt_cols(t);
+    const size_t bytes = (size_t)as_dtype_bytes(AS_DT_Q2_K, rows * cols);
+    if (cols % AS_QK_K || t->nbytes != (int64_t)bytes)
+        return as_err(err, AS_EBADINPUT, "%s: Q2_K tensor [%ld, %ld] of %ld bytes (rows must be whole 256-value "
+                      "super-blocks: %zu bytes)", t->name, (long)rows, (long)cols, (long)t->nbytes, bytes);
+    dw->type = AS_DW_Q2K;
+    TRY(dev_alloc(e, &dw->d, bytes, t->name, err));
+    e->weight_bytes += bytes;
+    CU(err, cudaMemcpy(dw->d, t->data, bytes, cudaMemcpyHostToDevice), "uploading %s (%zu bytes of Q2_K blocks)",
+       t->name, bytes);
+    return 0;
+}
+
+/* Uploads one weight: bf16 for projections stored as bf16 / fp8+scale; raw blocks for Q2_K (unless
+ * keep_f32); f32 otherwise: f32 and f16 keep their exact values, and so do Q8_0 blocks and a Q2_K
+ * tensor that must stay f32 (the ratio-2 compressor), dequantised exactly by as_wt_rows_f32 (the
+ * reference's weights): these then take the f32-weight paths of engine/gemm.c, whose output is rounded
+ * where SPEC does. */
 static int upload_weight(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, bool keep_f32, AsError *err)
 {
     memset(dw, 0, sizeof *dw);
@@ -51,8 +72,12 @@ static int upload_weight(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, bool 
     int64_t rows = as_wt_rows(t), cols = as_wt_cols(t);
     dw->out = (int)rows;
     dw->in = (int)cols;
-    dw->f32 = keep_f32 || t->dtype == AS_DT_F32 || t->dtype == AS_DT_F16;
-    size_t esz = dw->f32 ? 4 : 2;
+    if (t->dtype == AS_DT_Q2_K && !keep_f32)
+        return upload_q2k(e, t, dw, err);
+    const bool f32 = keep_f32 || t->dtype == AS_DT_F32 || t->dtype == AS_DT_F16 || t->dtype == AS_DT_Q8_0 ||
+                     t->dtype == AS_DT_Q2_K;
+    dw->type = f32 ? AS_DW_F32 : AS_DW_BF16;
+    size_t esz = f32 ? 4 : 2;
     TRY(dev_alloc(e, &dw->d, (size_t)rows * cols * esz, t->name, err));
     e->weight_bytes += (size_t)rows * cols * esz;
     /* decode on the host in panels of ~32 MiB, then copy */
@@ -64,7 +89,7 @@ static int upload_weight(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, bool 
     int rc = 0;
     for (int64_t r0 = 0; r0 < rows && !rc; r0 += panel) {
         int64_t n = rows - r0 < panel ? rows - r0 : panel;
-        if (dw->f32)
+        if (f32)
             as_wt_rows_f32(t, r0, n, stage);
         else
             as_wt_rows_bf16(t, r0, n, stage);
@@ -255,6 +280,7 @@ void as_engine_destroy(AsEngine *e)
     free(e->sh.sel_h);
     free(e->sh.cand_h);
     as_dev_work_free(e);
+    as_dev_proj_free(e);
     as_prof_destroy(e->prof);
     as_run_free(&e->last);
     if (e->cublas)

@@ -1,24 +1,58 @@
-/* The engine's projections: cuBLAS GEMMs (bf16 in, f32 accumulate, bf16 out) for prefill, the
- * decode GEMV kernel for up to 8 token rows, f32 paths for the ratio-2 compressor. */
+/* The engine's projections, by weight type:
+ *   bf16: cuBLAS GEMMs (bf16 in, f32 accumulate, bf16 out) for prefill, the decode GEMV kernel for up
+ *         to 8 token rows;
+ *   f32:  the ratio-2 compressor (f32 out), and f32-stored weights with bf16 semantics (f32 / f16
+ *         files, GGUF Q8_0 dequantised exactly at upload): the f32 GEMV or SGEMM, output rounded;
+ *   Q2_K: raw GGUF blocks (issue 7): the activations quantised to q8_1 into the scratch
+ *         (kernels/q8_1.cu), then the Q2_K matrix-vector kernel for up to 8 rows or the tiled int8
+ *         tensor-core kernel above (kernels/q2k_mmvq.cu, q2k_mmq.cu): f32 accumulation, bf16 out. */
 #include <stdio.h>
 
 #include "engine/check.h"
 #include "engine/internal.h"
+#include "model/ggml_blocks.h"
 
 #define GEMV_MAX_ROWS 8
 
 /* Row-major y[s][out] = x[s][in] W[out][in]^T is, column-major, Y^T = op_T(W) * X^T. */
-static int proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
-                    AsError *err);
+static int proj_f32(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, float *y,
+                    const char *what, AsError *err);
 static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                      int64_t ldy, const char *what, AsError *err);
+
+/* The scratch holds at least `bytes` afterwards: grown (with headroom, never shrunk) after draining
+ * the stream, so that no queued kernel still uses the old buffer. */
+static int scratch_reserve(AsEngine *e, size_t bytes, const char *what, AsError *err)
+{
+    if (bytes <= e->scratch_bytes)
+        return 0;
+    CU(err, cudaStreamSynchronize(e->st), "%s: draining the stream to grow the projection scratch", what);
+    as_dev_proj_free(e);
+    const size_t want = bytes + bytes / 4;
+    cudaError_t rc = cudaMalloc(&e->scratch, want);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        e->scratch = NULL;
+        return as_err(err, AS_ERUNTIME, "%s: out of GPU memory for the projection scratch (%.1f MiB): %s", what,
+                      (double)want / 1048576.0, cudaGetErrorString(rc));
+    }
+    e->scratch_bytes = want;
+    return 0;
+}
+
+void as_dev_proj_free(AsEngine *e)
+{
+    cudaFree(e->scratch);
+    e->scratch = NULL;
+    e->scratch_bytes = 0;
+}
 
 /* Work and minimal bytes of an [s x in] by [out x in]^T projection (for the profile). */
 static int prof_proj(AsEngine *e, int s, const AsDevWeight *w)
 {
     if (!e->prof)
         return -1;
-    double esz = w->f32 ? 4 : 2;
+    double esz = w->type == AS_DW_F32 ? 4 : w->type == AS_DW_Q2K ? (double)sizeof(AsBlockQ2K) / AS_QK_K : 2;
     return as_prof_begin(e, AS_OP_PROJ, e->last_layer, 2.0 * s * w->out * w->in,
                          esz * w->out * w->in + 2.0 * s * (w->in + w->out));
 }
@@ -32,15 +66,35 @@ int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDev
     return rc;
 }
 
+/* Q2_K: the s rows of x quantised to q8_1 (in / 32 blocks each) into the scratch, then mmvq (s <= 8)
+ * or mmq. The q8_1 quantisation is the documented difference from the reference (SPEC 6). */
+static int proj_q2k(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                    int64_t ldy, const char *what, AsError *err)
+{
+    const int64_t nq = w->in / AS_QK8_1, ldw = w->in / AS_QK_K;
+    TRY(scratch_reserve(e, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, what, err));
+    KL(err, as_k_quantize_q8_1(x, ldx, s, w->in, e->scratch, nq, e->st), "%s: q8_1 of the %dx%d input", what, s,
+       w->in);
+    if (s <= GEMV_MAX_ROWS)
+        KL(err, as_k_q2k_mmvq(w->d, ldw, 0, w->out, w->in, e->scratch, nq, 0, s, y, ldy, 0, 0, 1, e->st),
+           "%s: Q2_K mmvq %dx%d, %d rows", what, w->out, w->in, s);
+    else
+        KL(err, as_k_q2k_mmq(w->d, ldw, 0, w->out, w->in, e->scratch, nq, 0, s, y, ldy, 0, 0, 1, e->st),
+           "%s: Q2_K mmq %dx%d, %d rows", what, w->out, w->in, s);
+    return 0;
+}
+
 static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                      int64_t ldy, const char *what, AsError *err)
 {
-    if (w->f32) {
-        /* f32/f16-stored projection with bf16 semantics: exact f32 weights, output rounded */
-        float *yf = NULL; /* a rare path (f16/f32 files): stream-ordered scratch */
+    if (w->type == AS_DW_Q2K)
+        return proj_q2k(e, x, ldx, s, w, y, ldy, what, err);
+    if (w->type == AS_DW_F32) {
+        /* f32/f16/Q8_0-stored projection with bf16 semantics: exact f32 weights, output rounded */
+        float *yf = NULL; /* stream-ordered output scratch (proj_f32 may use e->scratch for its input) */
         CU(err, cudaMallocAsync((void **)&yf, sizeof(float) * (size_t)s * w->out, e->st), "%s: f32 scratch %dx%d",
            what, s, w->out);
-        int rc = proj_f32(e, x, s, w, yf, what, err);
+        int rc = proj_f32(e, x, ldx, s, w, yf, what, err);
         for (int t = 0; t < s && !rc; t++)
             if (as_k_f32_to_bf16(yf + (size_t)t * w->out, y + (size_t)t * ldy, w->out, e->st))
                 rc = as_err(err, AS_ERUNTIME, "%s: rounding %d outputs of row %d", what, w->out, t);
@@ -64,24 +118,30 @@ int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w
                     AsError *err)
 {
     int slot = prof_proj(e, s, w);
-    int rc = proj_f32(e, x, s, w, y, what, err);
+    int rc = proj_f32(e, x, w->in, s, w, y, what, err);
     as_prof_end(e, slot);
     return rc;
 }
 
-static int proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
-                    AsError *err)
+/* f32 weights, f32 output y[s][out]; x bf16 rows ldx apart. Above 8 rows the rows are widened into the
+ * scratch (sized for this input: the work buffer xf only holds dim columns). */
+static int proj_f32(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, float *y,
+                    const char *what, AsError *err)
 {
-    if (s <= GEMV_MAX_ROWS && w->f32) {
-        KL(err, as_k_gemv_f32w(w->d, w->in, w->out, w->in, x, w->in, s, y, w->out, e->st), "%s: f32 gemv %dx%d",
+    if (w->type != AS_DW_F32)
+        return as_err(err, AS_EBADINPUT, "%s: the f32 projection path needs f32 weights", what);
+    if (s <= GEMV_MAX_ROWS) {
+        KL(err, as_k_gemv_f32w(w->d, w->in, w->out, w->in, x, ldx, s, y, w->out, e->st), "%s: f32 gemv %dx%d",
            what, w->out, w->in);
         return 0;
     }
-    KL(err, as_k_bf16_to_f32(x, e->wk.xf, (int64_t)s * w->in, e->st), "%s: widening %dx%d input", what, s, w->in);
+    const int64_t nx = (int64_t)(s - 1) * ldx + w->in; /* the rows as they lie, ldx apart */
+    TRY(scratch_reserve(e, sizeof(float) * (size_t)nx, what, err));
+    KL(err, as_k_bf16_to_f32(x, e->scratch, nx, e->st), "%s: widening %dx%d input", what, s, w->in);
     const float one = 1.0f, zero = 0.0f;
     CB(err,
-       cublasSgemm(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->out, s, w->in, &one, w->d, w->in, e->wk.xf, w->in, &zero,
-                   y, w->out),
+       cublasSgemm(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->out, s, w->in, &one, w->d, w->in, e->scratch, (int)ldx,
+                   &zero, y, w->out),
        "%s: f32 GEMM m=%d n=%d k=%d", what, w->out, s, w->in);
     return 0;
 }
@@ -96,12 +156,70 @@ int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeigh
     return rc;
 }
 
+/* f32 wo_a (f32 / f16 files, GGUF Q8_0): f32 out [s][G * olr] in the scratch, then rounded into og.
+ * Up to 8 rows one f32 GEMV per group (o read in place); above, the o rows widened into the scratch
+ * and one strided-batched SGEMM. */
+static int proj_grouped_f32(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
+                            AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
+    const size_t ny = (size_t)s * G * olr, nx = s > GEMV_MAX_ROWS ? (size_t)s * ldo : 0;
+    TRY(scratch_reserve(e, sizeof(float) * (ny + nx), "wo_a (f32 weights)", err));
+    float *yf = e->scratch, *xf = yf + ny;
+    if (s <= GEMV_MAX_ROWS) {
+        for (int g = 0; g < G; g++)
+            KL(err,
+               as_k_gemv_f32w((const float *)w->d + (size_t)g * olr * gw, gw, olr, gw, o + (size_t)g * gw, ldo, s,
+                              yf + (size_t)g * olr, (int64_t)G * olr, e->st),
+               "wo_a: f32 gemv, group %d of %d, %dx%d, %d rows", g, G, olr, gw, s);
+    } else {
+        KL(err, as_k_bf16_to_f32(o, xf, (int64_t)nx, e->st), "wo_a: widening %dx%d o rows", s, ldo);
+        const float one = 1.0f, zero = 0.0f;
+        CB(err,
+           cublasSgemmStridedBatched(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, olr, s, gw, &one, w->d, gw,
+                                     (long long)olr * gw, xf, ldo, gw, &zero, yf, G * olr, olr, G),
+           "wo_a: batched f32 GEMM %d groups m=%d n=%d k=%d", G, olr, s, gw);
+    }
+    KL(err, as_k_f32_to_bf16(yf, og, (int64_t)ny, e->st), "wo_a: rounding %dx%d outputs", s, G * olr);
+    return 0;
+}
+
+/* Q2_K wo_a: the whole o rows quantised to q8_1 once (group g's input is q8_1 blocks g * gw / 32 ..,
+ * the same blocks as quantising each group's slice: gw is a multiple of 32), then one launch for all
+ * groups (grid.y / grid.z = group). */
+static int proj_grouped_q2k(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
+                            AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
+    if (ldo % AS_QK8_1 || gw % AS_QK_K || ldo != G * gw)
+        return as_err(err, AS_EBADINPUT, "wo_a: Q2_K groups of %d inputs (o rows of %d) are not whole blocks", gw,
+                      ldo);
+    const int64_t nq = ldo / AS_QK8_1, ldw = gw / AS_QK_K, strideW = (int64_t)olr * ldw, strideX = gw / AS_QK8_1;
+    TRY(scratch_reserve(e, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, "wo_a", err));
+    KL(err, as_k_quantize_q8_1(o, ldo, s, ldo, e->scratch, nq, e->st), "wo_a: q8_1 of the %dx%d o rows", s, ldo);
+    if (s <= GEMV_MAX_ROWS)
+        KL(err,
+           as_k_q2k_mmvq(w->d, ldw, strideW, olr, gw, e->scratch, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G,
+                         e->st),
+           "wo_a: Q2_K mmvq, %d groups of %dx%d, %d rows", G, olr, gw, s);
+    else
+        KL(err,
+           as_k_q2k_mmq(w->d, ldw, strideW, olr, gw, e->scratch, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G,
+                        e->st),
+           "wo_a: Q2_K mmq, %d groups of %dx%d, %d rows", G, olr, gw, s);
+    return 0;
+}
+
 static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err)
 {
     const AsConfig *c = &e->cfg;
     int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
-    if (w->f32)
-        return as_err(err, AS_EBADINPUT, "wo_a stored as f32/f16: the grouped projection needs bf16 weights");
+    if (w->type == AS_DW_Q2K)
+        return proj_grouped_q2k(e, o, s, w, og, err);
+    if (w->type == AS_DW_F32)
+        return proj_grouped_f32(e, o, s, w, og, err);
     if (s <= GEMV_MAX_ROWS) {
         KL(err,
            as_k_gemv_bf16(w->d, gw, (int64_t)olr * gw, olr, gw, o, ldo, gw, s, og, (int64_t)G * olr, olr, 0, G, e->st),

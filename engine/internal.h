@@ -14,11 +14,13 @@
 #include "ref/faults.h"
 #include "ref/run.h"
 
-/* A projection weight on the device: bf16 (most), or f32 (the ratio-2 compressor). */
+/* A projection weight on the device: bf16 (bf16 / fp8 files), f32 (the ratio-2 compressor; f32 / f16
+ * files; GGUF Q8_0, dequantised exactly), or raw GGUF Q2_K blocks [out][in / 256] (issue 7). */
+typedef enum { AS_DW_BF16, AS_DW_F32, AS_DW_Q2K } AsDevWType;
 typedef struct {
     void *d;
     int out, in;
-    bool f32;
+    AsDevWType type;
 } AsDevWeight;
 
 typedef struct {
@@ -91,9 +93,14 @@ struct AsEngine {
     AsRun last;
     int last_layer;
     AsProfile *prof;     /* stage timing for bench-engine, NULL otherwise */
+    /* engine/gemm.c's scratch, grown on demand: the q8_1 activations of a Q2_K projection, the f32
+     * input / output of the f32-weight paths (one projection at a time, in stream order) */
+    void *scratch;
+    size_t scratch_bytes;
 };
 
-/* engine/gemm.c: y[s][out] = x[s][in] W^T (bf16, rounded) through cuBLAS or the decode GEMV. */
+/* engine/gemm.c: y[s][out] = x[s][in] W^T (bf16, rounded) through cuBLAS or the decode GEMV; Q2_K
+ * weights through the q8_1 kernels (mmvq up to 8 rows, mmq above). */
 int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                 int64_t ldy, const char *what, AsError *err);
 /* f32 weights and f32 output (the ratio-2 compressor); x bf16. */
@@ -101,6 +108,8 @@ int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w
                     AsError *err);
 /* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call. */
 int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err);
+/* Frees gemm.c's scratch (engine tear-down). */
+void as_dev_proj_free(AsEngine *e);
 
 /* engine/work.c: grow the work buffers to hold s tokens and width score columns. */
 int as_dev_work_reserve(AsEngine *e, int s, int width, int topk, AsError *err);
