@@ -178,6 +178,8 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
         as_driver_close(b.d);
         return as_err(err, AS_ERUNTIME, "out of memory");
     }
+    if (b.d->bf16)
+        as_report_bf16_model(b.rep, b.d->bf16);
     const char *dump_path = o->dump_path ? o->dump_path : (s->dump_path[0] ? s->dump_path : NULL);
     const char *json = o->report_json ? o->report_json : (s->report_json[0] ? s->report_json : NULL);
     const char *junit = o->report_junit ? o->report_junit : (s->report_junit[0] ? s->report_junit : NULL);

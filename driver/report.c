@@ -232,6 +232,14 @@ void as_report_divergence(AsReport *r, const AsDivergence *dv, bool searched)
     }
 }
 
+void as_report_bf16_model(AsReport *r, const AsModel *bf16)
+{
+    snprintf(r->bf16_name, sizeof r->bf16_name, "%s", bf16->weights_name);
+    cJSON *b = cJSON_AddObjectToObject(r->root, "bf16_model");
+    cJSON_AddStringToObject(b, "weights", bf16->weights_name);
+    cJSON_AddStringToObject(b, "digest", bf16->digest);
+}
+
 void as_report_quant_error(AsReport *r, int layer, const AsLayerDiff *q)
 {
     cJSON *layers = r->cur_step ? cJSON_GetObjectItemCaseSensitive(r->cur_step, "layers") : NULL;

@@ -20,6 +20,8 @@ void as_report_divergence(AsReport *r, const AsDivergence *dv, bool searched);
 /* The quantisation error of the layer just reported (a driver with a bf16 source: d->qerr[layer]):
  * max abs / rel per value tensor and the selection rows that differ, under "quant_error". */
 void as_report_quant_error(AsReport *r, int layer, const AsLayerDiff *q);
+/* The bf16 source those errors are measured against (its name and digest in the report). */
+void as_report_bf16_model(AsReport *r, const AsModel *bf16);
 /* A failure that stopped the run (refusal, CUDA error...). */
 void as_report_error(AsReport *r, const AsError *err);
 /* The expectation's outcome (batch scripts that check the checker). */
