@@ -183,7 +183,8 @@ TEST(tui_whole_screens_at_80x24_and_250x70)
     st.layer = 5;
     st.tensor = AS_T_Q;
     tui_build(&data, &st, &tui_glyphs_utf8, 250, 70, &scr);
-    CHECK(scr.heat.valid && scr.heat.cpc == 1 && scr.heat.rows == 1, "decode q at 250x70: 1 row, 1 channel per cell");
+    CHECK(scr.heat.valid && scr.heat.cpc == 1 && scr.heat.rpc == 1 && scr.heat.rows == 4,
+          "decode q at 250x70: 1 token x 4 heads, 1 channel per cell");
     CHECK(strstr(scr.panel[0].title, "|diff| q"), "a twin gives |diff|: %s", scr.panel[0].title);
     /* too small: no panels, no crash */
     tui_build(&data, &st, &tui_glyphs_utf8, 60, 15, &scr);

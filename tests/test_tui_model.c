@@ -394,7 +394,7 @@ TEST(tui_topk_reference_only_known_selection)
         CHECK(strstr(sets.lines.v[base + 1 + i].text, s) != NULL, "row %d: reference position %d: %s", i, want[i],
               sets.lines.v[base + 1 + i].text);
     }
-    CHECK(strstr(sets.lines.v[base + 1].text, "no engine") != NULL, "engine column: no engine");
+    CHECK(strstr(sets.header.text, "engine") != NULL, "engine column header");
     tp_free(&sp);
     tp_free(&sets);
     as_driver_close(d);
@@ -441,22 +441,33 @@ TEST(tui_heatmap_reference_only_and_diff)
     panel_at(&h, 80, 12);
     panel_at(&in, 80, 9);
     TuiHeatGeom geo;
+    st.cur_r = 6; /* token 1, head 2 */
+    st.cur_c = 7;
     tui_model_heatmap(&data, &st, &tui_glyphs_utf8, &h, &in, &geo);
-    CHECK(strstr(h.title, "|ref| q") && strstr(h.title, "head 1 of 4") && strstr(h.title, "no engine"),
+    CHECK(strstr(h.title, "|ref| q") && strstr(h.title, "4 heads per token") && strstr(h.title, "no engine"),
           "title: %s", h.title);
-    CHECK(geo.valid && geo.rows == 5 && geo.cols == 64 && geo.rpc == 1 && geo.cpc == 1 && geo.heads == 4,
-          "5 tokens x 64 channels, one per cell (rows %d cols %d rpc %d cpc %d)", geo.rows, geo.cols, geo.rpc,
-          geo.cpc);
-    CHECK(h.lines.n == 6, "5 rows and a legend (%d)", h.lines.n);
+    /* 5 tokens x 4 heads = 20 rows into 8 (3 per cell), 64 channels one per cell */
+    CHECK(geo.valid && geo.rows == 20 && geo.cols == 64 && geo.rpc == 3 && geo.cpc == 1 && geo.heads == 4,
+          "20 rows x 64 channels (rows %d cols %d rpc %d cpc %d heads %d)", geo.rows, geo.cols, geo.rpc, geo.cpc,
+          geo.heads);
+    CHECK(h.lines.n == 8, "7 rows of cells and a legend (%d)", h.lines.n);
+    CHECK(h.lines.n > 2 && strncmp(h.lines.v[2].text, "   1.2 ", 7) == 0, "row labels are token.head: '%s'",
+          h.lines.n > 2 ? h.lines.v[2].text : "");
+    CHECK(tls_find(&in.lines, "cursor     token 1, head 2, channel 7") >= 0, "inspector: the cursor's coordinates");
+    CHECK(st.head == 2, "the cursor's head is the current head");
     CHECK(tls_find(&in.lines, "engine     no engine") >= 0 && tls_find(&in.lines, "diff       no engine") >= 0,
           "inspector: no engine");
-    /* a downsampled tensor: rows_b of a narrow panel */
+    const float *q = d->ref_run[5].t[AS_T_Q].data;
+    char want[64];
+    snprintf(want, sizeof want, "reference  %.8g", q[6 * 64 + 7]);
+    CHECK(tls_find(&in.lines, want) >= 0, "inspector: the reference value at [1][2][7] (%s)", want);
+    /* a downsampled tensor in a narrow panel */
     tp_free(&h);
     tp_free(&in);
     panel_at(&h, 30, 6);
     panel_at(&in, 30, 9);
     tui_model_heatmap(&data, &st, &tui_glyphs_ascii, &h, &in, &geo);
-    CHECK(geo.cpc == 4 && geo.rpc == 3, "64 channels into 21 cells: 4 per cell; 5 rows into 2: 3 per cell (%d, %d)",
+    CHECK(geo.cpc == 4 && geo.rpc == 10, "64 channels into 21 cells: 4 per cell; 20 rows into 2: 10 per cell (%d, %d)",
           geo.cpc, geo.rpc);
     CHECK(h.lines.n == 3, "2 rows of cells and a legend (%d)", h.lines.n);
     tp_free(&h);

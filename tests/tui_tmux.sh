@@ -203,11 +203,11 @@ keys T
 expect "T asks for a tensor" "tensor name"
 type_text q
 keys Enter
-expect "tensor view: |ref| heatmap of q without an engine" "|ref| q, layer 5, head"
+expect "tensor view: |ref| heatmap of q without an engine, a row per token and head" "|ref| q, layer 5, 4 heads per token"
 expect "tensor view: the inspector's engine column says no engine" "engine     no engine"
 expect "the cursor opens on the largest |ref| (head 1, channel 46)" "cursor     token 0, head 1, channel 46"
 keys '>'
-expect "> shows the next head" "head 2 of 4"
+expect "> moves the cursor to the next head" "cursor     token 0, head 2, channel 46"
 keys Escape
 expect "Esc returns to the layers view" "layers (10): step 6 decode, 10 of 10 run"
 keys '?'

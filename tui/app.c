@@ -175,6 +175,10 @@ static void accept_prompt(App *a)
             return;
         }
         a->st.head = (int)v;
+        if (a->st.view == TV_TENSOR && a->scr.heat.valid && a->scr.heat.heads > 0) {
+            int h = a->scr.heat.heads;
+            a->st.cur_r = a->st.cur_r / h * h + (int)(v < h ? v : h - 1);
+        }
         break;
     case PK_TENSOR: {
         AsTensorId id = as_tensor_by_name(s);
@@ -269,6 +273,10 @@ static void open_tensor(App *a)
     if (tui_tensor_worst(&a->data, a->st.layer, a->st.tensor, c, &nd)) {
         a->st.cur_r = (int)c[0];
         if (nd == 3) {
+            /* one heatmap row per token and head */
+            const AsHostTensor *t = &a->data.ref[a->st.layer].t[a->st.tensor];
+            int64_t heads = t->data ? t->shape[1] : a->data.got[a->st.layer].t[a->st.tensor].shape[1];
+            a->st.cur_r = (int)(c[0] * heads + c[1]);
             a->st.head = (int)c[1];
             a->st.cur_c = (int)c[2];
         } else {
@@ -388,10 +396,17 @@ static void idle_key(App *a, int ch)
         st->query++;
         return;
     case '<':
-        st->head = st->head > 0 ? st->head - 1 : 0;
-        return;
     case '>':
-        st->head++;
+        /* tensor view: one head up or down (the heatmap has a row per token and head) */
+        if (st->view == TV_TENSOR && hg->valid && hg->heads > 0) {
+            st->cur_r += ch == '>' ? 1 : -1;
+            if (st->cur_r < 0)
+                st->cur_r = 0;
+        } else {
+            st->head += ch == '>' ? 1 : -1;
+            if (st->head < 0)
+                st->head = 0;
+        }
         return;
     case 27:
         if (st->view == TV_TENSOR)

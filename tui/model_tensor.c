@@ -1,6 +1,6 @@
-/* The tensor view: a heatmap of |engine - reference| over (row x channel) of one tensor, with
- * one head at a time for [token][head][channel] tensors, downsampled (maximum per cell) to the
- * panel; and the value inspector at the cursor. Without an engine the heatmap shows |ref|. */
+/* The tensor view: a heatmap of |engine - reference| over rows x channels of one tensor
+ * ([token][head][channel] tensors: one row per token and head), downsampled (maximum per cell)
+ * to the panel; and the value inspector at the cursor. Without an engine it shows |ref|. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,21 +45,20 @@ static void fmt_val(const AsHostTensor *t, double v, char *buf, size_t n)
         snprintf(buf, n, "%.8g", v);
 }
 
+/* The drawn matrix: R rows (tokens x heads for 3-D tensors, H heads each) by C channels; the
+ * tensor is row-major, so element (r, c) is at r * C + c either way. */
 typedef struct {
-    int R, H, C, head;         /* slice geometry; H = 0 for 2-D */
+    int R, H, C;
 } Slice;
 
-static int64_t flat(const Slice *s, int64_t r, int64_t c)
-{
-    return s->H ? (r * s->H + s->head) * s->C + c : r * s->C + c;
-}
+static int64_t flat(const Slice *s, int64_t r, int64_t c) { return r * s->C + c; }
 
 static void coord_text(AsTensorId id, const Slice *s, int64_t r, int64_t c, char *buf, size_t n)
 {
     const AsTensorDesc *dd = &as_tensor_desc[id];
     if (s->H)
-        snprintf(buf, n, "%s %lld, %s %d, %s %lld", dd->dims[0], (long long)r, dd->dims[1], s->head, dd->dims[2],
-                 (long long)c);
+        snprintf(buf, n, "%s %lld, %s %lld, %s %lld", dd->dims[0], (long long)(r / s->H), dd->dims[1],
+                 (long long)(r % s->H), dd->dims[2], (long long)c);
     else
         snprintf(buf, n, "%s %lld, %s %lld", dd->dims[0], (long long)r, dd->ndim > 1 ? dd->dims[1] : "col",
                  (long long)c);
@@ -88,12 +87,9 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
     }
     Slice s = {0};
     if (base->ndim == 3) {
-        s.R = (int)base->shape[0];
         s.H = (int)base->shape[1];
+        s.R = (int)base->shape[0] * s.H;
         s.C = (int)base->shape[2];
-        if (st->head >= s.H)
-            st->head = s.H > 0 ? s.H - 1 : 0;
-        s.head = st->head;
     } else if (base->ndim == 2) {
         s.R = (int)base->shape[0];
         s.C = (int)base->shape[1];
@@ -106,16 +102,18 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
         what = "|engine|";
     char headtxt[64] = "";
     if (s.H)
-        snprintf(headtxt, sizeof headtxt, ", %s %d of %d", desc->dims[1], s.head, s.H);
+        snprintf(headtxt, sizeof headtxt, ", %d %ss per %s", s.H, desc->dims[1], desc->dims[0]);
     snprintf(heat->title, sizeof heat->title, "%s %s, layer %d%s%s", what, desc->name, l, headtxt,
              diff_mode ? "" : (d->got ? " (one side only)" : " (no engine)"));
-    if (s.R <= 0 || s.C <= 0 || (s.H == 0 && base->ndim == 3)) {
+    if (s.R <= 0 || s.C <= 0) {
         tls_add(&heat->lines, TC_DIM, " %s is empty here (%d rows): nothing to draw", desc->name, s.R);
         tls_add(&insp->lines, TC_DIM, " %s: %s", desc->name, desc->what);
         return;
     }
     /* geometry: a row label column, then cells; a legend line at the bottom */
-    const char *rdim = desc->dims[0], *cdim = desc->ndim == 3 ? desc->dims[2] : desc->dims[1] ? desc->dims[1] : "col";
+    char rdim[48];
+    snprintf(rdim, sizeof rdim, "%s%s%s", desc->dims[0], s.H ? "." : "", s.H ? desc->dims[1] : "");
+    const char *cdim = desc->ndim == 3 ? desc->dims[2] : desc->dims[1] ? desc->dims[1] : "col";
     int iw = tp_inner_w(heat) - 7;
     tl_put(&heat->header, TC_HEADER, " "); /* placeholder so that tp_inner_h counts the header */
     int ih = tp_inner_h(heat) - 1;
@@ -135,9 +133,15 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
         st->cur_r = s.R - 1;
     if (st->cur_c >= s.C)
         st->cur_c = s.C - 1;
+    if (s.H)
+        st->head = st->cur_r % s.H;
     tl_clear(&heat->header);
-    tl_add(&heat->header, TC_HEADER, " %s 0..%d down (%d per cell), %s 0..%d across (%d per cell)", rdim, s.R - 1, rpc,
-           cdim, s.C - 1, cpc);
+    if (s.H)
+        tl_add(&heat->header, TC_HEADER, " %s 0.0..%d.%d down (%d per cell), %s 0..%d across (%d per cell)", rdim,
+               s.R / s.H - 1, s.H - 1, rpc, cdim, s.C - 1, cpc);
+    else
+        tl_add(&heat->header, TC_HEADER, " %s 0..%d down (%d per cell), %s 0..%d across (%d per cell)", rdim,
+               s.R - 1, rpc, cdim, s.C - 1, cpc);
     /* the cells' maxima */
     double *cell = malloc(sizeof *cell * (size_t)nrc * (size_t)ncc);
     if (!cell) {
@@ -180,7 +184,13 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
         TuiLine *line = tls_new(&heat->lines);
         if (!line)
             break;
-        tl_add(line, TC_DIM, "%6d ", cr * rpc);
+        if (s.H) {
+            char lab[32];
+            snprintf(lab, sizeof lab, "%d.%d", cr * rpc / s.H, cr * rpc % s.H);
+            tl_add(line, TC_DIM, "%6s ", lab);
+        } else {
+            tl_add(line, TC_DIM, "%6d ", cr * rpc);
+        }
         for (int cc = 0; cc < ncc; cc++) {
             double m = cell[cr * ncc + cc];
             int lvl = 0;
@@ -271,10 +281,7 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
         int64_t wc[3];
         int nd;
         if (tui_tensor_worst(d, l, id, wc, &nd)) {
-            Slice w = s;
-            if (s.H)
-                w.head = (int)wc[1];
-            coord_text(id, &w, wc[0], s.H ? wc[2] : nd > 1 ? wc[1] : wc[0], ct, sizeof ct);
+            coord_text(id, &s, s.H ? wc[0] * s.H + wc[1] : wc[0], s.H ? wc[2] : nd > 1 ? wc[1] : wc[0], ct, sizeof ct);
             tls_add(&insp->lines, TC_NORMAL, " largest |ref| at %s (w moves the cursor there)", ct);
         }
     }

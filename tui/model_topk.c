@@ -275,7 +275,7 @@ void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
         char sc[32], mg[32];
         int p = e[i].pos;
         if (!gotsel) {
-            tl_field(row, TC_REFONLY, half, "%s", i == 0 ? " no engine" : "");
+            tl_field(row, TC_REFONLY, half, "%s", "");
         } else if (e[i].in_got) {
             fmt_score(g, sg && p >= 0 && p < ng ? sg[p] : NAN, sc, sizeof sc);
             fmt_margin(sg && p >= 0 && p < ng ? sg[p] : NAN, cut_g, mg, sizeof mg);
