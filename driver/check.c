@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "driver/explain.h"
 #include "driver/report.h"
 #include "dumps/dump.h"
 
@@ -137,6 +138,7 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
             AsLayerDiff d;
             memset(&d, 0, sizeof d);
             as_compare_layer(&got, &ref, &cmp, &d);
+            as_explain_downstream(&k.rm, &got, &cmp, &d);
             d.layer = l;
             d.step = step;
             as_report_layer(rep, &stinfo, l, &d);

@@ -55,6 +55,9 @@ typedef struct {
     int64_t worst_ulp;      /* bf16 ulp distance of the worst element */
     int64_t n_bad;          /* elements beyond tolerance (not flips) */
     int64_t n_flips;        /* benign quantisation flips */
+    bool explained;         /* out of tolerance, but inherited: the checked side matches the reference
+                             * recomputed from its own inputs (driver/explain.h) */
+    double explained_max_abs; /* its max |diff| against that recomputation */
     /* selections */
     int64_t n_rows_differ, n_near_tie, n_real;
     int n_seldiffs;

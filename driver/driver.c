@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/explain.h"
 #include "driver/inputs_file.h"
 #include "model/inputs.h"
 #include "ref/linear.h"
@@ -330,9 +331,10 @@ int as_driver_step_layer(AsDriver *d, AsError *err)
     const float *x = (got && d->opt.mode == AS_MODE_TEACHER) ? got->t[AS_T_X].data : NULL;
     if ((rc = as_ref_next_layer(&d->ref, x, &d->ref_run[l], err)))
         return as_err_wrap(err, "reference, step %d", d->cur.step);
-    if (got)
+    if (got) {
         as_compare_layer(got, &d->ref_run[l], &d->cmp, &d->diff[l]);
-    else
+        as_explain_downstream(&d->ref.rm, got, &d->cmp, &d->diff[l]);
+    } else
         d->diff[l].verdict = AS_V_NOT_RUN;
     if (d->bf16_ref) {
         if ((rc = as_ref_next_layer(d->bf16_ref, d->ref_run[l].t[AS_T_X].data, &d->bf16_run[l], err)))

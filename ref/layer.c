@@ -488,40 +488,67 @@ static int build_idx(int l, int s, AsRun *run, AsError *err)
 }
 
 /* Steps 7-9: sparse attention with the sink, inverse rotation, grouped wo_a, wo_b. */
-static int attend_and_project(const AsRefModel *rm, int l, int s, int start_pos, const AsRopeTable *rope,
-                              AsRun *run)
+int as_ref_attend(const AsRefModel *rm, int l, const float *q, const float *rows_a, int na, const float *rows_b,
+                  int nb, const int32_t *idx, int topk, int s, float *o)
+{
+    const AsConfig *cfg = &rm->m->cfg;
+    int hd = cfg->head_dim;
+    float *rows = malloc(ROW((size_t)(na + nb) * hd + 1));
+    if (!rows)
+        return -1;
+    memcpy(rows, rows_a, ROW((size_t)na * hd));
+    if (nb)
+        memcpy(rows + (size_t)na * hd, rows_b, ROW((size_t)nb * hd));
+    as_sparse_attention(q, rows, na + nb, idx, topk, rm->fault == AS_FAULT_SINK_IGNORED ? rm->no_sink : rm->sink[l], o,
+                        s, cfg->n_heads, hd, (float)(1.0 / sqrt((double)hd)));
+    free(rows);
+    return 0;
+}
+
+void as_ref_rotate_back(const AsRefModel *rm, int l, const float *o, int s, int start_pos, float *o_back)
+{
+    const AsConfig *cfg = &rm->m->cfg;
+    memcpy(o_back, o, ROW((size_t)s * cfg->n_heads * cfg->head_dim));
+    as_rope_heads(o_back, s, cfg->n_heads, cfg->head_dim, start_pos,
+                  cfg->role[l].ratio == 0 ? &rm->rope_plain : &rm->rope_yarn, true);
+}
+
+int as_ref_project_out(const AsRefModel *rm, int l, const float *o_back, int s, float *og, float *out)
 {
     const AsConfig *cfg = &rm->m->cfg;
     const AsLayerWeights *w = &rm->m->layer[l];
     int nh = cfg->n_heads, hd = cfg->head_dim, G = cfg->o_groups, olr = cfg->o_lora_rank, gw = cfg->gw;
-    int na = run->rows_a_len, nb = run->rows_b_len;
-    float *rows = malloc(ROW((size_t)(na + nb) * hd + 1));
-    float *o = as_run_shape(run, AS_T_O, 3, s, nh, hd);
-    float *ob = as_run_shape(run, AS_T_O_BACK, 3, s, nh, hd);
-    float *og = as_run_shape(run, AS_T_OG, 3, s, G, olr);
-    float *out = as_run_shape(run, AS_T_OUT, 2, s, cfg->dim, 0);
     float *slice = malloc(ROW((size_t)s * gw));
-    if (!rows || !o || !ob || !og || !out || !slice) {
-        free(rows), free(slice);
+    if (!slice)
         return -1;
-    }
-    memcpy(rows, run->t[AS_T_ROWS_A].data, ROW((size_t)na * hd));
-    if (nb)
-        memcpy(rows + (size_t)na * hd, run->t[AS_T_ROWS_B].data, ROW((size_t)nb * hd));
-    as_sparse_attention(run->t[AS_T_Q].data, rows, na + nb, run->t[AS_T_IDX].data, run->topk,
-                        rm->fault == AS_FAULT_SINK_IGNORED ? rm->no_sink : rm->sink[l], o, s, nh,
-                        hd, (float)(1.0 / sqrt((double)hd)));
-    memcpy(ob, o, ROW((size_t)s * nh * hd));
-    as_rope_heads(ob, s, nh, hd, start_pos, rope, true);
     for (int g = 0; g < G; g++) {
         for (int t = 0; t < s; t++)
-            memcpy(slice + (size_t)t * gw, ob + (size_t)t * nh * hd + (size_t)g * gw, ROW(gw));
+            memcpy(slice + (size_t)t * gw, o_back + (size_t)t * nh * hd + (size_t)g * gw, ROW(gw));
         as_linear_rows(slice, s, w->wo_a, (int64_t)g * olr, olr, og + (size_t)g * olr, (int64_t)G * olr, true);
     }
-    as_linear(og, s, w->wo_b, out, true);
-    free(rows);
     free(slice);
+    if (out)
+        as_linear(og, s, w->wo_b, out, true);
     return 0;
+}
+
+/* Steps 7-9: sparse attention with the sink, inverse rotation, grouped wo_a, wo_b. */
+static int attend_and_project(const AsRefModel *rm, int l, int s, int start_pos, AsRun *run)
+{
+    const AsConfig *cfg = &rm->m->cfg;
+    int nh = cfg->n_heads, hd = cfg->head_dim;
+    float *o = as_run_shape(run, AS_T_O, 3, s, nh, hd);
+    float *ob = as_run_shape(run, AS_T_O_BACK, 3, s, nh, hd);
+    float *og = as_run_shape(run, AS_T_OG, 3, s, cfg->o_groups, cfg->o_lora_rank);
+    float *out = as_run_shape(run, AS_T_OUT, 2, s, cfg->dim, 0);
+    if (!o || !ob || !og || !out)
+        return -1;
+    if (as_ref_attend(rm, l, run->t[AS_T_Q].data, run->t[AS_T_ROWS_A].data, run->rows_a_len,
+                      run->rows_b_len ? run->t[AS_T_ROWS_B].data : NULL, run->rows_b_len, run->t[AS_T_IDX].data,
+                      run->topk, s, o))
+        return -1;
+    as_ref_rotate_back(rm, l, o, s, start_pos, ob);
+    return as_ref_project_out(rm, l, ob, s, og, out);
 }
 
 int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, const float *x, int start_pos,
@@ -554,7 +581,7 @@ int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, 
         return rc;
     if ((rc = build_idx(l, s, run, err)))
         return rc;
-    if (attend_and_project(rm, l, s, start_pos, rope, run) || snapshot_state(cfg, role, &st->layer[l], run))
+    if (attend_and_project(rm, l, s, start_pos, run) || snapshot_state(cfg, role, &st->layer[l], run))
         return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
     return 0;
 }

@@ -69,4 +69,12 @@ void as_ref_state_free(AsRefState *st, const AsConfig *cfg);
 int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, const float *x,
                          int start_pos, int s, AsRun *run, AsError *err);
 
+/* The tail of the forward as separate steps (the driver re-runs them on another engine's inputs
+ * to tell its own errors from differences it inherited): step 7 (rows_b may be NULL when nb is 0),
+ * step 8, step 9 (out may be NULL). Return 0, or -1 when out of memory. */
+int as_ref_attend(const AsRefModel *rm, int l, const float *q, const float *rows_a, int na, const float *rows_b,
+                  int nb, const int32_t *idx, int topk, int s, float *o);
+void as_ref_rotate_back(const AsRefModel *rm, int l, const float *o, int s, int start_pos, float *o_back);
+int as_ref_project_out(const AsRefModel *rm, int l, const float *o_back, int s, float *og, float *out);
+
 #endif
