@@ -126,6 +126,11 @@ static int put_tensor(hid_t diff, AsTensorId id, const AsTensorDiff *d, char *pa
     char where[128] = "";
     if (d->worst >= 0)
         as_format_coord(id, d->worst_coord, ndim, where, sizeof where);
+    if (!rc && d->explained) { /* optional: only where a mismatch was explained (driver/explain.h) */
+        rc = as_h5_put_i64(g, "explained", 1, at, err);
+        if (!rc)
+            rc = as_h5_put_f64(g, "explained_max_abs", d->explained_max_abs, at, err);
+    }
     if (!rc)
         rc = as_h5_put_i64s(g, "worst_coord", d->worst_coord, ndim, at, err);
     if (!rc)
@@ -256,6 +261,13 @@ static int get_tensor(hid_t diff, AsTensorId id, AsTensorDiff *d, const char *dp
         int64_t v = 0;
         rc = as_h5_get_i64(g, flag_field[i].name, &v, at, err);
         *(bool *)((char *)d + flag_field[i].off) = v != 0;
+    }
+    if (!rc && as_h5_has_attr(g, "explained")) {
+        int64_t v = 0;
+        rc = as_h5_get_i64(g, "explained", &v, at, err);
+        d->explained = v != 0;
+        if (!rc)
+            rc = as_h5_get_f64(g, "explained_max_abs", &d->explained_max_abs, at, err);
     }
     if (!rc)
         rc = as_h5_get_i64s(g, "worst_coord", d->worst_coord, as_tensor_desc[id].ndim, at, err);

@@ -11,6 +11,7 @@
 #     bench     bench-engine at flash (decode at 4K context, prefill 4096)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
+#     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
 #     tui       the TUI on flash with the engine, screens captured through tmux
 # The summary goes to stdout and $OUT/summary.txt; every phase's whole log to $OUT/full.log.
@@ -81,6 +82,22 @@ for p in "$@"; do
                 'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*'
         done
         unset AS_KTEST_SMALL ;;
+    h5py)
+        # a dump written with the engine on, opened with h5py (the dump format's promise)
+        phase h5py 60 python3 -c "
+import h5py, numpy as np
+f = h5py.File('examples/out/03_tiny.h5', 'r')
+print('root attributes:', {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items() if k != 'config_json'})
+print('inputs/h0', f['inputs/h0'].shape, f['inputs/h0'].dtype)
+steps = sorted(f['steps'].keys()); print('steps', steps)
+lay = f['steps/0000/layers/05']
+print('layer 5 sides', sorted(k for k in lay.keys()))
+for side in ('engine', 'ref'):
+    print(side, 'q', lay[side]['q'].shape, 'csel', lay[side]['csel'].shape, lay[side]['csel'][0, :8])
+e, r = lay['engine']['o'][()], lay['ref']['o'][()]
+print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['diff/o'].attrs['verdict'])
+"
+        cat "$LOGS/h5py.log" ;;
     kbench)
         LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 150 "$B/bin/attnscope_kbench"
         sed -n '/== summary/,$p' "$LOGS/kbench.log" | tee -a "$SUM" ;;
