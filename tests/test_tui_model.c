@@ -212,6 +212,8 @@ TEST(tui_ring_shows_the_ring_slot_fault)
     tui_model_ring(&data, &st, &tui_glyphs_utf8, &p);
     int i = tls_find(&p.lines, "engine differs");
     CHECK(i >= 0 && color_at(&p.lines.v[i], "engine differs") == TC_MISMATCH, "the ring view flags the slots");
+    CHECK(tls_find(&p.lines, "slot 6 is empty here but not in the engine's ring") >= 0,
+          "the slot the engine wrote by mistake is named");
     tp_free(&p);
     as_driver_close(d);
 }

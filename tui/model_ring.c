@@ -189,7 +189,8 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
     }
     tls_add(&p->lines, TC_NORMAL, " ");
     /* oldest to newest */
-    tls_add(&p->lines, TC_HEADER, " oldest to newest   age  slot  position");
+    tls_add(&p->lines, TC_TITLE, " oldest to newest");
+    tls_add(&p->lines, TC_HEADER, "    age  slot  position");
     for (int a = 0; a < n; a++) {
         for (int j = 0; j < win; j++) {
             if (slots[j].age != a)
@@ -198,7 +199,7 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
             if (!lr)
                 break;
             TuiColor c = slot_color(&slots[j]);
-            tl_add(lr, c, "                   %4d  %4d  %8d", a + 1, j, slots[j].pos);
+            tl_add(lr, c, "   %4d  %4d  %8d", a + 1, j, slots[j].pos);
             if (slots[j].written)
                 tl_put(lr, TC_ACCENT, "  written");
             if (slots[j].attended)
@@ -212,8 +213,11 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
         }
     }
     if (n < win)
-        tls_add(&p->lines, TC_DIM, "                    %d empty slot%s (positions not reached yet)", win - n,
-                win - n == 1 ? "" : "s");
+        tls_add(&p->lines, TC_DIM, "   %d empty slot%s (positions not reached yet)", win - n, win - n == 1 ? "" : "s");
+    for (int j = 0; j < win; j++)
+        if (slots[j].pos < 0 && slots[j].got_diff > 0)
+            tls_add(&p->lines, TC_MISMATCH, "   slot %d is empty here but not in the engine's ring (%.3g off)", j,
+                    slots[j].got_diff);
     free(slots);
     tp_follow(p, &st->top[TV_RING][0]);
 }
