@@ -19,8 +19,9 @@
 // tiles); per thread 3 x 32 f32 accumulators (acc, bd, bm). Per Q2_K block the CTA stages in shared
 // memory the raw blocks of its 128 rows (21 words each, rows 28 words apart: conflict-free for the
 // 8 rows x 4 words a fragment load touches) and the 8 q8_1 blocks of its 32 tokens (72 words each,
-// tokens 76 words apart: conflict-free likewise) with 4-byte cp.async (the blocks are only 4-byte
-// aligned), two stages (47 KB): block kb + 1 is in flight while kb is computed. Rows and tokens
+// tokens 76 words apart: conflict-free likewise) with cp.async: 4-byte copies for the Q2_K rows (84-byte
+// blocks are only 4-byte aligned), 16-byte copies for the q8_1 rows where aligned (mmq_b16; 4-byte
+// otherwise); two stages (47 KB): block kb + 1 is in flight while kb is computed. Rows and tokens
 // past the end are clamped for loads and never stored. grid = (ceil(n_out / 128), ceil(m / 32), batch).
 #include "kernels/kernels.h"
 #include "kernels/q2k.cuh"
@@ -42,7 +43,15 @@ struct MmqArgs {
     void *y;
     int64_t ldy, strideY;
     int y_f32;
+    int b16; // the q8_1 token rows are 16-byte aligned for every kb (mmq_b16): 16-byte copies
 };
+
+// Whether every token row's 8 q8_1 blocks of a Q2_K block (288 bytes at 36 (t ldx + b strideX + 8 kb))
+// start 16-byte aligned: xq aligned and ldx, strideX multiples of 4 blocks (always in the engine).
+inline bool mmq_b16(const void *xq, int64_t ldx, int64_t strideX, int batch)
+{
+    return ((uintptr_t)xq & 15) == 0 && ldx % 4 == 0 && (batch <= 1 || strideX % 4 == 0);
+}
 
 #ifdef AS_EMU
 // mma.m16n8k32.row.col.s32.s8.s8.s32 with C = q2k::kBias on the emulator: lane (g, c) gathers rows
@@ -93,19 +102,25 @@ constexpr int kAWords = sizeof(AsBlockQ2K) / 4;      // 21: scales 0..3, qs 4..1
 constexpr int kBWords = 8 * sizeof(AsBlockQ8_1) / 4; // 72: 8 q8_1 blocks of 9 words (d | s, qs)
 constexpr int kAStride = 28, kBStride = 76;          // padded: 28 g and 76 g mod 32 = 4 banks apart
 
-struct Stage {
+struct __align__(16) Stage {
     uint32_t a[kBM * kAStride];
     uint32_t b[kBN * kBStride];
 };
 
 #ifdef AS_EMU
 inline void cp_async4(uint32_t *dst, const uint32_t *src) { *dst = *src; }
+inline void cp_async16(uint32_t *dst, const uint32_t *src) { memcpy(dst, src, 16); }
 inline void cp_async_commit() {}
 inline void cp_async_wait1() {}
 #else
 __device__ __forceinline__ void cp_async4(uint32_t *dst, const uint32_t *src)
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async16(uint32_t *dst, const uint32_t *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
                  : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -121,10 +136,19 @@ __device__ __forceinline__ void load_stage(Stage &st, const MmqArgs &a, const As
         const int o = row0 + r < a.n_out ? row0 + r : a.n_out - 1;
         cp_async4(&st.a[r * kAStride + k], (const uint32_t *)(Wb + (int64_t)o * a.ldw + kb) + k);
     }
-    for (int w = threadIdx.x; w < kBN * kBWords; w += kMqThreads) {
-        const int n = w / kBWords, k = w - n * kBWords;
-        const int t = tok0 + n < a.m ? tok0 + n : a.m - 1;
-        cp_async4(&st.b[n * kBStride + k], (const uint32_t *)(Xb + (int64_t)t * a.ldx + (int64_t)kb * 8) + k);
+    if (a.b16) { // 18 chunks of 16 bytes per token (the token stride, 304 bytes, keeps them aligned)
+#pragma unroll 1 // unrolled, the hoisted addresses cost 66 registers
+        for (int w = threadIdx.x; w < kBN * (kBWords / 4); w += kMqThreads) {
+            const int n = w / (kBWords / 4), k = 4 * (w - n * (kBWords / 4));
+            const int t = tok0 + n < a.m ? tok0 + n : a.m - 1;
+            cp_async16(&st.b[n * kBStride + k], (const uint32_t *)(Xb + (int64_t)t * a.ldx + (int64_t)kb * 8) + k);
+        }
+    } else {
+        for (int w = threadIdx.x; w < kBN * kBWords; w += kMqThreads) {
+            const int n = w / kBWords, k = w - n * kBWords;
+            const int t = tok0 + n < a.m ? tok0 + n : a.m - 1;
+            cp_async4(&st.b[n * kBStride + k], (const uint32_t *)(Xb + (int64_t)t * a.ldx + (int64_t)kb * 8) + k);
+        }
     }
 }
 
@@ -288,7 +312,7 @@ extern "C" int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_o
     if (batch > 65535 || gy > 65535 || gx > 0x7fffffff || n_in > (1 << 30))
         return (int)cudaErrorInvalidValue;
     const MmqArgs a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
-                    ldy, strideY, y_f32 ? 1 : 0};
+                    ldy, strideY, y_f32 ? 1 : 0, mmq_b16(xq, ldx, strideX, batch) ? 1 : 0};
     q2k_mmq_kernel<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)batch), kMqThreads, 0, st>>>(a);
     return AS_LAUNCH_RESULT();
 }

@@ -103,7 +103,8 @@ static int64_t ordered16(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff
 
 /* ---------------------------------------------------------------------------------------------- */
 /* q8_1 on the device against the twin: rows x n values (x rows ldx apart), y rows ldy blocks apart
- * with a poisoned gap and guard row. Returns the device q8_1 blocks (rows x n / 32, packed) in *out. */
+ * with a poisoned gap and guard row. Returns the device's q8_1 blocks as they lie (rows + 1 rows of
+ * ldy blocks: the rows, their gaps, the guard row) in *out. */
 static int64_t check_q8_1(const char *what, const uint16_t *xh, int rows, int n, int64_t ldx, int64_t ldy,
                           AsBlockQ8_1 **out)
 {
@@ -123,7 +124,6 @@ static int64_t check_q8_1(const char *what, const uint16_t *xh, int rows, int n,
     as_gpu_get_bytes(got, dy, ybytes);
 
     AsBlockQ8_1 *want = xmalloc(sizeof(AsBlockQ8_1) * (size_t)nbk);
-    AsBlockQ8_1 *packed = xmalloc(sizeof(AsBlockQ8_1) * (size_t)((int64_t)rows * nbk));
     float *xf = xmalloc(sizeof(float) * (size_t)n);
     int64_t bad = 0, gap_bad = 0;
     for (int r = 0; r < rows; r++) {
@@ -131,7 +131,6 @@ static int64_t check_q8_1(const char *what, const uint16_t *xh, int rows, int n,
             xf[i] = as_bf16_to_f32(xh[(int64_t)r * n + i]);
         as_quantize_row_q8_1(xf, want, n);
         const AsBlockQ8_1 *g = (const AsBlockQ8_1 *)got + (int64_t)r * ldy;
-        memcpy(packed + (int64_t)r * nbk, g, sizeof(AsBlockQ8_1) * (size_t)nbk);
         for (int b = 0; b < nbk; b++) {
             if (!memcmp(&g[b], &want[b], sizeof want[b]))
                 continue;
@@ -156,9 +155,9 @@ static int64_t check_q8_1(const char *what, const uint16_t *xh, int rows, int n,
     CHECK(bad == 0, "%s: %lld of %lld q8_1 blocks differ from as_quantize_row_q8_1", what, (long long)bad,
           (long long)rows * nbk);
     CHECK(gap_bad == 0, "%s: %lld bytes written outside the rows' blocks", what, (long long)gap_bad);
-    free(xpad), free(got), free(want), free(xf);
+    free(xpad), free(want), free(xf);
     as_gpu_free(dx), as_gpu_free(dy);
-    *out = packed;
+    *out = (AsBlockQ8_1 *)got;
     return bad;
 }
 
@@ -203,6 +202,8 @@ typedef struct {
     int n_out, n_in, batch;
     int wpad;   /* extra blocks per weight row (ldw = n_in / 256 + wpad) */
     int ypad;   /* extra elements per output row */
+    int xpad;   /* extra q8_1 blocks per token row (ldx = batch * n_in / 32 + xpad): an odd ldx takes
+                 * mmq's 4-byte copies of the q8_1 rows instead of the 16-byte ones */
 } Q2kCase;
 
 typedef struct {
@@ -223,7 +224,7 @@ static int64_t run_case(const Q2kCase *c, int m, int kernel, int R, int Wn, int 
         return 0;
     }
     const int64_t ldw = nb + c->wpad, strideW = (int64_t)no * ldw;
-    const int64_t X = (int64_t)B * ni, ldx = X / 32, strideX = nx;
+    const int64_t X = (int64_t)B * ni, ldx = X / 32 + c->xpad, strideX = nx;
     const int64_t ldy = (int64_t)B * no + c->ypad, strideY = no;
     const int exact_rule = kernel == K_MMVQ && Wn <= 1;
     char what[256], groups[32] = "";
@@ -396,12 +397,12 @@ static int64_t run_case(const Q2kCase *c, int m, int kernel, int R, int Wn, int 
 /* The flash projections (SPEC 1): wq_a, wq_b, wkv, wo_a (8 groups of 1024 x 4096, one launch), wo_b,
  * indexer wq_b. */
 static const Q2kCase kFlash[] = {
-    {"wq_a", 1280, 5120, 1, 0, 0},
-    {"wq_b", 32768, 1280, 1, 0, 0},
-    {"wkv", 512, 5120, 1, 0, 0},
-    {"wo_a grouped", 1024, 4096, 8, 0, 0},
-    {"wo_b", 5120, 8192, 1, 0, 0},
-    {"indexer.wq_b", 4096, 1280, 1, 0, 0},
+    {"wq_a", 1280, 5120, 1, 0, 0, 0},
+    {"wq_b", 32768, 1280, 1, 0, 0, 0},
+    {"wkv", 512, 5120, 1, 0, 0, 0},
+    {"wo_a grouped", 1024, 4096, 8, 0, 0, 0},
+    {"wo_b", 5120, 8192, 1, 0, 0, 0},
+    {"indexer.wq_b", 4096, 1280, 1, 0, 0, 0},
 };
 
 GPU_TEST(gpu_q2k_mmvq_flash_shapes)
@@ -421,14 +422,14 @@ GPU_TEST(gpu_q2k_mmq_flash_shapes)
 }
 
 /* Tails: n_out not a multiple of the mmq tile (128) or of R, 1 row, tokens past a 32-token tile,
- * padded weight rows and output rows, batches. */
+ * padded weight, token and output rows (odd / 2-block token strides: mmq's 4-byte q8_1 copies), batches. */
 GPU_TEST(gpu_q2k_odd_sizes)
 {
     const Q2kCase cases[] = {
-        {"odd rows", 301, 768, 1, 0, 0},
-        {"one row", 1, 256, 1, 0, 0},
-        {"129 rows, padded", 129, 512, 1, 3, 5},
-        {"grouped odd", 37, 1024, 3, 1, 2},
+        {"odd rows", 301, 768, 1, 0, 0, 0},
+        {"one row", 1, 256, 1, 0, 0, 0},
+        {"129 rows, padded, odd x stride", 129, 512, 1, 3, 5, 1},
+        {"grouped odd", 37, 1024, 3, 1, 2, 2},
     };
     const int ms[] = {1, 3, 8, 9, 17, 64};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -443,7 +444,7 @@ GPU_TEST(gpu_q2k_odd_sizes)
  * awkward batched shape: W = 1 bit for bit, W > 1 within the ordering bound. */
 GPU_TEST(gpu_q2k_mmvq_every_config)
 {
-    const Q2kCase c = {"cfg", 301, 1536, 3, 1, 3};
+    const Q2kCase c = {"cfg", 301, 1536, 3, 1, 3, 1};
     const int Rs[] = {1, 2, 4}, Ws[] = {1, 2, 4, 8}, ms[] = {1, 2, 3, 4, 6, 8};
     int64_t bad = 0, runs = 0;
     for (int ri = 0; ri < 3; ri++)
@@ -487,6 +488,7 @@ GPU_TEST(gpu_q2k_refuses_nonsense)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+#ifndef AS_Q2K_KERNELS_ONLY /* bench/emu/emu_q2k_test.cpp: the kernels on the emulator, no engine */
 /* The engine on GGUF models (tiny-q converted): Q2_K projections through the q8_1 kernels, Q8_0 ones
  * dequantised to f32; prefill sizes on both sides of the mmvq / mmq switch (8 rows) and decode steps,
  * each layer against the reference with the driver's quantised tolerance. */
@@ -559,3 +561,4 @@ GPU_TEST(gpu_q2k_engine_gguf_tiny_q)
     }
     as_model_free(&src);
 }
+#endif

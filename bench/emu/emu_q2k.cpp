@@ -67,7 +67,7 @@ static std::vector<AsBlockQ8_1> quantize(const std::vector<uint16_t> &xb, int ro
     return y;
 }
 
-static void run(int n_out, int n_in, int m, int batch, bool mmq, int R, int W, bool y_f32)
+static void run(int n_out, int n_in, int m, int batch, bool mmq, int R, int W, bool y_f32, bool b4 = false)
 {
     const int nb = n_in / 256, nx = n_in / 32;
     std::vector<AsBlockQ2K> w((size_t)batch * n_out * nb);
@@ -80,7 +80,8 @@ static void run(int n_out, int n_in, int m, int batch, bool mmq, int R, int W, b
     std::vector<uint16_t> yb((size_t)batch * m * n_out, 0x7fc1);
     if (mmq) {
         MmqArgs a{w.data(), nb, (int64_t)n_out * nb, n_out, n_in, xq.data(), nx, (int64_t)m * nx, m,
-                  y_f32 ? (void *)yf.data() : (void *)yb.data(), n_out, (int64_t)m * n_out, y_f32 ? 1 : 0};
+                  y_f32 ? (void *)yf.data() : (void *)yb.data(), n_out, (int64_t)m * n_out, y_f32 ? 1 : 0,
+                  !b4 && mmq_b16(xq.data(), nx, (int64_t)m * nx, batch) ? 1 : 0};
         emu::launch(dim3((unsigned)((n_out + kBM - 1) / kBM), (unsigned)((m + kBN - 1) / kBN), (unsigned)batch),
                     dim3(kMqThreads), [&] { q2k_mmq_kernel(a); });
     } else {
@@ -126,8 +127,9 @@ static void run(int n_out, int n_in, int m, int batch, bool mmq, int R, int W, b
                     worst = err / tol;
             }
     const int64_t total = (int64_t)batch * m * n_out;
-    printf("%s %s %dx%d m %d batch %d R%d W%d y %s: %lld/%lld exact, worst err/bound %.3f, %lld bad\n",
-           bad ? "FAIL" : "ok  ", mmq ? "mmq " : "mmvq", n_out, n_in, m, batch, R, W, y_f32 ? "f32" : "bf16",
+    printf("%s %s%s %dx%d m %d batch %d R%d W%d y %s: %lld/%lld exact, worst err/bound %.3f, %lld bad\n",
+           bad ? "FAIL" : "ok  ", mmq ? "mmq " : "mmvq", b4 ? " (4-byte B copies)" : "", n_out, n_in, m, batch, R, W,
+           y_f32 ? "f32" : "bf16",
            (long long)exact, (long long)total, worst, (long long)bad);
     g_fail += bad != 0;
 }
@@ -142,6 +144,7 @@ int main()
     run(130, 512, 40, 2, true, 0, 0, true);
     run(17, 256, 9, 1, true, 0, 0, false);
     run(128, 768, 32, 1, true, 0, 0, true);
+    run(70, 512, 33, 2, true, 0, 0, true, true);
     printf("%d failed\n", g_fail);
     return g_fail != 0;
 }

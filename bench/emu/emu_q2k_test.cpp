@@ -1,11 +1,12 @@
 // tests/gpu_q2k.c on the emulator: the GPU test's own logic (layouts, strides, guards, the twin and
 // reference checks, its messages) run against the emulated kernels, with host memory standing in
 // for device memory. The launchers' argument checks are the device build's (not compiled here), so
-// gpu_q2k_refuses_nonsense is meaningless on the emulator and is not run.
+// gpu_q2k_refuses_nonsense is meaningless on the emulator and is not run; the engine test is compiled
+// out (AS_Q2K_KERNELS_ONLY).
 // Build and run (not part of run.sh; AS_KTEST_SMALL=1 keeps it to minutes):
 //   B=build/emu; mkdir -p $B; for f in model/quants model/wtensor ref/numerics tests/harness tests/gpu_q2k; do
 //     gcc -O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -fopenmp -I. -I/usr/local/cuda/include
-//         -c $f.c -o $B/$(basename $f).o; done
+//         -DAS_Q2K_KERNELS_ONLY -c $f.c -o $B/$(basename $f).o; done
 //   g++ -std=c++20 -O1 -Wall -Wextra -Werror -Wno-unknown-pragmas -ffp-contract=off -I bench/emu -I .
 //       -I /usr/local/cuda/include -DAS_EMU bench/emu/emu_q2k_test.cpp bench/emu/emu.cpp $B/quants.o
 //       $B/wtensor.o $B/numerics.o $B/harness.o $B/gpu_q2k.o -o $B/emu_q2k_test -pthread -fopenmp
@@ -97,7 +98,7 @@ int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_i
         return (int)cudaErrorInvalidValue;
     std::lock_guard<std::mutex> lk(g_launch);
     const MmqArgs a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
-                    ldy, strideY, y_f32 ? 1 : 0};
+                    ldy, strideY, y_f32 ? 1 : 0, mmq_b16(xq, ldx, strideX, batch) ? 1 : 0};
     emu::launch(dim3((unsigned)((n_out + kBM - 1) / kBM), (unsigned)((m + kBN - 1) / kBN), (unsigned)batch),
                 dim3(kMqThreads), [&] { q2k_mmq_kernel(a); });
     return 0;
