@@ -90,7 +90,8 @@ __device__ __forceinline__ void term_weights(uint32_t v, uint32_t sc4, int (&vs)
 // with each product and sum rounded on its own (no FMA contraction: __fmul_rn / __fadd_rn), as the
 // C twin computes it under -ffp-contract=off. The first sum 0 + p is p itself (p is never -0: d8 >= 0
 // and the integer dot products are +0 when zero), so it is skipped.
-__device__ __forceinline__ float term(const int (&vs)[4], const int (&ms)[4], const int (&u)[4], const float (&d8)[4], float dx, float dy)
+__device__ __forceinline__ float term(const int (&vs)[4], const int (&ms)[4], const int (&u)[4], const float (&d8)[4],
+                                      float dx, float dy)
 {
     float sd = __fmul_rn(d8[0], unbias(dp4a(vs[0], u[0], kBias)));
     float sm = __fmul_rn(d8[0], unbias(dp4a(ms[0], u[0], kBias)));

@@ -248,9 +248,11 @@ static int64_t run_case(const Q2kCase *c, int m, int kernel, int R, int Wn, int 
     const size_t esz = y_f32 ? 4 : 2, ybytes = esz * (size_t)((m + 1) * ldy); /* + one guard row */
     uint8_t *dy = as_gpu_alloc(ybytes);
     REQUIRE(cudaMemset(dy, 0xff, ybytes) == cudaSuccess, "cudaMemset");
-    int rc = kernel == K_MMVQ
-                 ? as_k_q2k_mmvq_cfg(dW, ldw, strideW, no, ni, dxq, ldx, strideX, m, dy, ldy, strideY, y_f32, B, R, Wn, 0)
-                 : as_k_q2k_mmq(dW, ldw, strideW, no, ni, dxq, ldx, strideX, m, dy, ldy, strideY, y_f32, B, 0);
+    int rc;
+    if (kernel == K_MMVQ)
+        rc = as_k_q2k_mmvq_cfg(dW, ldw, strideW, no, ni, dxq, ldx, strideX, m, dy, ldy, strideY, y_f32, B, R, Wn, 0);
+    else
+        rc = as_k_q2k_mmq(dW, ldw, strideW, no, ni, dxq, ldx, strideX, m, dy, ldy, strideY, y_f32, B, 0);
     as_gpu_check_launch(rc, what);
     uint8_t *got = xmalloc(ybytes);
     as_gpu_get_bytes(got, dy, ybytes);
@@ -463,15 +465,19 @@ GPU_TEST(gpu_q2k_refuses_nonsense)
     void *w = buf, *x = buf + 8192, *y = buf + 32768;
     const int inval = (int)cudaErrorInvalidValue;
     /*                     W  ldw sW no ni   x  ldx sX m  y  ldy sY f32 batch */
-    CHECK(as_k_q2k_mmvq(w, 1, 0, 4, 128, x, 4, 0, 1, y, 4, 0, 0, 1, 0) == inval, "mmvq: n_in 128 (not a multiple of 256) refused");
+    CHECK(as_k_q2k_mmvq(w, 1, 0, 4, 128, x, 4, 0, 1, y, 4, 0, 0, 1, 0) == inval,
+          "mmvq: n_in 128 (not a multiple of 256) refused");
     CHECK(as_k_q2k_mmq(w, 1, 0, 4, 300, x, 10, 0, 1, y, 4, 0, 0, 1, 0) == inval, "mmq: n_in 300 refused");
     CHECK(as_k_q2k_mmvq(w, 1, 0, 4, 256, x, 8, 0, 9, y, 4, 0, 0, 1, 0) == inval, "mmvq: m = 9 refused");
     CHECK(as_k_q2k_mmvq(w, 0, 0, 4, 256, x, 8, 0, 1, y, 4, 0, 0, 1, 0) == inval, "mmvq: ldw < n_in / 256 refused");
     CHECK(as_k_q2k_mmq(w, 1, 0, 4, 256, x, 7, 0, 1, y, 4, 0, 0, 1, 0) == inval, "mmq: ldx < n_in / 32 refused");
     CHECK(as_k_q2k_mmq(w, 1, 0, 4, 256, x, 8, 0, 1, y, 3, 0, 0, 1, 0) == inval, "mmq: ldy < n_out refused");
-    CHECK(as_k_q2k_mmvq(buf + 2, 1, 0, 4, 256, x, 8, 0, 1, y, 4, 0, 0, 1, 0) == inval, "mmvq: W not 4-byte aligned refused");
-    CHECK(as_k_q2k_mmq(w, 1, 0, 4, 256, buf + 8194, 8, 0, 1, y, 4, 0, 0, 1, 0) == inval, "mmq: x not 4-byte aligned refused");
-    CHECK(as_k_q2k_mmvq(w, 1, 0, 4, 256, x, 8, 0, 1, buf + 32770, 4, 0, 1, 1, 0) == inval, "mmvq: f32 y not 4-byte aligned refused");
+    CHECK(as_k_q2k_mmvq(buf + 2, 1, 0, 4, 256, x, 8, 0, 1, y, 4, 0, 0, 1, 0) == inval,
+          "mmvq: W not 4-byte aligned refused");
+    CHECK(as_k_q2k_mmq(w, 1, 0, 4, 256, buf + 8194, 8, 0, 1, y, 4, 0, 0, 1, 0) == inval,
+          "mmq: x not 4-byte aligned refused");
+    CHECK(as_k_q2k_mmvq(w, 1, 0, 4, 256, x, 8, 0, 1, buf + 32770, 4, 0, 1, 1, 0) == inval,
+          "mmvq: f32 y not 4-byte aligned refused");
     CHECK(as_k_q2k_mmq(NULL, 1, 0, 4, 256, x, 8, 0, 1, y, 4, 0, 0, 1, 0) == inval, "mmq: W NULL refused");
     CHECK(as_k_q2k_mmvq(w, 1, 0, 4, 0, x, 8, 0, 1, y, 4, 0, 0, 1, 0) == inval, "mmvq: n_in 0 refused");
     CHECK(as_k_q2k_mmq(w, 1, -1, 4, 256, x, 8, 0, 1, y, 4, 0, 0, 2, 0) == inval, "mmq: negative batch stride refused");

@@ -110,9 +110,11 @@ static void run(int n_out, int n_in, int m, int batch, bool mmq, int R, int W, b
                 for (int kb = 0; kb < nb; kb++)
                     for (int i = 0; i < 256; i++) {
                         const AsBlockQ2K &q = row[kb];
-                        const int sc = q.scales[i / 16], qq = (q.qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+                        const int sc = q.scales[i / 16];
+                        const int qq = (q.qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
                         const AsBlockQ8_1 &xa = xr[kb * 8 + i / 32];
-                        mag += ((double)as_fp16_to_fp32(q.d) * (sc & 15) * qq + (double)as_fp16_to_fp32(q.dmin) * (sc >> 4)) *
+                        mag += ((double)as_fp16_to_fp32(q.d) * (sc & 15) * qq +
+                                (double)as_fp16_to_fp32(q.dmin) * (sc >> 4)) *
                                as_fp16_to_fp32(xa.d) * std::abs((int)xa.qs[i % 32]);
                     }
                 const size_t off = ((size_t)b * m + t) * n_out + o;
