@@ -94,14 +94,19 @@ static int spec_size(const AsGgufTensorSpec *t, int64_t *rows, int64_t *row_byte
     for (int d = 0; d < t->ndim; d++)
         if (t->shape[d] < 0 || t->shape[d] > ((int64_t)1 << 40))
             return as_err(err, AS_EBADINPUT, "writing GGUF: %s: bad shape", t->name);
-    for (int d = 0; d + 1 < t->ndim; d++)
+    for (int d = 0; d + 1 < t->ndim; d++) {
+        if (t->shape[d] && r > ((int64_t)1 << 48) / t->shape[d])
+            return as_err(err, AS_EBADINPUT, "writing GGUF: %s: more than 2^48 rows", t->name);
         r *= t->shape[d];
+    }
     int64_t blk = t->dtype == AS_DT_Q2_K ? 256 : t->dtype == AS_DT_Q8_0 ? 32 : 1;
     if (cols % blk)
         return as_err(err, AS_EBADINPUT, "writing GGUF: %s: rows of %lld values are not whole %s blocks of %lld",
                       t->name, (long long)cols, as_dtype_name(t->dtype), (long long)blk);
     *rows = r;
     *row_bytes = as_dtype_bytes(t->dtype, cols);
+    if (*row_bytes && r > ((int64_t)1 << 56) / *row_bytes)
+        return as_err(err, AS_EBADINPUT, "writing GGUF: %s: more than 2^56 bytes", t->name);
     return AS_OK;
 }
 
@@ -247,6 +252,11 @@ static int conv_fill(void *ctx, int i, int64_t r0, int64_t nr, void *buf, AsErro
     const AsWTensor *src = c->src[i];
     const AsGgufTensorSpec *t = &c->spec[i];
     const int64_t cols = t->shape[t->ndim - 1], rb = as_dtype_bytes(t->dtype, cols);
+    if (src->dtype == t->dtype && (t->dtype == AS_DT_Q8_0 || t->dtype == AS_DT_Q2_K)) {
+        /* already in the format: the blocks as they are (re-quantising would change them) */
+        memcpy(buf, (const uint8_t *)src->data + r0 * rb, (size_t)(nr * rb));
+        return AS_OK;
+    }
     int64_t bad = -1; /* first row holding a non-finite value (quantised formats only) */
     int oom = 0;
 #pragma omp parallel if (nr * cols > 65536)
