@@ -55,6 +55,8 @@ typedef struct {
     int64_t worst_ulp;      /* bf16 ulp distance of the worst element */
     int64_t n_bad;          /* elements beyond tolerance (not flips) */
     int64_t n_flips;        /* benign quantisation flips */
+    int64_t n_flips_wide;   /* of which the inputs differed by more than one ulp, within their own
+                             * tensor's bf16 rule (driver/compare.c, is_flip) */
     bool explained;         /* out of tolerance, but inherited: the checked side matches the reference
                              * recomputed from its own inputs (driver/explain.h) */
     double explained_max_abs; /* its max |diff| against that recomputation */

@@ -122,6 +122,8 @@ static cJSON *tensor_json(AsTensorId id, const AsTensorDiff *t)
     cJSON_AddNumberToObject(o, "max_rel", t->max_rel);
     cJSON_AddNumberToObject(o, "n_bad", (double)t->n_bad);
     cJSON_AddNumberToObject(o, "n_flips", (double)t->n_flips);
+    if (t->n_flips_wide)
+        cJSON_AddNumberToObject(o, "n_flips_wide", (double)t->n_flips_wide);
     if (t->explained) {
         /* beyond the bf16 rule, but the checked side matches the reference on its own inputs */
         cJSON_AddBoolToObject(o, "explained", 1);

@@ -126,6 +126,8 @@ static int put_tensor(hid_t diff, AsTensorId id, const AsTensorDiff *d, char *pa
     char where[128] = "";
     if (d->worst >= 0)
         as_format_coord(id, d->worst_coord, ndim, where, sizeof where);
+    if (!rc && d->n_flips_wide) /* optional: flips whose inputs differed by more than one ulp */
+        rc = as_h5_put_i64(g, "n_flips_wide", d->n_flips_wide, at, err);
     if (!rc && d->explained) { /* optional: only where a mismatch was explained (driver/explain.h) */
         rc = as_h5_put_i64(g, "explained", 1, at, err);
         if (!rc)
@@ -262,6 +264,8 @@ static int get_tensor(hid_t diff, AsTensorId id, AsTensorDiff *d, const char *dp
         rc = as_h5_get_i64(g, flag_field[i].name, &v, at, err);
         *(bool *)((char *)d + flag_field[i].off) = v != 0;
     }
+    if (!rc && as_h5_has_attr(g, "n_flips_wide"))
+        rc = as_h5_get_i64(g, "n_flips_wide", &d->n_flips_wide, at, err);
     if (!rc && as_h5_has_attr(g, "explained")) {
         int64_t v = 0;
         rc = as_h5_get_i64(g, "explained", &v, at, err);

@@ -12,7 +12,9 @@
 
 typedef struct {
     int layer_runs, pass, flips, near_tie, mismatch;
-    int64_t flip_elems;
+    int64_t flip_elems, wide_flips;
+    int bad_tensor[AS_T_COUNT];      /* layer runs where each tensor mismatched */
+    int explained[AS_T_COUNT];       /* ... or was found inherited (driver/explain.h) */
     char first_bad[512];
 } Tally;
 
@@ -21,8 +23,12 @@ static void tally_step(const AsDriver *d, Tally *t)
     for (int l = 0; l < d->model.cfg.n_layers; l++) {
         const AsLayerDiff *df = &d->diff[l];
         t->layer_runs++;
-        for (int i = 0; i < AS_T_COUNT; i++)
+        for (int i = 0; i < AS_T_COUNT; i++) {
             t->flip_elems += df->t[i].n_flips;
+            t->wide_flips += df->t[i].n_flips_wide;
+            t->bad_tensor[i] += df->t[i].verdict == AS_V_MISMATCH;
+            t->explained[i] += df->t[i].explained;
+        }
         switch (df->verdict) {
         case AS_V_PASS: t->pass++; break;
         case AS_V_FLIPS: t->flips++; break;
@@ -75,8 +81,17 @@ static void run_regime(AsDriver *d, const char *name, int prefill, int decode, T
         REQUIRE(as_driver_decode(d, 1, &err) == 0, "%s decode step %d: %s", name, i + 1, err.msg);
         tally_step(d, t);
     }
-    as_test_note("%s: %d layer runs: %d pass, %d with flips (%ld elements), %d near-ties, %d mismatches", name,
-                 t->layer_runs, t->pass, t->flips, (long)t->flip_elems, t->near_tie, t->mismatch);
+    as_test_note("%s: %d layer runs: %d pass, %d with flips (%ld elements, %ld wide), %d near-ties, %d mismatches",
+                 name, t->layer_runs, t->pass, t->flips, (long)t->flip_elems, (long)t->wide_flips, t->near_tie,
+                 t->mismatch);
+    char line[1024] = "";
+    size_t used = 0;
+    for (int i = 0; i < AS_T_COUNT && used < sizeof line - 64; i++)
+        if (t->bad_tensor[i] || t->explained[i])
+            used += (size_t)snprintf(line + used, sizeof line - used, " %s %d/%d", as_tensor_desc[i].name,
+                                     t->bad_tensor[i], t->explained[i]);
+    if (used)
+        as_test_note("%s: per tensor, layer runs mismatched / explained as inherited:%s", name, line);
     CHECK(t->mismatch == 0, "%s: first mismatch: %s", name, t->first_bad);
 }
 

@@ -209,10 +209,18 @@ TEST(compare_fp8_flip)
     as_run_free(&g);
     as_run_free(&w2);
     as_run_free(&g2);
-    /* pre values two ulps apart: adjacent outputs are not benign */
+    /* pre values two ulps apart but within kv_pre's own bf16 rule (448 * 2^-7): a wide flip */
     fp8_pair(&g, &w, 100.0f, 101.0f);
     d = cmp1(&g, &w, AS_T_KV);
-    CHECK(d.verdict == AS_V_MISMATCH && d.n_bad == 1, "pre two ulps apart: %s", as_verdict_name(d.verdict));
+    CHECK(d.verdict == AS_V_FLIPS && d.n_flips == 1 && d.n_flips_wide == 1, "pre two ulps apart: %s, %lld wide",
+          as_verdict_name(d.verdict), (long long)d.n_flips_wide);
+    as_run_free(&w);
+    as_run_free(&g);
+    /* pre values 5 apart, beyond kv_pre's rule (3.5), outputs still adjacent (96, 104): not benign */
+    fp8_pair(&g, &w, 100.0f, 105.0f);
+    REQUIRE(((float *)g.t[AS_T_KV].data)[1] == 104, "105 quantises to 104");
+    d = cmp1(&g, &w, AS_T_KV);
+    CHECK(d.verdict == AS_V_MISMATCH && d.n_bad == 1, "pre beyond its tolerance: %s", as_verdict_name(d.verdict));
     as_run_free(&w);
     as_run_free(&g);
 }
