@@ -20,7 +20,6 @@ typedef struct {
     AsDevLayerState *ls;
     const float *cos_t, *sin_t;
     AsRun *m;          /* scalars and provenance of this layer's run */
-    int64_t n_valid;   /* selected rows over all queries (idx entries != -1) */
 } Fwd;
 
 static int rmsnorm_rows(Fwd *f, as_bf16_t *x, int64_t ld, const float *w, int rows, int n, const char *what,
@@ -234,7 +233,10 @@ static int compressed_branch(Fwd *f, AsError *err)
                           f->l, e->sh.sel_from.layer, e->sh.sel_from.step, e->sh.sel_s, f->s);
         f->m->k = e->sh.sel_k;
         f->m->sel_from = e->sh.sel_from;
-        memcpy(e->wk.csel_h, e->sh.sel_h, sizeof(int32_t) * (size_t)f->s * e->sh.sel_k);
+        if (e->sh.sel_k)
+            CU(err, cudaMemcpyAsync(e->wk.csel, e->sh.sel_d, sizeof(int32_t) * (size_t)f->s * e->sh.sel_k,
+                                    cudaMemcpyDeviceToDevice, e->st),
+               "layer %d: reuse the shared selection %dx%d", f->l, f->s, e->sh.sel_k);
     }
     if (f->role->kv_source && f->m->n_new > 0)
         TRY(store_latents(f, err));
@@ -249,36 +251,17 @@ static int compressed_branch(Fwd *f, AsError *err)
     return 0;
 }
 
-/* idx = widx followed by the compressed selection, checked and uploaded. */
+/* idx = widx followed by the compressed selection, on the device; an entry beyond the attended
+ * rows is refused (reported when the host next synchronises: as_dev_check_refusals). */
 static int build_idx(Fwd *f, AsError *err)
 {
     AsEngine *e = f->e;
     AsDevWork *wk = &e->wk;
-    int s = f->s, cols = f->m->cols, k = f->m->k, topk = cols + k;
-    int nrows = f->m->rows_a_len + f->m->rows_b_len;
-    CU(err, cudaMemcpyAsync(wk->widx_h, wk->widx, sizeof(int32_t) * (size_t)s * cols, cudaMemcpyDeviceToHost, e->st),
-       "layer %d: download widx %dx%d", f->l, s, cols);
-    CU(err, cudaStreamSynchronize(e->st), "layer %d: sync for idx", f->l);
-    for (int t = 0; t < s; t++) {
-        memcpy(wk->idx_h + (size_t)t * topk, wk->widx_h + (size_t)t * cols, sizeof(int32_t) * (size_t)cols);
-        if (k)
-            memcpy(wk->idx_h + (size_t)t * topk + cols, wk->csel_h + (size_t)t * k, sizeof(int32_t) * (size_t)k);
-    }
-    f->n_valid = 0;
-    for (int64_t i = 0; i < (int64_t)s * topk; i++)
-        f->n_valid += wk->idx_h[i] >= 0;
-    for (int64_t i = 0; i < (int64_t)s * topk; i++)
-        if (wk->idx_h[i] >= nrows)
-            return as_err(err, AS_EREFUSED,
-                          "layer %d: selection entry %d (token %ld) names a row beyond the %d attended rows "
-                          "(selection published by layer %d, step %d)",
-                          f->l, wk->idx_h[i], (long)(i / topk), nrows, f->m->sel_from.layer, f->m->sel_from.step);
-    CU(err, cudaMemcpyAsync(wk->idx, wk->idx_h, sizeof(int32_t) * (size_t)s * topk, cudaMemcpyHostToDevice, e->st),
-       "layer %d: upload idx %dx%d", f->l, s, topk);
-    if (k)
-        CU(err, cudaMemcpyAsync(wk->csel, wk->csel_h, sizeof(int32_t) * (size_t)s * k, cudaMemcpyHostToDevice, e->st),
-           "layer %d: upload csel %dx%d", f->l, s, k);
-    f->m->topk = topk;
+    int cols = f->m->cols, k = f->m->k;
+    KL(err, as_k_build_idx(wk->widx, cols, wk->csel, k, f->s, f->m->rows_a_len + f->m->rows_b_len, wk->idx,
+                           wk->bad + f->l, wk->valid + f->l, e->st),
+       "layer %d: build idx %dx(%d+%d)", f->l, f->s, cols, k);
+    f->m->topk = cols + k;
     return 0;
 }
 
@@ -292,8 +275,8 @@ static int attend_and_project(Fwd *f, AsError *err)
     const as_bf16_t *rows_a = f->prefill ? wk->kv : f->ls->ring;
     const float *sink = e->fault == AS_FAULT_SINK_IGNORED ? e->no_sink : f->W->sink;
     char what[64];
-    /* work: QK and PV over the rows actually selected */
-    int slot = as_prof_begin(e, AS_OP_ATTN, f->l, 4.0 * nh * (double)f->n_valid * hd,
+    /* work: QK and PV over the rows actually selected (counted on the device: per valid entry) */
+    int slot = as_prof_begin(e, AS_OP_ATTN, f->l, -4.0 * nh * hd,
                              2.0 * ((double)s * f->m->topk * hd + 2.0 * s * nh * hd));
     KL(err, as_k_sparse_attn(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, f->m->rows_b_len, wk->idx, f->m->topk,
                              sink, wk->o, s, nh, hd, (float)(1.0 / sqrt((double)hd)), e->st),

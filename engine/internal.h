@@ -65,10 +65,12 @@ typedef struct {
     float *xf, *ckv, *csc;
     int32_t *widx, *csel, *idx, *lpos;
     uint8_t *cand;
+    int *bad;                      /* [AS_MAX_LAYERS] set by build_idx: a refused selection */
+    unsigned long long *valid;     /* [AS_MAX_LAYERS] selected rows per layer this step (profile) */
     /* pinned host staging */
     uint16_t *score_h;
     float *score_f;
-    int32_t *idx_h, *widx_h, *csel_h, *lpos_h;
+    int32_t *csel_h, *lpos_h;
 } AsDevWork;
 
 struct AsEngine {
@@ -117,6 +119,9 @@ void as_dev_work_free(AsEngine *e);
 
 /* engine/forward.c */
 int as_dev_layer_forward(AsEngine *e, int l, AsError *err);
+
+/* Reports a selection refused on the device since the step began (syncs the stream). */
+int as_dev_check_refusals(AsEngine *e, AsError *err);
 
 /* engine/select_host.c: candidate blocks and top-k on the host with the reference's code. */
 int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err);

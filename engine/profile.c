@@ -72,6 +72,9 @@ int as_prof_collect(AsEngine *e)
         return 0;
     if (cudaStreamSynchronize(e->st) != cudaSuccess)
         return -1;
+    unsigned long long valid[AS_MAX_LAYERS] = {0};
+    if (e->wk.valid && cudaMemcpy(valid, e->wk.valid, sizeof valid, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return -1;
     for (int i = 0; i < p->n; i++) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, p->ev[i][0], p->ev[i][1]) != cudaSuccess) {
@@ -80,7 +83,10 @@ int as_prof_collect(AsEngine *e)
         }
         AsLayerProfile *lp = &p->layer[p->rec[i].layer];
         lp->ms[p->rec[i].op] += ms;
-        lp->flops[p->rec[i].op] += p->rec[i].flops;
+        double flops = p->rec[i].flops;
+        if (flops < 0) /* per selected row, counted on the device this step */
+            flops = -flops * (double)valid[p->rec[i].layer];
+        lp->flops[p->rec[i].op] += flops;
         lp->bytes[p->rec[i].op] += p->rec[i].bytes;
     }
     p->n = 0;

@@ -37,7 +37,8 @@ typedef struct AsEngine AsEngine;
 
 int as_prof_create(AsProfile **p);
 void as_prof_destroy(AsProfile *p);
-/* Records the start of an op on the engine's stream; returns the slot for as_prof_end (-1 when off). */
+/* Records the start of an op on the engine's stream; returns the slot for as_prof_end (-1 when off).
+ * A negative flops is work per selected row of the layer (counted by build_idx this step). */
 int as_prof_begin(AsEngine *e, AsOp op, int layer, double flops, double bytes);
 void as_prof_end(AsEngine *e, int slot);
 /* Waits for the stream and folds the recorded events into the per-layer totals. Call it

@@ -90,6 +90,9 @@ int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRu
     free(clens);
     if (rc)
         return rc;
+    if (k)
+        CU(err, cudaMemcpyAsync(wk->csel, wk->csel_h, sizeof(int32_t) * (size_t)s * k, cudaMemcpyHostToDevice, e->st),
+           "layer %d: upload the selection %dx%d", l, s, k);
     meta->k = k;
     meta->width = width;
     meta->indexer_ran = true;

@@ -34,9 +34,25 @@ int as_engine_begin_step(AsEngine *e, const float *h0, int start_pos, int s, AsE
         rc = cudaStreamSynchronize(e->st);
     free(tmp);
     CU(err, rc, "uploading %dx%d token inputs", s, c->dim);
+    CU(err, cudaMemsetAsync(e->wk.bad, 0, sizeof(int) * AS_MAX_LAYERS, e->st), "clearing the refusal flags");
+    CU(err, cudaMemsetAsync(e->wk.valid, 0, sizeof(unsigned long long) * AS_MAX_LAYERS, e->st),
+       "clearing the selection counts");
     e->s = s;
     e->start_pos = start_pos;
     e->next_layer = 0;
+    return 0;
+}
+
+int as_dev_check_refusals(AsEngine *e, AsError *err)
+{
+    int bad[AS_MAX_LAYERS];
+    CU(err, cudaMemcpyAsync(bad, e->wk.bad, sizeof bad, cudaMemcpyDeviceToHost, e->st), "reading the refusal flags");
+    CU(err, cudaStreamSynchronize(e->st), "step %d", e->step);
+    for (int l = 0; l < e->cfg.n_layers; l++)
+        if (bad[l])
+            return as_err(err, AS_EREFUSED,
+                          "layer %d: a selection entry names a row beyond the attended rows (the shared selection "
+                          "was published by another step or layer kind)", l);
     return 0;
 }
 
@@ -58,8 +74,7 @@ int as_engine_finish_step(AsEngine *e, AsError *err)
     int l;
     while (e->next_layer < e->cfg.n_layers)
         TRY(as_engine_next_layer(e, &l, err));
-    CU(err, cudaStreamSynchronize(e->st), "finishing the step");
-    return 0;
+    return as_dev_check_refusals(e, err);
 }
 
 int as_engine_residual(AsEngine *e, float *h, AsError *err)
@@ -134,7 +149,7 @@ int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err)
     int s = m->s, hd = c->head_dim, nh = c->n_heads, ihd = c->index_head_dim, nhi = c->index_n_heads;
     int n = m->n_new;
     bool prefill = m->start_pos == 0;
-    CU(err, cudaStreamSynchronize(e->st), "waiting for layer %d", m->layer);
+    TRY(as_dev_check_refusals(e, err));
     as_run_free(out);
     AsHostTensor keep[AS_T_COUNT];
     memcpy(keep, out->t, sizeof keep);
@@ -168,10 +183,10 @@ int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err)
             if (role->candidate_source || (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF))
                 TRY(put_host(out, AS_T_CAND, e->sh.cand_h, 1, s, m->width, err));
         }
-        TRY(put_host(out, AS_T_CSEL, wk->csel_h, sizeof(int32_t), s, m->k, err));
+        TRY(get_raw(out, AS_T_CSEL, wk->csel, sizeof(int32_t), 2, s, m->k, err));
         TRY(get_bf16(e, out, AS_T_ROWS_B, e->sh.compress_kv, 2, m->rows_b_len, hd, 0, err));
     }
-    TRY(put_host(out, AS_T_IDX, wk->idx_h, sizeof(int32_t), s, m->topk, err));
+    TRY(get_raw(out, AS_T_IDX, wk->idx, sizeof(int32_t), 2, s, m->topk, err));
     TRY(get_bf16(e, out, AS_T_O, wk->o, 3, s, nh, hd, err));
     TRY(get_bf16(e, out, AS_T_O_BACK, wk->o_back, 3, s, nh, hd, err));
     TRY(get_bf16(e, out, AS_T_OG, wk->og, 3, s, c->o_groups, c->o_lora_rank, err));

@@ -51,6 +51,11 @@ int as_k_compress_state_reset(float *part_kv, float *part_sc, int n, cudaStream_
 /* bf16 -> f32 widening (input of the f32 compressor GEMMs). */
 int as_k_bf16_to_f32(const as_bf16_t *x, float *y, int64_t n, cudaStream_t st);
 
+/* idx[t] = widx[t] (cols) followed by csel[t] (k), kernels/build_idx.cu. Entries >= nrows become -1
+ * and set *bad to 1 (a refusal the host reports); *valid (optional) accumulates the entries >= 0. */
+int as_k_build_idx(const int32_t *widx, int cols, const int32_t *csel, int k, int s, int nrows, int32_t *idx, int *bad,
+                   unsigned long long *valid, cudaStream_t st);
+
 /* f32 -> bf16 (RNE), kernels/convert.cu. */
 int as_k_f32_to_bf16(const float *x, as_bf16_t *y, int64_t n, cudaStream_t st);
 
