@@ -22,7 +22,7 @@ static void one_case(int s, int cols, int k, int nrows, bool plant_bad)
         if (csel[i] < cols)
             csel[i] = -1;
     }
-    if (plant_bad && s * k)
+    if (plant_bad && s > 0 && k > 0)
         csel[s * k / 2] = nrows; /* one row too far */
     int32_t *dw = as_gpu_bytes(widx, sizeof(int32_t) * (size_t)(s * cols + 1));
     int32_t *dc = as_gpu_bytes(csel, sizeof(int32_t) * (size_t)(s * k + 1));
@@ -50,7 +50,7 @@ static void one_case(int s, int cols, int k, int nrows, bool plant_bad)
                 as_test_note("s %d cols %d k %d: idx[%d][%d] = %d, want %d", s, cols, k, t, c, got[t * topk + c], want);
         }
     CHECK(wrong == 0, "s %d cols %d k %d: %ld entries differ", s, cols, k, (long)wrong);
-    CHECK(bad == (plant_bad && s * k ? 1 : 0), "s %d cols %d k %d: refusal flag %d", s, cols, k, bad);
+    CHECK(bad == (plant_bad && s > 0 && k > 0 ? 1 : 0), "s %d cols %d k %d: refusal flag %d", s, cols, k, bad);
     CHECK(valid == want_valid, "valid count %llu, want %llu", valid, want_valid);
     as_gpu_free(dw), as_gpu_free(dc), as_gpu_free(di), as_gpu_free(dbad), as_gpu_free(dvalid);
     free(widx), free(csel), free(got);
