@@ -23,7 +23,8 @@
 //     is loaded once for the R rows; 8 warps per 256-thread CTA; grid.y = batch.
 //   * U terms per lane per iteration (4 at m = 1, 2 at m <= 4, 1 at m = 8): their loads are all
 //     issued before the first is used, so ~U x (4 R + 8 m) loads are in flight per thread; the sum
-//     stays in increasing kb.
+//     stays in increasing kb. A lane's terms share iqs, so its loads walk pointers (3 per row, 2
+//     per token) by a fixed stride, with immediate offsets inside a block.
 //   * weights through the read-only path (__ldg, L1 allocating: the loads of a block share sectors),
 //     x (a few KiB per token) stays in L1.
 //   * per term and row the scales and quants are premultiplied once (q2k::term_weights); the
@@ -51,39 +52,57 @@ struct MmvqArgs {
     int y_f32;
 };
 
+// A lane's terms all have the same iqs (L is a multiple of 16) and blocks kb0, kb0 + kstep, ...: its
+// loads walk pointers that advance by one term's stride, every offset inside a block an immediate.
+
 // The q8_1 data of term (kb, iqs) for M token rows: u[t][i] = int iqs % 8 of q8_1 block
-// kb * 8 + 4 * (iqs / 8) + i, d8[t][i] its scale (ggml's vec_dot_q2_K_q8_1 operands).
+// kb * 8 + 4 * (iqs / 8) + i, d8[t][i] its scale (ggml's vec_dot_q2_K_q8_1 operands). Pointers (in
+// words): u at that block's int iqs % 8, d at the block's first word (d | s << 16); block i is 9 words on.
+template <int M> struct XPtr {
+    const uint32_t *u[M], *d[M];
+    __device__ __forceinline__ void advance(int64_t words)
+    {
+#pragma unroll
+        for (int t = 0; t < M; t++)
+            u[t] += words, d[t] += words;
+    }
+};
 template <int M> struct TermX {
     int u[M][4];
     float d8[M][4];
-    __device__ __forceinline__ void load(const AsBlockQ8_1 *const (&xrow)[M], int kb, int iqs)
+    __device__ __forceinline__ void load(const XPtr<M> &p)
     {
 #pragma unroll
-        for (int t = 0; t < M; t++) {
-            const AsBlockQ8_1 *xb = xrow[t] + (int64_t)kb * 8 + (iqs >> 3) * 4;
+        for (int t = 0; t < M; t++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                u[t][i] = q2k::ld((const int *)xb[i].qs + (iqs & 7));
-                d8[t][i] = q2k::h2f(q2k::ld(&xb[i].d));
+                u[t][i] = (int)q2k::ld(p.u[t] + 9 * i);
+                d8[t][i] = q2k::h2f((uint16_t)(q2k::ld(p.d[t] + 9 * i) & 0xffffu));
             }
-        }
     }
 };
 
-// The Q2_K data of term (kb, iqs) for R rows: the qs word, the two scale words holding its four
-// scales, and d | dmin << 16.
+// The Q2_K data of term (kb, iqs) for R rows: the qs word (word 4 + iqs of the block), the two scale
+// words holding its four scales (words 2 (iqs / 8), + 1), and d | dmin << 16 (word 20).
+template <int R> struct WPtr {
+    const uint32_t *q[R], *s[R], *d[R];
+    __device__ __forceinline__ void advance(int64_t words)
+    {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            q[r] += words, s[r] += words, d[r] += words;
+    }
+};
 template <int R> struct TermW {
     uint32_t v[R], s_lo[R], s_hi[R], dm[R];
-    __device__ __forceinline__ void load(const AsBlockQ2K *const (&wrow)[R], int kb, int iqs)
+    __device__ __forceinline__ void load(const WPtr<R> &p)
     {
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const AsBlockQ2K *blk = wrow[r] + kb;
-            const uint32_t *sc = (const uint32_t *)blk->scales + (iqs >> 3) * 2;
-            v[r] = q2k::ld((const uint32_t *)blk->qs + iqs);
-            s_lo[r] = q2k::ld(sc);
-            s_hi[r] = q2k::ld(sc + 1);
-            dm[r] = q2k::ld((const uint32_t *)&blk->d);
+            v[r] = q2k::ld(p.q[r]);
+            s_lo[r] = q2k::ld(p.s[r]);
+            s_hi[r] = q2k::ld(p.s[r] + 1);
+            dm[r] = q2k::ld(p.d[r]);
         }
     }
 };
@@ -115,16 +134,26 @@ __global__ void __launch_bounds__(kThreads, 1) q2k_mmvq_kernel(MmvqArgs a, int w
     const int64_t b = blockIdx.y;
     const int row0 = ((int)blockIdx.x * groups_per_block + group) * R;
 
-    const AsBlockQ2K *wrow[R];
+    const int iqs = li & 15, kb0 = li >> 4, kstep = L >> 4, nb = a.n_in / AS_QK_K;
+    constexpr int kWWords = sizeof(AsBlockQ2K) / 4; // 21
+    WPtr<R> wp;
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int o = row0 + r < a.n_out ? row0 + r : a.n_out - 1; // clamped: loaded, never stored
-        wrow[r] = a.W + b * a.strideW + (int64_t)o * a.ldw;
+        const uint32_t *blk = (const uint32_t *)(a.W + b * a.strideW + (int64_t)o * a.ldw + kb0);
+        wp.q[r] = blk + 4 + iqs;
+        wp.s[r] = blk + 2 * (iqs >> 3);
+        wp.d[r] = blk + 20;
     }
-    const AsBlockQ8_1 *xrow[M];
+    XPtr<M> xp;
 #pragma unroll
-    for (int t = 0; t < M; t++) // token rows t >= m (M rounds m up) read row 0: computed, never stored
-        xrow[t] = a.x + b * a.strideX + (int64_t)(t < a.m ? t : 0) * a.ldx;
+    for (int t = 0; t < M; t++) { // token rows t >= m (M rounds m up) read row 0: computed, never stored
+        const AsBlockQ8_1 *x0 = a.x + b * a.strideX + (int64_t)(t < a.m ? t : 0) * a.ldx + (int64_t)kb0 * 8 +
+                                (iqs >> 3) * 4;
+        xp.d[t] = (const uint32_t *)x0;
+        xp.u[t] = (const uint32_t *)x0 + 1 + (iqs & 7);
+    }
+    const int64_t wstep = (int64_t)kstep * kWWords, xstep = (int64_t)kstep * 8 * (sizeof(AsBlockQ8_1) / 4);
 
     float acc[R][M];
 #pragma unroll
@@ -133,27 +162,29 @@ __global__ void __launch_bounds__(kThreads, 1) q2k_mmvq_kernel(MmvqArgs a, int w
         for (int t = 0; t < M; t++)
             acc[r][t] = 0.0f;
 
-    const int nterms = (a.n_in / AS_QK_K) * 16;
-    int p = li;
-    for (; p + (kUnroll - 1) * L < nterms; p += kUnroll * L) {
+    int kb = kb0;
+    for (; kb + (kUnroll - 1) * kstep < nb; kb += kUnroll * kstep) {
         TermW<R> w[kUnroll];
         TermX<M> x[kUnroll];
 #pragma unroll
-        for (int k = 0; k < kUnroll; k++) {
-            const int pk = p + k * L;
-            w[k].load(wrow, pk >> 4, pk & 15);
-            x[k].load(xrow, pk >> 4, pk & 15);
+        for (int k = 0; k < kUnroll; k++) { // every load of the kUnroll terms first
+            w[k].load(wp);
+            x[k].load(xp);
+            wp.advance(wstep);
+            xp.advance(xstep);
         }
 #pragma unroll
-        for (int k = 0; k < kUnroll; k++)
-            term_accumulate<R, M>(w[k], x[k], (p + k * L) & 15, acc);
+        for (int k = 0; k < kUnroll; k++) // then the sums, in increasing kb
+            term_accumulate<R, M>(w[k], x[k], iqs, acc);
     }
-    for (; p < nterms; p += L) { // fewer than kUnroll terms left for this lane
+    for (; kb < nb; kb += kstep) { // fewer than kUnroll terms left for this lane
         TermW<R> w;
         TermX<M> x;
-        w.load(wrow, p >> 4, p & 15);
-        x.load(xrow, p >> 4, p & 15);
-        term_accumulate<R, M>(w, x, p & 15, acc);
+        w.load(wp);
+        x.load(xp);
+        wp.advance(wstep);
+        xp.advance(xstep);
+        term_accumulate<R, M>(w, x, iqs, acc);
     }
 
 #pragma unroll
