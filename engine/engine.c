@@ -245,6 +245,20 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         free(ns);
         STEP(cr ? as_err(err, AS_ERUNTIME, "uploading the no-sink vector") : 0);
     }
+    {
+        /* the ratio-2 latents of a prefill sit at positions 0, 2, 4, ... */
+        int n = e->cfg.max_seq / 2 + 1;
+        int32_t *gp = malloc(sizeof(int32_t) * (size_t)n);
+        if (!gp)
+            STEP(as_err(err, AS_ERUNTIME, "out of host memory"));
+        for (int i = 0; i < n; i++)
+            gp[i] = 2 * i;
+        int arc = dev_alloc(e, (void **)&e->group_pos, sizeof(int32_t) * (size_t)n, "ratio-2 latent positions", err);
+        if (!arc && cudaMemcpy(e->group_pos, gp, sizeof(int32_t) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess)
+            arc = as_err(err, AS_ERUNTIME, "uploading %d latent positions", n);
+        free(gp);
+        STEP(arc);
+    }
 #undef STEP
     as_engine_reset(e);
     *out = e;
@@ -276,6 +290,7 @@ void as_engine_destroy(AsEngine *e)
     }
     cudaFree(e->cos_plain), cudaFree(e->sin_plain), cudaFree(e->cos_yarn), cudaFree(e->sin_yarn);
     cudaFree(e->no_sink);
+    cudaFree(e->group_pos);
     cudaFree(e->sh.sel_d);
     free(e->sh.sel_h);
     free(e->sh.cand_h);

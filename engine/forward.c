@@ -20,6 +20,8 @@ typedef struct {
     AsDevLayerState *ls;
     const float *cos_t, *sin_t;
     AsRun *m;          /* scalars and provenance of this layer's run */
+    int lpos0;                 /* latent positions: lpos0 + i, or lpos_d[i] when set */
+    const int32_t *lpos_d;
 } Fwd;
 
 static int rmsnorm_rows(Fwd *f, as_bf16_t *x, int64_t ld, const float *w, int rows, int n, const char *what,
@@ -75,17 +77,19 @@ static int window_step(Fwd *f, AsError *err)
     return 0;
 }
 
-/* Positions of the latents completed in this call (ratio 1: every token; r >= 2: the first
- * token of each group). Written to the device for the RoPE of keys and latents. */
-static int latent_positions(Fwd *f, int n, int r, AsError *err)
+/* Positions of the latents completed in this call (ratio 1: every token; r >= 2: the first token
+ * of each group): pos0 + i, or, for a ratio-2 prefill, the device table of g * 2. */
+static void latent_positions(Fwd *f, int r)
 {
-    AsDevWork *wk = &f->e->wk;
-    CU(err, cudaStreamSynchronize(f->e->st), "layer %d: sync before positions", f->l); /* lpos_h reuse */
-    for (int i = 0; i < n; i++)
-        wk->lpos_h[i] = r == 1 ? f->sp + i : (f->prefill ? i * r : f->sp + 1 - r);
-    CU(err, cudaMemcpyAsync(wk->lpos, wk->lpos_h, sizeof(int32_t) * (size_t)n, cudaMemcpyHostToDevice, f->e->st),
-       "layer %d: latent positions (%d)", f->l, n);
-    return 0;
+    f->lpos_d = NULL;
+    if (r == 1)
+        f->lpos0 = f->sp;
+    else if (!f->prefill)
+        f->lpos0 = f->sp + 1 - r;
+    else {
+        f->lpos0 = 0;
+        f->lpos_d = f->e->group_pos;
+    }
 }
 
 static int compressor(Fwd *f, AsError *err)
@@ -112,8 +116,7 @@ static int compressor(Fwd *f, AsError *err)
     }
     TRY(rmsnorm_rows(f, wk->latent, hd, f->W->c_norm, n, hd, "latent", err));
     f->m->n_new = n;
-    if (n > 0)
-        TRY(latent_positions(f, n, r, err));
+    latent_positions(f, r);
     /* 5b: published even when no group completed */
     e->sh.compress_kv = f->ls->ccache;
     e->sh.compress_kv_cap = f->ls->cap;
@@ -131,7 +134,7 @@ static int index_keys(Fwd *f, AsError *err)
     snprintf(what, sizeof what, "layer %d indexer.wk", f->l);
     TRY(as_dev_proj(e, wk->latent, c->head_dim, n, &f->W->i_wk, wk->ik, ihd, what, err));
     TRY(rmsnorm_rows(f, wk->ik, ihd, f->W->k_norm, n, ihd, "index keys", err));
-    KL(err, as_k_rope(wk->ik, ihd, n, 1, ihd, c->rope_head_dim, 0, wk->lpos, e->cos_yarn, e->sin_yarn, 0, e->st),
+    KL(err, as_k_rope(wk->ik, ihd, n, 1, ihd, c->rope_head_dim, f->lpos0, f->lpos_d, e->cos_yarn, e->sin_yarn, 0, e->st),
        "layer %d: rope(index keys) %dx%d", f->l, n, ihd);
     KL(err, as_k_quant(wk->ik, wk->ik_pre, (int64_t)n * ihd, AS_KQ_FP4_E8M0, e->st), "layer %d: fp4 quant keys %dx%d",
        f->l, n, ihd);
@@ -194,7 +197,7 @@ static int store_latents(Fwd *f, AsError *err)
     int n = f->m->n_new, hd = c->head_dim, r = f->role->ratio;
     CU(err, cudaMemcpyAsync(wk->latent_q, wk->latent, B16 * (size_t)n * hd, cudaMemcpyDeviceToDevice, e->st),
        "layer %d: copy latents", f->l);
-    KL(err, as_k_rope(wk->latent_q, hd, n, 1, hd, c->rope_head_dim, 0, wk->lpos, e->cos_yarn, e->sin_yarn, 0, e->st),
+    KL(err, as_k_rope(wk->latent_q, hd, n, 1, hd, c->rope_head_dim, f->lpos0, f->lpos_d, e->cos_yarn, e->sin_yarn, 0, e->st),
        "layer %d: rope(latents) %dx%d", f->l, n, hd);
     KL(err, as_k_quant(wk->latent_q, wk->latent_pre, (int64_t)n * hd, AS_KQ_FP4_E4M3, e->st),
        "layer %d: fp4 quant latents %dx%d", f->l, n, hd);

@@ -63,14 +63,14 @@ typedef struct {
     as_bf16_t *h, *x, *qr, *q, *kv_pre, *kv, *latent, *latent_pre, *latent_q, *ik_pre, *ik;
     as_bf16_t *iq_pre, *iq, *w, *score, *o, *o_back, *og, *out;
     float *xf, *ckv, *csc;
-    int32_t *widx, *csel, *idx, *lpos;
+    int32_t *widx, *csel, *idx;
     uint8_t *cand;
     int *bad;                      /* [AS_MAX_LAYERS] set by build_idx: a refused selection */
     unsigned long long *valid;     /* [AS_MAX_LAYERS] selected rows per layer this step (profile) */
     /* pinned host staging */
     uint16_t *score_h;
     float *score_f;
-    int32_t *csel_h, *lpos_h;
+    int32_t *csel_h;
 } AsDevWork;
 
 struct AsEngine {
@@ -87,6 +87,7 @@ struct AsEngine {
     AsDevWork wk;
     float *cos_plain, *sin_plain, *cos_yarn, *sin_yarn;  /* the reference's RoPE tables */
     float *no_sink;                                       /* [n_heads] of -inf (fault) */
+    int32_t *group_pos;                                   /* [max_seq / 2] of 2g: ratio-2 latent positions */
     size_t weight_bytes, state_bytes;
     /* the current step */
     int s, start_pos, step, next_layer;

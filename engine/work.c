@@ -11,10 +11,10 @@ void as_dev_work_free(AsEngine *e)
     AsDevWork *w = &e->wk;
     void *dev[] = {w->h, w->x, w->qr, w->q, w->kv_pre, w->kv, w->latent, w->latent_pre, w->latent_q, w->ik_pre,
                    w->ik, w->iq_pre, w->iq, w->w, w->score, w->o, w->o_back, w->og, w->out, w->xf, w->ckv, w->csc,
-                   w->widx, w->csel, w->idx, w->lpos, w->cand, w->bad, w->valid};
+                   w->widx, w->csel, w->idx, w->cand, w->bad, w->valid};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
-    void *pinned[] = {w->score_h, w->csel_h, w->lpos_h};
+    void *pinned[] = {w->score_h, w->csel_h};
     for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++)
         cudaFreeHost(pinned[i]);
     free(w->score_f);
@@ -81,12 +81,10 @@ int as_dev_work_reserve(AsEngine *e, int s, int width, int topk, AsError *err)
     DEV(w->widx, S * c->window, int32_t);
     DEV(w->csel, S * c->index_topk, int32_t);
     DEV(w->idx, S * topk, int32_t);
-    DEV(w->lpos, S, int32_t);
     DEV(w->bad, AS_MAX_LAYERS, int);
     DEV(w->valid, AS_MAX_LAYERS, unsigned long long);
     PIN(w->score_h, S * width, uint16_t);
     PIN(w->csel_h, S * c->index_topk, int32_t);
-    PIN(w->lpos_h, S, int32_t);
     w->score_f = malloc(sizeof(float) * (size_t)(S * width) + 16);
     if (!w->score_f)
         return as_err(err, AS_ERUNTIME, "out of host memory for %ldx%d index scores", (long)S, width);

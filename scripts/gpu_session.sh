@@ -63,6 +63,7 @@ for p in "$@"; do
         phase gpu_flash 240 "$B/attnscope_tests" 'gpu_engine_flash*' ;;
     flashscript)
         need_flash
+        mkdir -p models && ln -sfn "$FLASH" models/flash   # the example names ../models/flash
         phase example_gpu_flash 240 "$B/attnscope" run -q examples/gpu_flash_prefill512_decode64.json \
             --report-json "$OUT/gpu_flash_report.json" ;;
     bench)
