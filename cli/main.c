@@ -15,10 +15,13 @@ static void print_help(FILE *f)
 {
     fprintf(f, "attnscope %s: a step debugger for the attention of DeepSeek-V4.1 Flash\n\n"
                "usage: attnscope [COMMAND] [OPTIONS]\n\ncommands:\n", AS_VERSION);
-    int n;
+    int n, width = 0;
     const AsCommand *const *cmds = as_command_list(&n);
     for (int i = 0; i < n; i++)
-        fprintf(f, "  %-10s %s\n", cmds[i]->name, cmds[i]->summary);
+        if ((int)strlen(cmds[i]->name) > width)
+            width = (int)strlen(cmds[i]->name);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  %-*s  %s\n", width, cmds[i]->name, cmds[i]->summary);
     fprintf(f, "\n  attnscope help COMMAND, attnscope COMMAND --help: a command's options\n"
                "  attnscope --version: version and build\n"
                "exit status: 0 ok, 1 mismatch, 2 bad input, 3 runtime failure\n");
