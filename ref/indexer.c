@@ -1,9 +1,9 @@
 #include "ref/indexer.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 
+#include "ref/gemm.h"
 #include "ref/numerics.h"
 #include "ref/topk.h"
 
@@ -24,8 +24,7 @@ int as_index_scores(const float *iq, const float *k, const float *w, int s, int 
     float *dots = malloc(sizeof(float) * (size_t)s * nh * width);
     if (!dots)
         return -1;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s * nh, width, ihd, 1.0f, iq, ihd, k, ihd, 0.0f,
-                dots, width);
+    as_sgemm_nt((int64_t)s * nh, width, ihd, iq, ihd, k, ihd, dots, width);
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < s; t++) {
         for (int p = 0; p < width; p++) {
