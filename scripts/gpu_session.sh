@@ -103,8 +103,10 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
         LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 150 "$B/bin/attnscope_kbench"
         sed -n '/== summary/,$p' "$LOGS/kbench.log" | tee -a "$SUM" ;;
     tui)
+        # the CI script with the engine on (tiny), then every view at flash (screens in the log)
+        phase tui_tiny 240 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope"
         need_flash
-        phase tui_flash 300 bash "$ROOT/tests/tui_tmux.sh" "$B/attnscope" --flash "$FLASH" ;;
+        phase tui_flash 300 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope" --flash "$FLASH" ;;
     *) say "unknown phase $p" ;;
     esac
 done
