@@ -3,6 +3,7 @@
 #ifndef AS_ERRORS_H
 #define AS_ERRORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum {
@@ -24,5 +25,8 @@ int as_err(AsError *err, int code, const char *fmt, ...) __attribute__((format(p
 /* Prefixes the message already in err with more context ("loading X: <old message>"). */
 int as_err_wrap(AsError *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void as_err_clear(AsError *err);
+/* Whether s (n bytes) holds a control character: C0, DEL, or a C1 control encoded in UTF-8.
+ * Names a file gives (tensors, dump strings) are refused with one: listings print them. */
+bool as_has_control(const char *s, size_t n);
 
 #endif
