@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dumps/dump.h"
+#include "model/textfile.h"
 
 #define MAX_SCRIPT_BYTES (4 << 20)
 
@@ -457,24 +458,12 @@ out:
 
 int as_script_load(const char *path, AsScript *s, AsError *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return as_err(err, AS_EBADINPUT, "%s: cannot open the script", path);
-    char *buf = malloc(MAX_SCRIPT_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return as_err(err, AS_ERUNTIME, "out of memory");
-    }
-    size_t n = fread(buf, 1, MAX_SCRIPT_BYTES + 1, f);
-    int rerr = ferror(f);
-    fclose(f);
-    int rc;
-    if (rerr)
-        rc = as_err(err, AS_EBADINPUT, "%s: read error", path);
-    else if (n > MAX_SCRIPT_BYTES)
-        rc = as_err(err, AS_EBADINPUT, "%s: larger than %d MiB: not a script", path, MAX_SCRIPT_BYTES >> 20);
-    else
-        rc = as_script_parse(buf, n, path, s, err);
+    char *buf;
+    size_t n;
+    int rc = as_read_text_file(path, MAX_SCRIPT_BYTES, "script", &buf, &n, err);
+    if (rc)
+        return rc;
+    rc = as_script_parse(buf, n, path, s, err);
     free(buf);
     return rc ? as_err_wrap(err, "%s", path) : 0;
 }

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/textfile.h"
+
 /* A config.json is a few KiB; anything near this is not one. */
 #define CONFIG_MAX_BYTES (16 << 20)
 
@@ -275,21 +277,13 @@ out:
 
 int as_config_load(const char *path, AsConfig *cfg, AsError *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
-    char *buf = malloc(CONFIG_MAX_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, CONFIG_MAX_BYTES + 1, f) : 0;
-    int rc = AS_OK;
-    if (!buf)
-        rc = as_err(err, AS_ERUNTIME, "%s: out of memory", path);
-    else if (ferror(f))
-        rc = as_err(err, AS_EBADINPUT, "%s: read error", path);
-    else if (n > CONFIG_MAX_BYTES)
-        rc = as_err(err, AS_EBADINPUT, "%s: larger than %d MiB: not a config", path, CONFIG_MAX_BYTES >> 20);
-    else if ((rc = as_config_parse_json(buf, n, cfg, err)))
+    char *buf;
+    size_t n;
+    int rc = as_read_text_file(path, CONFIG_MAX_BYTES, "config", &buf, &n, err);
+    if (rc)
+        return rc;
+    if ((rc = as_config_parse_json(buf, n, cfg, err)))
         as_err_wrap(err, "%s", path);
-    fclose(f);
     free(buf);
     return rc;
 }
@@ -338,6 +332,21 @@ static void derive_roles(AsConfig *cfg)
     cfg->gw = cfg->n_heads * cfg->head_dim / cfg->o_groups;
 }
 
+int64_t as_config_state_bytes(const AsConfig *c)
+{
+    int64_t b = 0, hd = c->head_dim, ihd = c->index_head_dim;
+    for (int l = 0; l < c->n_layers; l++) {
+        const AsLayerRole *r = &c->role[l];
+        b += (int64_t)c->window * hd;
+        if (!r->kv_source)
+            continue;
+        int64_t cap = c->max_seq / r->ratio;
+        b += cap * hd + (r->ratio >= 2 ? 2 * (int64_t)r->ratio * hd : 0) + (r->key_owner ? cap * ihd : 0);
+    }
+    b += 2 * 2 * (int64_t)c->max_seq * (c->rope_head_dim / 2); /* cos and sin, plain and YaRN */
+    return b * (int64_t)sizeof(float);
+}
+
 int as_config_validate(AsConfig *cfg, AsError *err)
 {
     int rc;
@@ -369,6 +378,14 @@ int as_config_validate(AsConfig *cfg, AsError *err)
         return as_err(err, AS_EBADINPUT, "candidate_source_layer_id (candidate_source_layer) = %d: no such layer",
                       cfg->candidate_source);
     derive_roles(cfg);
+    /* at most 256 layers of 2^20 rows of 2 x 4096 floats: int64 does not overflow */
+    int64_t state = as_config_state_bytes(cfg);
+    if (state > AS_LIMIT_STATE_BYTES)
+        return as_err(err, AS_EBADINPUT,
+                      "the run state of this geometry needs %.1f GiB at max_seq %d (caches of %d layers, head_dim %d, "
+                      "index_head_dim %d): more than the %lld GiB attnscope allows; lower max_seq_len",
+                      (double)state / (1 << 30), cfg->max_seq, cfg->n_layers, cfg->head_dim, cfg->index_head_dim,
+                      (long long)(AS_LIMIT_STATE_BYTES >> 30));
 
     const AsLayerRole *role = cfg->role;
     for (int l = 0; l < cfg->n_layers; l++) {

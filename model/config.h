@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/errors.h"
 
@@ -68,6 +69,12 @@ typedef struct {
 #define AS_LIMIT_MAX_SEQ    (1 << 20)
 #define AS_LIMIT_TOPK       65536
 #define AS_DEFAULT_MAX_SEQ  8192    /* when the config has no max_seq_len */
+/* The run state a geometry asks for, as the reference holds it (f32): each layer's window ring,
+ * compressed and index-key caches (max_seq / ratio rows), the compressor's partial groups, and
+ * the two RoPE tables. The released geometry needs 6.8 GiB at the largest max_seq; a config
+ * asking for more than this is refused (a tiny weight file must not make attnscope try to
+ * allocate terabytes). */
+#define AS_LIMIT_STATE_BYTES ((int64_t)64 << 30)
 
 /* Parses config.json text in either spelling (Hugging Face or DeepSeek's inference one).
  * Returns 0, or AS_EBADINPUT with a one-line message naming the field in err. Checks each field's
@@ -78,8 +85,11 @@ int as_config_load(const char *path, AsConfig *cfg, AsError *err);
 /* Writes the config in the Hugging Face spelling (what `gen` writes). Caller frees. */
 char *as_config_to_json(const AsConfig *cfg);
 
-/* Checks every rule of SPEC section 1 and fills cfg->role / cfg->gw. */
+/* Checks every rule of SPEC section 1 and fills cfg->role / cfg->gw; refuses a geometry whose
+ * run state exceeds AS_LIMIT_STATE_BYTES. */
 int as_config_validate(AsConfig *cfg, AsError *err);
+/* The run state bytes of a validated config (see AS_LIMIT_STATE_BYTES). */
+int64_t as_config_state_bytes(const AsConfig *cfg);
 
 /* Built-in presets: "flash" (the released geometry) and "tiny". */
 int as_config_preset(const char *name, AsConfig *cfg, AsError *err);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "model/safetensors.h"
+#include "model/textfile.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "GGUF data is little-endian and is read in place: little-endian hosts only"
@@ -284,6 +285,9 @@ static int read_tensor_info(Cur *c, int64_t i, AsGgufTensorInfo *t)
     if (len == 0 || len >= sizeof t->name || memchr(name, '\0', (size_t)len))
         return as_err(c->err, AS_EBADINPUT, "%s: tensor %lld: name of %llu bytes (1 to %zu, no NUL)", c->path,
                       (long long)i, (unsigned long long)len, sizeof t->name - 1);
+    if (as_has_control(name, (size_t)len)) /* info lists names: no terminal escapes */
+        return as_err(c->err, AS_EBADINPUT, "%s: tensor %lld: the name holds a control character", c->path,
+                      (long long)i);
     memcpy(t->name, name, (size_t)len);
     t->name[len] = '\0';
     uint32_t nd;
@@ -850,26 +854,17 @@ static bool file_exists(const char *p)
 static int read_json(const char *path, cJSON **out, AsError *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
-    char *buf = malloc(MAX_CONFIG_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, MAX_CONFIG_BYTES + 1, f) : 0;
-    int rc = AS_OK;
-    if (!buf)
-        rc = as_err(err, AS_ERUNTIME, "%s: out of memory", path);
-    else if (ferror(f))
-        rc = as_err(err, AS_EBADINPUT, "%s: read error", path);
-    else if (n > MAX_CONFIG_BYTES)
-        rc = as_err(err, AS_EBADINPUT, "%s: larger than %d MiB: not a config", path, MAX_CONFIG_BYTES >> 20);
-    else if (!(*out = cJSON_ParseWithLength(buf, n)) || !cJSON_IsObject(*out))
+    char *buf;
+    size_t n;
+    int rc = as_read_text_file(path, MAX_CONFIG_BYTES, "config", &buf, &n, err);
+    if (rc)
+        return rc;
+    if (!(*out = cJSON_ParseWithLength(buf, n)) || !cJSON_IsObject(*out)) {
         rc = as_err(err, AS_EBADINPUT, "%s: not a JSON object", path);
-    fclose(f);
-    free(buf);
-    if (rc) {
         cJSON_Delete(*out);
         *out = NULL;
     }
+    free(buf);
     return rc;
 }
 

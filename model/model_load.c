@@ -432,7 +432,8 @@ int as_model_load(const char *path, int max_seq, AsModel *m, AsError *err)
         if ((rc = open_weights(m, dir, weights, is_index, err)))
             goto fail;
     }
-    qsort(m->tensors, (size_t)m->n_tensors, sizeof *m->tensors, tensor_cmp);
+    if (m->n_tensors > 1) /* an empty header leaves tensors NULL: qsort must not see it */
+        qsort(m->tensors, (size_t)m->n_tensors, sizeof *m->tensors, tensor_cmp);
     for (int i = 1; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, m->tensors[i - 1].name)) {
             rc = as_err(err, AS_EBADINPUT, "%s: tensor %s appears twice (in two shards or in one header)", weights, m->tensors[i].name);
