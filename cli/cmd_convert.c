@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/signals.h"
 #include "model/gguf.h"
 #include "model/weights.h"
 
@@ -49,6 +50,7 @@ static int cmd_convert(int argc, char **argv)
         return as_cli_usage_error("convert", "the output '%s' must end in .gguf", pos[1]);
     AsModel m;
     AsError err = {0};
+    as_cli_install_abort_handlers(NULL); /* Ctrl-C leaves no half-written OUT.gguf.tmp-* */
     if ((rc = as_model_load(pos[0], 0, &m, &err)))
         return as_cli_fail("convert", &err);
     o.source = m.weights_name;

@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/signals.h"
 #include "model/config.h"
 #include "model/gen.h"
 
@@ -32,6 +33,7 @@ static int cmd_gen(int argc, char **argv)
         rc = as_config_preset(preset, &cfg, &err);
     else if (!(rc = as_config_load(config, &cfg, &err)) && (rc = as_config_validate(&cfg, &err)))
         as_err_wrap(&err, "%s", config);
+    as_cli_install_abort_handlers(NULL); /* Ctrl-C leaves no half-written model.safetensors.tmp-* */
     if (!rc)
         rc = as_gen_model(&cfg, seed, preset ? preset : "config", out, isatty(2), &err);
     if (rc)

@@ -57,9 +57,10 @@ int as_dump_write_diff(AsDumpWriter *w, int step, int layer, const AsLayerDiff *
 int as_dump_commit(AsDumpWriter *w, AsError *err);
 /* Drops the dump: closes and unlinks the temporary; frees w. NULL is fine. */
 void as_dump_abort(AsDumpWriter *w);
-/* Unlinks the temporaries of every dump not yet committed, and nothing else: safe in a signal
- * handler (a static table of paths, unlink(2) only). The writers stay allocated; their commit
- * then fails and as_dump_abort still frees them. */
+/* Unlinks the temporaries of every dump not yet committed, and those of model files being
+ * written (as_atomic_abort_all), and nothing else: safe in a signal handler (static tables of
+ * paths, unlink(2) only). The writers stay allocated; their commit then fails and
+ * as_dump_abort still frees them. */
 void as_dump_abort_all(void);
 
 /* ---- reader ---------------------------------------------------------------------------- */

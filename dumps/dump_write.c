@@ -15,6 +15,7 @@
 #include "dumps/dump.h"
 #include "dumps/dump_diff.h"
 #include "dumps/h5io.h"
+#include "model/safetensors.h"
 
 #ifndef AS_VERSION
 #define AS_VERSION "unknown"
@@ -51,6 +52,7 @@ void as_dump_abort_all(void)
     for (int i = 0; i < MAX_OPEN; i++)
         if (atomic_load(&slot_state[i]) == SLOT_LIVE)
             unlink(slot_path[i]);
+    as_atomic_abort_all(); /* model files being written (gen, convert, a preset generated on first use) */
 }
 
 /* ---- the writer ------------------------------------------------------------------------ */
@@ -106,7 +108,8 @@ static void drop(AsDumpWriter *w)
     free(w);
 }
 
-static AsH5At at_root(const AsDumpWriter *w) { return (AsH5At){w->tmp, "/"}; }
+/* messages name the dump as asked for, not its temporary */
+static AsH5At at_root(const AsDumpWriter *w) { return (AsH5At){w->path, "/"}; }
 
 /* "dir/.name.tmp-XXXXXX" for "dir/name". */
 static int temp_name(const char *path, char *tmp, size_t n, AsError *err)
@@ -248,7 +251,7 @@ int as_dump_write_inputs(AsDumpWriter *w, const float *h0, int tokens, int pos, 
     int rc = usable(w, err);
     if (rc)
         return rc;
-    AsH5At at = {w->tmp, "/inputs/h0"};
+    AsH5At at = {w->path, "/inputs/h0"};
     if (tokens < 1 || pos < 0 || (int64_t)pos + tokens > AS_LIMIT_MAX_SEQ ||
         (int64_t)w->h0_tokens + tokens > AS_LIMIT_MAX_SEQ)
         return as_err(err, AS_EBADINPUT, "dump %s: inputs: %d tokens at position %d are out of range", w->path,
@@ -258,7 +261,7 @@ int as_dump_write_inputs(AsDumpWriter *w, const float *h0, int tokens, int pos, 
                       w->path, pos, w->h0_tokens, w->h0_first);
     hid_t ds;
     if (!w->h0_tokens) {
-        hid_t g = as_h5_new_group(w->file, "inputs", (AsH5At){w->tmp, "/"}, err);
+        hid_t g = as_h5_new_group(w->file, "inputs", (AsH5At){w->path, "/"}, err);
         if (g < 0)
             return io_fail(w, AS_ERUNTIME);
         hsize_t dims[2] = {0, (hsize_t)w->cfg.dim}, maxd[2] = {H5S_UNLIMITED, (hsize_t)w->cfg.dim};
@@ -303,7 +306,7 @@ int as_dump_begin_step(AsDumpWriter *w, int step, const char *kind, int start_po
         return rc;
     char path[64];
     step_path(path, sizeof path, step);
-    AsH5At at = {w->tmp, path};
+    AsH5At at = {w->path, path};
     if (step < 0 || step >= AS_DUMP_MAX_STEPS)
         return as_err(err, AS_EBADINPUT, "dump %s: step %d out of range [0, %d)", w->path, step, AS_DUMP_MAX_STEPS);
     if (!kind || (strcmp(kind, "prefill") && strcmp(kind, "decode")))
@@ -314,7 +317,7 @@ int as_dump_begin_step(AsDumpWriter *w, int step, const char *kind, int start_po
                       start_pos);
     if (H5Lexists(w->file, path, H5P_DEFAULT) > 0)
         return as_err(err, AS_EBADINPUT, "dump %s: step %d was begun already", w->path, step);
-    hid_t g = as_h5_new_group(w->file, path, (AsH5At){w->tmp, "/steps"}, err);
+    hid_t g = as_h5_new_group(w->file, path, (AsH5At){w->path, "/steps"}, err);
     if (g < 0)
         return io_fail(w, AS_ERUNTIME);
     if (!(rc = as_h5_put_str(g, "kind", kind, at, err)) && !(rc = as_h5_put_i64(g, "start_pos", start_pos, at, err)) &&
@@ -398,8 +401,8 @@ static int step_tokens(AsDumpWriter *w, int step, int layer, int *tokens, AsErro
                       layer, step);
     hid_t sg = H5Gopen2(w->file, sp, H5P_DEFAULT);
     if (sg < 0)
-        return io_fail(w, as_h5_fail(err, AS_ERUNTIME, (AsH5At){w->tmp, sp}, "cannot open"));
-    int rc = as_h5_get_int(sg, "tokens", 1, AS_LIMIT_MAX_SEQ, tokens, (AsH5At){w->tmp, sp}, err);
+        return io_fail(w, as_h5_fail(err, AS_ERUNTIME, (AsH5At){w->path, sp}, "cannot open"));
+    int rc = as_h5_get_int(sg, "tokens", 1, AS_LIMIT_MAX_SEQ, tokens, (AsH5At){w->path, sp}, err);
     H5Gclose(sg);
     return rc ? io_fail(w, AS_ERUNTIME) : 0;
 }
@@ -408,7 +411,7 @@ static int step_tokens(AsDumpWriter *w, int step, int layer, int *tokens, AsErro
 static hid_t open_layer(AsDumpWriter *w, int step, int layer, const AsRun *r, char *path, size_t n, AsError *err)
 {
     snprintf(path, n, "/steps/%04d/layers/%02d", step, layer);
-    AsH5At at = {w->tmp, path};
+    AsH5At at = {w->path, path};
     if (H5Lexists(w->file, path, H5P_DEFAULT) > 0) {
         hid_t g = H5Gopen2(w->file, path, H5P_DEFAULT);
         if (g < 0)
@@ -438,10 +441,10 @@ static int put_side(AsDumpWriter *w, hid_t lg, const char *lpath, const char *si
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", lpath, side);
-    AsH5At at = {w->tmp, path};
+    AsH5At at = {w->path, path};
     if (H5Lexists(lg, side, H5P_DEFAULT) > 0)
         return as_err(err, AS_EBADINPUT, "dump %s: %s was written already", w->path, path);
-    hid_t g = as_h5_new_group(lg, side, (AsH5At){w->tmp, lpath}, err);
+    hid_t g = as_h5_new_group(lg, side, (AsH5At){w->path, lpath}, err);
     if (g < 0)
         return io_fail(w, AS_ERUNTIME);
     int rc = put_layer_attrs(g, r, at, err); /* each side keeps its own attributes and provenance */
@@ -492,7 +495,7 @@ static int write_sides(AsDumpWriter *w, int step, int layer, int n, const char *
         if (H5Lexists(lg, "diff", H5P_DEFAULT) > 0)
             rc = as_err(err, AS_EBADINPUT, "dump %s: %s/diff was written already", w->path, lpath);
         else
-            rc = io_fail(w, as_dump_diff_put(lg, diff, got_side, want_side, (AsH5At){w->tmp, lpath}, err));
+            rc = io_fail(w, as_dump_diff_put(lg, diff, got_side, want_side, (AsH5At){w->path, lpath}, err));
     }
     H5Gclose(lg);
     return rc;

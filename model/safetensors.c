@@ -5,12 +5,15 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "model/textfile.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian and is read in place: little-endian hosts only"
@@ -101,6 +104,8 @@ static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, 
     if (!name[0] || strlen(name) >= sizeof t->name)
         return as_err(err, AS_EBADINPUT, "%s: tensor name '%.64s...' is empty or longer than %zu bytes", path,
                       name, sizeof t->name - 1);
+    if (as_has_control(name, strlen(name))) /* info lists names: no terminal escapes */
+        return as_err(err, AS_EBADINPUT, "%s: tensor name '%.64s' holds a control character", path, name);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
@@ -338,24 +343,14 @@ static int index_from_json(const char *path, const cJSON *root, AsStIndex *ix, A
 int as_st_read_index(const char *path, AsStIndex *ix, AsError *err)
 {
     memset(ix, 0, sizeof *ix);
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
-    char *buf = malloc((size_t)AS_ST_MAX_INDEX + 1);
-    size_t len = buf ? fread(buf, 1, (size_t)AS_ST_MAX_INDEX + 1, fp) : 0;
-    int rc = AS_OK;
-    if (!buf)
-        rc = as_err(err, AS_ERUNTIME, "%s: out of memory", path);
-    else if (ferror(fp))
-        rc = as_err(err, AS_ERUNTIME, "%s: read error", path);
-    else if (len > (size_t)AS_ST_MAX_INDEX)
-        rc = as_err(err, AS_EBADINPUT, "%s: larger than %ld MiB", path, AS_ST_MAX_INDEX >> 20);
-    fclose(fp);
-    if (!rc) {
-        cJSON *root = cJSON_ParseWithLength(buf, len);
-        rc = root ? index_from_json(path, root, ix, err) : as_err(err, AS_EBADINPUT, "%s: not valid JSON", path);
-        cJSON_Delete(root);
-    }
+    char *buf;
+    size_t len;
+    int rc = as_read_text_file(path, (size_t)AS_ST_MAX_INDEX, "safetensors index", &buf, &len, err);
+    if (rc)
+        return rc;
+    cJSON *root = cJSON_ParseWithLength(buf, len);
+    rc = root ? index_from_json(path, root, ix, err) : as_err(err, AS_EBADINPUT, "%s: not valid JSON", path);
+    cJSON_Delete(root);
     free(buf);
     if (rc)
         as_st_index_free(ix);
@@ -364,18 +359,58 @@ int as_st_read_index(const char *path, AsStIndex *ix, AsError *err)
 
 /* ---- writing ---- */
 
+/* The temporaries being written, for as_atomic_abort_all in a signal handler (atomics and
+ * unlink only); a slot is found again by its path. */
+#define MAX_TEMPS 16
+enum { TEMP_FREE, TEMP_CLAIMED, TEMP_LIVE };
+static atomic_int temp_state[MAX_TEMPS];
+static char temp_path[MAX_TEMPS][1100];
+
+static void temp_register(const char *tmp)
+{
+    for (int i = 0; i < MAX_TEMPS; i++) {
+        int expect = TEMP_FREE;
+        if (atomic_compare_exchange_strong(&temp_state[i], &expect, TEMP_CLAIMED)) {
+            snprintf(temp_path[i], sizeof temp_path[i], "%s", tmp);
+            atomic_store(&temp_state[i], TEMP_LIVE);
+            return;
+        }
+    }
+}
+
+static void temp_release(const char *tmp)
+{
+    for (int i = 0; i < MAX_TEMPS; i++)
+        if (atomic_load(&temp_state[i]) == TEMP_LIVE && !strcmp(temp_path[i], tmp)) {
+            atomic_store(&temp_state[i], TEMP_FREE);
+            return;
+        }
+}
+
+void as_atomic_abort_all(void)
+{
+    for (int i = 0; i < MAX_TEMPS; i++)
+        if (atomic_load(&temp_state[i]) == TEMP_LIVE)
+            unlink(temp_path[i]);
+}
+
 int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, AsError *err)
 {
     *out = NULL;
     if (snprintf(tmp, tmp_size, "%s.tmp-XXXXXX", path) >= (int)tmp_size)
         return as_err(err, AS_EBADINPUT, "%s: path too long", path);
     int fd = mkstemp(tmp);
-    if (fd < 0)
-        return as_err(err, AS_EBADINPUT, "%s: cannot create a file beside it (%s)", path, strerror(errno));
+    if (fd < 0) { /* a path that does not exist is bad input; a directory that refuses is an I/O failure */
+        int e = errno;
+        return as_err(err, e == ENOENT || e == ENOTDIR || e == ENAMETOOLONG ? AS_EBADINPUT : AS_ERUNTIME,
+                      "%s: cannot create a file beside it (%s)", path, strerror(e));
+    }
+    temp_register(tmp);
     if (fchmod(fd, 0644) || !(*out = fdopen(fd, "wb"))) {
         int rc = as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", tmp, strerror(errno));
         close(fd);
         unlink(tmp);
+        temp_release(tmp);
         return rc;
     }
     return AS_OK;
@@ -386,6 +421,7 @@ void as_atomic_abort(FILE *f, const char *tmp)
     if (f)
         fclose(f);
     unlink(tmp);
+    temp_release(tmp);
 }
 
 int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err)
@@ -393,10 +429,13 @@ int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err)
     bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e = errno;
     ok = (fclose(f) == 0) && ok;
-    if (ok && rename(tmp, path) == 0)
+    if (ok && rename(tmp, path) == 0) {
+        temp_release(tmp);
         return AS_OK;
+    }
     e = ok ? errno : e;
     unlink(tmp);
+    temp_release(tmp);
     return as_err(err, AS_ERUNTIME, "%s: cannot write (%s)", path, strerror(e));
 }
 

@@ -86,5 +86,8 @@ int as_st_write(const char *path, const AsStTensorSpec *t, int n, const AsStWrit
 int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, AsError *err);
 int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err);
 void as_atomic_abort(FILE *f, const char *tmp);
+/* Unlinks every temporary not yet committed or aborted, and nothing else: safe in a signal
+ * handler (a static table of paths, unlink(2) only). as_dump_abort_all calls it. */
+void as_atomic_abort_all(void);
 
 #endif
