@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -50,6 +51,11 @@ int as_guard_run(AsGuardFn fn, void *ctx, const char *what, AsError *err)
     }
     if (pid == 0) {
         close(fds[0]);
+        /* a crash must end the child by its signal, whatever handlers the process installed
+         * (a sanitizer's or a fuzzer's would report it as their own and exit with a status) */
+        static const int crash_sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS};
+        for (size_t i = 0; i < sizeof crash_sigs / sizeof crash_sigs[0]; i++)
+            signal(crash_sigs[i], SIG_DFL);
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0)
             dup2(devnull, STDERR_FILENO); /* the library's crash report is not the message */
@@ -82,7 +88,9 @@ int as_guard_run(AsGuardFn fn, void *ctx, const char *what, AsError *err)
         return as_err(err, AS_EBADINPUT, "%s: damaged: the HDF5 library crashed reading it (signal %d)", what,
                       WTERMSIG(st));
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : AS_ERUNTIME;
-    if (rc)
+    if (rc == AS_EBADINPUT || rc == AS_ERUNTIME || rc == AS_EREFUSED || rc == AS_ECANCELLED)
         as_err(err, rc, "%s", n ? msg : "the reading process failed without a message");
+    else if (rc) /* not one of ours: the library (or a sanitizer) ended it */
+        rc = as_err(err, AS_EBADINPUT, "%s: damaged: the reading process exited with status %d", what, rc);
     return rc;
 }

@@ -14,7 +14,14 @@ void as_h5_init(void)
 {
     static bool done;
     if (!done) {
+        /* no library shut-down at exit: after a failed write (a full disk) HDF5 1.10 keeps the
+         * file half closed, and its exit handler then crashed flushing it again (exit 3 became
+         * a SIGSEGV). Every file attnscope writes is committed or unlinked explicitly. */
+        H5dont_atexit();
         H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        /* a file naming an unknown filter must not make HDF5 load shared libraries from
+         * HDF5_PLUGIN_PATH: attnscope reads the built-in filters only */
+        H5PLset_loading_state(0);
         done = true;
     }
 }
@@ -322,6 +329,64 @@ int as_h5_get_i64s(hid_t obj, const char *name, int64_t *out, int n, AsH5At at, 
 int as_h5_get_f64(hid_t obj, const char *name, double *out, AsH5At at, AsError *err)
 {
     return get_numbers(obj, name, H5T_FLOAT, H5T_NATIVE_DOUBLE, out, 1, at, err);
+}
+
+int as_h5_check_storage(hid_t ds, size_t esize, AsH5At at, AsError *err)
+{
+    hid_t sp = H5Dget_space(ds), dcpl = H5Dget_create_plist(ds);
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    int rc = 0;
+    if (n < 0 || dcpl < 0) {
+        rc = as_h5_fail(err, AS_EBADINPUT, at, "cannot read how the data is stored");
+        goto out;
+    }
+    H5D_layout_t lay = H5Pget_layout(dcpl);
+    if (lay != H5D_COMPACT && lay != H5D_CONTIGUOUS && lay != H5D_CHUNKED) {
+        rc = as_err(err, AS_EBADINPUT, "dump %s: %s: a virtual dataset (its data would come from other files)",
+                    at.file, at.path);
+        goto out;
+    }
+    if (H5Pget_external_count(dcpl) != 0) {
+        rc = as_err(err, AS_EBADINPUT, "dump %s: %s: its data lies in external files (the format keeps it in the file)",
+                    at.file, at.path);
+        goto out;
+    }
+    int nf = H5Pget_nfilters(dcpl);
+    for (int i = 0; i < nf && !rc; i++) {
+        unsigned flags = 0, cfg = 0;
+        size_t nel = 0;
+        char name[64] = "";
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nel, NULL, sizeof name, name, &cfg);
+        if (id != H5Z_FILTER_DEFLATE && id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32)
+            rc = as_err(err, AS_EBADINPUT,
+                        "dump %s: %s: filter %d (%.40s) is not one attnscope reads (deflate, shuffle, fletcher32; "
+                        "h5repack -f GZIP=1 rewrites it)", at.file, at.path, (int)id, name[0] ? name : "unknown");
+    }
+    uint64_t logical = (uint64_t)n * esize;
+    if (!rc && lay == H5D_CHUNKED) {
+        hsize_t cd[H5S_MAX_RANK];
+        int rank = H5Pget_chunk(dcpl, H5S_MAX_RANK, cd);
+        uint64_t bytes = esize;
+        for (int i = 0; i < rank && bytes <= AS_H5_MAX_CHUNK; i++)
+            bytes = cd[i] && bytes > AS_H5_MAX_CHUNK / cd[i] ? AS_H5_MAX_CHUNK + 1 : bytes * cd[i];
+        if (rank < 0 || bytes > AS_H5_MAX_CHUNK)
+            rc = as_err(err, AS_EBADINPUT, "dump %s: %s: chunks of more than %llu MiB", at.file, at.path,
+                        (unsigned long long)(AS_H5_MAX_CHUNK >> 20));
+    }
+    if (!rc) {
+        uint64_t stored = H5Dget_storage_size(ds);
+        if (logical > AS_H5_EXPANSION_SLACK && (logical - AS_H5_EXPANSION_SLACK) / AS_H5_MAX_EXPANSION > stored)
+            rc = as_err(err, AS_EBADINPUT,
+                        "dump %s: %s: %llu bytes of data from %llu stored (more than %d times: missing or forged "
+                        "chunks)", at.file, at.path, (unsigned long long)logical, (unsigned long long)stored,
+                        AS_H5_MAX_EXPANSION);
+    }
+out:
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return rc;
 }
 
 void as_h5_free_list(char **names, int n)

@@ -48,6 +48,16 @@ int as_h5_get_i64(hid_t obj, const char *name, int64_t *out, AsH5At at, AsError 
 int as_h5_get_int(hid_t obj, const char *name, int64_t lo, int64_t hi, int *out, AsH5At at, AsError *err);
 int as_h5_get_i64s(hid_t obj, const char *name, int64_t *out, int n, AsH5At at, AsError *err);
 int as_h5_get_f64(hid_t obj, const char *name, double *out, AsH5At at, AsError *err);
+/* A dataset's storage, checked before its data is read (docs/SECURITY.md): its data lies in this
+ * file (no external raw files, no virtual dataset mapping other files), its filters are ones HDF5
+ * has built in and attnscope allows (deflate, shuffle, fletcher32; plugins are never loaded),
+ * its chunks hold at most AS_H5_MAX_CHUNK bytes, and its elements (esize bytes each) take at
+ * most AS_H5_MAX_EXPANSION times the bytes it stores plus AS_H5_EXPANSION_SLACK: a small file
+ * cannot make attnscope allocate gigabytes of fill values. */
+#define AS_H5_MAX_CHUNK ((uint64_t)64 << 20)
+#define AS_H5_MAX_EXPANSION 2048    /* deflate's ratio is at most 1032:1 */
+#define AS_H5_EXPANSION_SLACK ((uint64_t)64 << 10)
+int as_h5_check_storage(hid_t ds, size_t esize, AsH5At at, AsError *err);
 /* Names of the links in a group (sorted by name), at most max; caller frees each and the array. */
 int as_h5_list(hid_t group, int max, char ***names, int *n, AsH5At at, AsError *err);
 void as_h5_free_list(char **names, int n);
