@@ -7,6 +7,7 @@
 
 #include "engine/check.h"
 #include "engine/internal.h"
+#include "engine/mem_limit.h"
 #include "model/ggml_blocks.h"
 #include "ref/rope.h"
 
@@ -29,12 +30,12 @@ const char *as_cublas_status_name(cublasStatus_t s)
 /* cudaMalloc with the out-of-memory message the issue asks for: asked vs what the device has. */
 static int dev_alloc(AsEngine *e, void **p, size_t bytes, const char *what, AsError *err)
 {
-    cudaError_t rc = cudaMalloc(p, bytes ? bytes : 1);
+    cudaError_t rc = as_dev_malloc(p, bytes ? bytes : 1);
     if (rc == cudaSuccess)
         return 0;
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
+    as_dev_mem_info(&free_b, &total_b);
     *p = NULL;
     return as_err(err, AS_ERUNTIME,
                   "out of GPU memory allocating %s: asked %.1f MiB, device %d has %.1f MiB free of %.1f MiB (%s)",

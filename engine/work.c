@@ -5,6 +5,7 @@
 
 #include "engine/check.h"
 #include "engine/internal.h"
+#include "engine/mem_limit.h"
 
 void as_dev_work_free(AsEngine *e)
 {
@@ -24,11 +25,11 @@ void as_dev_work_free(AsEngine *e)
 #define DEV(ptr, count, type)                                                                         \
     do {                                                                                              \
         size_t b_ = sizeof(type) * (size_t)(count) + 16;                                              \
-        cudaError_t r_ = cudaMalloc((void **)&(ptr), b_);                                             \
+        cudaError_t r_ = as_dev_malloc((void **)&(ptr), b_);                                          \
         if (r_ != cudaSuccess) {                                                                      \
             size_t f_ = 0, t_ = 0;                                                                    \
             cudaGetLastError();                                                                       \
-            cudaMemGetInfo(&f_, &t_);                                                                 \
+            as_dev_mem_info(&f_, &t_);                                                                \
             return as_err(err, AS_ERUNTIME,                                                           \
                           "out of GPU memory for the work buffer " #ptr " (%d tokens): asked %.1f MiB, " \
                           "%.1f MiB free of %.1f MiB", s, (double)b_ / 1048576.0, (double)f_ / 1048576.0, \

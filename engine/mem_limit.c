@@ -1,0 +1,50 @@
+#include "engine/mem_limit.h"
+
+#include <stdlib.h>
+
+static int state;          /* 0 unread, 1 no limit, 2 limited */
+static size_t limit, base_free;
+
+static void init(void)
+{
+    if (state)
+        return;
+    state = 1;
+    const char *s = getenv("ATTNSCOPE_GPU_MEM_LIMIT_MB");
+    char *end = NULL;
+    long long mb = s && *s ? strtoll(s, &end, 10) : -1;
+    size_t fr = 0, tot = 0;
+    if (mb < 0 || (end && *end) || mb > (1LL << 30) || cudaMemGetInfo(&fr, &tot) != cudaSuccess)
+        return;
+    limit = (size_t)mb << 20;
+    base_free = fr;
+    state = 2;
+}
+
+/* Bytes taken since the first call (0 when the device gave some back). */
+static size_t used(size_t fr) { return base_free > fr ? base_free - fr : 0; }
+
+cudaError_t as_dev_mem_info(size_t *free_b, size_t *total_b)
+{
+    init();
+    cudaError_t rc = cudaMemGetInfo(free_b, total_b);
+    if (rc == cudaSuccess && state == 2) {
+        size_t u = used(*free_b);
+        *free_b = u < limit ? limit - u : 0;
+        *total_b = limit;
+    }
+    return rc;
+}
+
+cudaError_t as_dev_malloc(void **p, size_t bytes)
+{
+    init();
+    if (state == 2) {
+        size_t fr = 0, tot = 0;
+        if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && (used(fr) > limit || bytes > limit - used(fr))) {
+            *p = NULL;
+            return cudaErrorMemoryAllocation;
+        }
+    }
+    return cudaMalloc(p, bytes);
+}
