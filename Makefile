@@ -42,6 +42,13 @@ CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDLIBS += -fsanitize=address,undefined
 NO_CUDA := 1
 endif
+# FUZZ=1 (make fuzz sets it): clang, libFuzzer coverage, ASan + UBSan, no CUDA (fuzz/README.md).
+ifeq ($(FUZZ),1)
+CC := clang
+CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDLIBS += -fsanitize=fuzzer,address,undefined
+NO_CUDA := 1
+endif
 
 # cli/ objects link into the binary directly: each command registers itself (constructor).
 HOST_DIRS := model ref dumps driver tui
@@ -103,6 +110,7 @@ test: deps
 	ATTNSCOPE_BIN=./$(BUILD)/attnscope ./$(BUILD)/attnscope_tests
 	@$(MAKE) --no-print-directory test-san
 	@$(MAKE) --no-print-directory test-tui
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 
 test-cpu: all
 	set -f; ATTNSCOPE_BIN=./$(BUILD)/attnscope ./$(BUILD)/attnscope_tests --cpu-only $(TESTS)
@@ -116,6 +124,19 @@ test-san:
 test-tui: $(BUILD)/attnscope
 	@if ls tests/*.sh >/dev/null 2>&1; then \
 	  for t in tests/*.sh; do echo "== $$t"; sh $$t $(BUILD)/attnscope || exit 1; done; fi
+
+# libFuzzer targets (fuzz/fuzz_*.c): each replays its regressions, then runs FUZZ_SECONDS from
+# its seed corpus (new inputs go to FUZZ_BUILD/corpus, findings to FUZZ_BUILD/findings).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) FUZZ=1 $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
+	sh fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+$(BUILD)/fuzz/%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 bundle: $(BUILD)/attnscope $(BUILD)/attnscope_tests $(BUILD)/attnscope_kbench
 	sh scripts/bundle.sh $(BUILD) dist/attnscope
