@@ -233,6 +233,7 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         STEP(as_err(err, AS_ERUNTIME, "creating %d CUDA events for the profile", 2 * AS_PROF_MAX_EVENTS));
     for (int l = 0; l < e->cfg.n_layers; l++)
         STEP(upload_layer(e, l, err));
+    STEP(as_dev_proj_init(e, err));
     STEP(alloc_state(e, err));
     STEP(upload_rope(e, err));
     STEP(dev_alloc(e, (void **)&e->no_sink, sizeof(float) * (size_t)e->cfg.n_heads, "no-sink vector", err));

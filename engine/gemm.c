@@ -10,6 +10,7 @@
 
 #include "engine/check.h"
 #include "engine/internal.h"
+#include "engine/mem_limit.h"
 #include "model/ggml_blocks.h"
 
 #define GEMV_MAX_ROWS 8
@@ -20,16 +21,23 @@ static int proj_f32(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const A
 static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                      int64_t ldy, const char *what, AsError *err);
 
-/* The scratch holds at least `bytes` afterwards: grown (with headroom, never shrunk) after draining
- * the stream, so that no queued kernel still uses the old buffer. */
+/* The growable scratch holds at least `bytes` afterwards: grown (with headroom, never shrunk) after
+ * draining the stream, so that no queued kernel still uses the old buffer. Never while the stream is
+ * being captured into a graph (the graph would keep the old address). */
 static int scratch_reserve(AsEngine *e, size_t bytes, const char *what, AsError *err)
 {
     if (bytes <= e->scratch_bytes)
         return 0;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(e->st, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone)
+        return as_err(err, AS_ERUNTIME, "%s: the projection scratch (%.1f MiB) would grow to %.1f MiB while a graph "
+                      "is captured", what, (double)e->scratch_bytes / 1048576.0, (double)bytes / 1048576.0);
     CU(err, cudaStreamSynchronize(e->st), "%s: draining the stream to grow the projection scratch", what);
-    as_dev_proj_free(e);
+    cudaFree(e->scratch);
+    e->scratch = NULL;
+    e->scratch_bytes = 0;
     const size_t want = bytes + bytes / 4;
-    cudaError_t rc = cudaMalloc(&e->scratch, want);
+    cudaError_t rc = as_dev_malloc(&e->scratch, want);
     if (rc != cudaSuccess) {
         cudaGetLastError();
         e->scratch = NULL;
@@ -40,11 +48,49 @@ static int scratch_reserve(AsEngine *e, size_t bytes, const char *what, AsError 
     return 0;
 }
 
+/* Scratch for `bytes` of a projection of s rows: the fixed decode scratch up to GEMV_MAX_ROWS rows
+ * (sized for every projection at that size), the growable one above. */
+static int scratch_get(AsEngine *e, int s, size_t bytes, void **p, const char *what, AsError *err)
+{
+    if (s <= GEMV_MAX_ROWS && bytes <= e->scratch_dec_bytes) {
+        *p = e->scratch_dec;
+        return 0;
+    }
+    TRY(scratch_reserve(e, bytes, what, err));
+    *p = e->scratch;
+    return 0;
+}
+
+/* The decode scratch: GEMV_MAX_ROWS rows of q8_1 blocks of the widest projection input (the o rows of
+ * wo_a), or of wo_a's f32 output (the f32 path), whichever is larger. */
+int as_dev_proj_init(AsEngine *e, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    int64_t in = c->dim;
+    const int64_t ins[] = {c->q_lora_rank, c->head_dim, (int64_t)c->n_heads * c->head_dim,
+                           (int64_t)c->o_groups * c->o_lora_rank};
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
+        in = ins[i] > in ? ins[i] : in;
+    size_t q8 = sizeof(AsBlockQ8_1) * (size_t)GEMV_MAX_ROWS * (size_t)(in / AS_QK8_1 + 1);
+    size_t f32 = sizeof(float) * (size_t)GEMV_MAX_ROWS * (size_t)c->o_groups * (size_t)c->o_lora_rank;
+    const size_t bytes = q8 > f32 ? q8 : f32;
+    cudaError_t rc = as_dev_malloc(&e->scratch_dec, bytes);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        e->scratch_dec = NULL;
+        return as_err(err, AS_ERUNTIME, "out of GPU memory for the decode projection scratch (%.2f MiB): %s",
+                      (double)bytes / 1048576.0, cudaGetErrorString(rc));
+    }
+    e->scratch_dec_bytes = bytes;
+    return 0;
+}
+
 void as_dev_proj_free(AsEngine *e)
 {
     cudaFree(e->scratch);
-    e->scratch = NULL;
-    e->scratch_bytes = 0;
+    cudaFree(e->scratch_dec);
+    e->scratch = e->scratch_dec = NULL;
+    e->scratch_bytes = e->scratch_dec_bytes = 0;
 }
 
 /* Work and minimal bytes of an [s x in] by [out x in]^T projection (for the profile). */
@@ -72,14 +118,14 @@ static int proj_q2k(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const A
                     int64_t ldy, const char *what, AsError *err)
 {
     const int64_t nq = w->in / AS_QK8_1, ldw = w->in / AS_QK_K;
-    TRY(scratch_reserve(e, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, what, err));
-    KL(err, as_k_quantize_q8_1(x, ldx, s, w->in, e->scratch, nq, e->st), "%s: q8_1 of the %dx%d input", what, s,
-       w->in);
+    void *xq;
+    TRY(scratch_get(e, s, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, &xq, what, err));
+    KL(err, as_k_quantize_q8_1(x, ldx, s, w->in, xq, nq, e->st), "%s: q8_1 of the %dx%d input", what, s, w->in);
     if (s <= GEMV_MAX_ROWS)
-        KL(err, as_k_q2k_mmvq(w->d, ldw, 0, w->out, w->in, e->scratch, nq, 0, s, y, ldy, 0, 0, 1, e->st),
+        KL(err, as_k_q2k_mmvq(w->d, ldw, 0, w->out, w->in, xq, nq, 0, s, y, ldy, 0, 0, 1, e->st),
            "%s: Q2_K mmvq %dx%d, %d rows", what, w->out, w->in, s);
     else
-        KL(err, as_k_q2k_mmq(w->d, ldw, 0, w->out, w->in, e->scratch, nq, 0, s, y, ldy, 0, 0, 1, e->st),
+        KL(err, as_k_q2k_mmq(w->d, ldw, 0, w->out, w->in, xq, nq, 0, s, y, ldy, 0, 0, 1, e->st),
            "%s: Q2_K mmq %dx%d, %d rows", what, w->out, w->in, s);
     return 0;
 }
@@ -165,8 +211,9 @@ static int proj_grouped_f32(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
     const AsConfig *c = &e->cfg;
     const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
     const size_t ny = (size_t)s * G * olr, nx = s > GEMV_MAX_ROWS ? (size_t)s * ldo : 0;
-    TRY(scratch_reserve(e, sizeof(float) * (ny + nx), "wo_a (f32 weights)", err));
-    float *yf = e->scratch, *xf = yf + ny;
+    void *buf;
+    TRY(scratch_get(e, s, sizeof(float) * (ny + nx), &buf, "wo_a (f32 weights)", err));
+    float *yf = buf, *xf = yf + ny;
     if (s <= GEMV_MAX_ROWS) {
         for (int g = 0; g < G; g++)
             KL(err,
@@ -197,17 +244,14 @@ static int proj_grouped_q2k(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
         return as_err(err, AS_EBADINPUT, "wo_a: Q2_K groups of %d inputs (o rows of %d) are not whole blocks", gw,
                       ldo);
     const int64_t nq = ldo / AS_QK8_1, ldw = gw / AS_QK_K, strideW = (int64_t)olr * ldw, strideX = gw / AS_QK8_1;
-    TRY(scratch_reserve(e, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, "wo_a", err));
-    KL(err, as_k_quantize_q8_1(o, ldo, s, ldo, e->scratch, nq, e->st), "wo_a: q8_1 of the %dx%d o rows", s, ldo);
+    void *xq;
+    TRY(scratch_get(e, s, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, &xq, "wo_a", err));
+    KL(err, as_k_quantize_q8_1(o, ldo, s, ldo, xq, nq, e->st), "wo_a: q8_1 of the %dx%d o rows", s, ldo);
     if (s <= GEMV_MAX_ROWS)
-        KL(err,
-           as_k_q2k_mmvq(w->d, ldw, strideW, olr, gw, e->scratch, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G,
-                         e->st),
+        KL(err, as_k_q2k_mmvq(w->d, ldw, strideW, olr, gw, xq, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G, e->st),
            "wo_a: Q2_K mmvq, %d groups of %dx%d, %d rows", G, olr, gw, s);
     else
-        KL(err,
-           as_k_q2k_mmq(w->d, ldw, strideW, olr, gw, e->scratch, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G,
-                        e->st),
+        KL(err, as_k_q2k_mmq(w->d, ldw, strideW, olr, gw, xq, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G, e->st),
            "wo_a: Q2_K mmq, %d groups of %dx%d, %d rows", G, olr, gw, s);
     return 0;
 }

@@ -96,10 +96,12 @@ struct AsEngine {
     AsRun last;
     int last_layer;
     AsProfile *prof;     /* stage timing for bench-engine, NULL otherwise */
-    /* engine/gemm.c's scratch, grown on demand: the q8_1 activations of a Q2_K projection, the f32
-     * input / output of the f32-weight paths (one projection at a time, in stream order) */
-    void *scratch;
-    size_t scratch_bytes;
+    /* engine/gemm.c's scratch: the q8_1 activations of a Q2_K projection, the f32 input / output of
+     * the f32-weight paths (one projection at a time, in stream order). scratch_dec is sized once at
+     * creation for up to 8 rows (a decode never allocates, and its address never changes: decode
+     * graphs may bake it in); scratch grows on demand for more rows (never while a graph is captured). */
+    void *scratch, *scratch_dec;
+    size_t scratch_bytes, scratch_dec_bytes;
 };
 
 /* engine/gemm.c: y[s][out] = x[s][in] W^T (bf16, rounded) through cuBLAS or the decode GEMV; Q2_K
@@ -111,7 +113,8 @@ int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w
                     AsError *err);
 /* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call. */
 int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err);
-/* Frees gemm.c's scratch (engine tear-down). */
+/* gemm.c's scratch: the decode part allocated (engine creation), both freed (tear-down). */
+int as_dev_proj_init(AsEngine *e, AsError *err);
 void as_dev_proj_free(AsEngine *e);
 
 /* engine/work.c: grow the work buffers to hold s tokens and width score columns. */
