@@ -30,7 +30,7 @@ static int cmd_bench_engine(int argc, char **argv)
     if (n_pos)
         model = pos[0];
     if (!max_seq)
-        max_seq = ((context + steps > prefill ? context + steps : prefill) + 64 + 1) / 2 * 2;
+        max_seq = ((context + 2 * steps + 2 > prefill ? context + 2 * steps + 2 : prefill) + 64 + 1) / 2 * 2;
     if (as_engine_device_count() == 0) {
         fprintf(stderr, "attnscope bench-engine: no CUDA device\n");
         return AS_ERUNTIME;
@@ -59,4 +59,5 @@ AS_COMMAND_NAMED(bench_engine, "bench-engine", cmd_bench_engine,
                  "benchmark the GPU engine (decode at a context, prefill) against the device's limits",
                  "bench-engine [MODEL] [--context N] [--steps N] [--prefill N] [--max-seq N] [--device N] [--json F]\n"
                  "  MODEL: a preset (default flash) or a model directory. Prints a Markdown report: decode per layer\n"
-                 "  kind against the HBM floor, prefill per layer kind against cuBLAS and the tensor-core rate.")
+                 "  kind against the HBM floor (N profiled steps), the decode step as one CUDA graph (N + 2 steps: two\n"
+                 "  captures, then replays), prefill per layer kind against cuBLAS and the tensor-core rate.")

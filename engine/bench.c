@@ -1,6 +1,8 @@
 /* `attnscope bench-engine`: the engine against the H200's limits measured in the same run.
  * Decode: one step of every layer at `context` tokens, per layer kind, against the HBM floor
- * (bytes of weights and caches read per token / device copy bandwidth). Prefill: per layer
+ * (bytes of weights and caches read per token / device copy bandwidth), from profiled uncaptured
+ * steps; then the same decode through the CUDA graph (engine/graph.c: two captures, then replays;
+ * the median device and wall time per token against the same floor). Prefill: per layer
  * kind; the projections against cuBLAS's own bf16 GEMM at the same shapes; the sparse attention
  * and the index scores against the tensor-core rate (cuBLAS's 8192^3 bf16 GEMM). */
 #include <math.h>
@@ -200,22 +202,27 @@ static double wall_ms(void)
 int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, AsError *err)
 {
     const AsConfig *c = &m->cfg;
-    if (o->context + o->decode_steps > c->max_seq || o->prefill > c->max_seq)
-        return as_err(err, AS_EBADINPUT, "context %d + %d steps (or prefill %d) beyond max_seq %d: pass --max-seq",
-                      o->context, o->decode_steps, o->prefill, c->max_seq);
+    /* decode_steps profiled steps, then decode_steps + 2 through the graph (the first two capture) */
+    const int graph_steps = o->decode_steps + 2;
+    if (o->context + o->decode_steps + graph_steps > c->max_seq || o->prefill > c->max_seq)
+        return as_err(err, AS_EBADINPUT, "context %d + %d + %d steps (or prefill %d) beyond max_seq %d: pass --max-seq",
+                      o->context, o->decode_steps, graph_steps, o->prefill, c->max_seq);
     AsEngineOptions eo = {.device = o->device, .host_select = true, .profile = true};
     AsEngine *e;
     TRY(as_engine_create(m, &eo, &e, err));
     int rc = 0;
-    Limits lim;
+    Limits lim = {0};
     int n = o->context > o->prefill ? o->context : o->prefill;
-    float *h0 = malloc(sizeof(float) * (size_t)(n + o->decode_steps + 1) * c->dim);
+    const int rows = n + o->decode_steps + graph_steps + 1;
+    float *h0 = malloc(sizeof(float) * (size_t)rows * c->dim);
     Kind *kinds = calloc(AS_MAX_LAYERS, sizeof(Kind));
-    if (!h0 || !kinds) {
+    double *g_ms = calloc((size_t)graph_steps, sizeof(double)), *g_wall = calloc((size_t)graph_steps, sizeof(double));
+    AsDecodeGraph *graph = NULL;
+    if (!h0 || !kinds || !g_ms || !g_wall) {
         rc = as_err(err, AS_ERUNTIME, "out of host memory");
         goto out;
     }
-    as_inputs_synthetic(1, 0, n + o->decode_steps + 1, c->dim, h0);
+    as_inputs_synthetic(1, 0, rows, c->dim, h0);
     if ((rc = measure_limits(e, &lim, err)))
         goto out;
     fprintf(md, "device limits measured in this run: copy %.0f GB/s (read + write), cuBLAS bf16 GEMM 8192^3 %.0f TFLOP/s\n"
@@ -265,6 +272,50 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                 "including the host selection and launches: %.3f ms (%.2f x floor). Bytes: every weight once (%.1f MB) "
                 "plus the selected cache rows and index keys (%.1f MB).\n\n",
             step_wall, step_wall / floor_ms, (tot_bytes - cache_bytes) / 1e6, cache_bytes / 1e6);
+
+    /* ---- the same decode as one CUDA graph per step shape ---- */
+    double graph_ms = 0, graph_wall = 0;
+    AsDecodeGraphInfo gi = {0};
+    {
+        if ((rc = as_decode_graph_create(e, NULL, &graph, err)))
+            goto out;
+        const int pos0 = o->context + o->decode_steps;
+        int timed = 0;
+        for (int i = 0; i < graph_steps && !rc; i++) {
+            const int captures = gi.captures;
+            double w0 = wall_ms();
+            rc = as_engine_decode_graph(graph, h0 + (size_t)(pos0 + i) * c->dim, pos0 + i, err);
+            double w = wall_ms() - w0;
+            as_decode_graph_info(graph, &gi);
+            if (!rc && gi.captures == captures) { /* a replay */
+                g_ms[timed] = gi.last_ms;
+                g_wall[timed] = w;
+                timed++;
+            }
+        }
+        if (rc)
+            goto out;
+        if (timed == 0) {
+            rc = as_err(err, AS_ERUNTIME, "decode graph: every one of %d steps captured a new graph (%d captures)",
+                        graph_steps, gi.captures);
+            goto out;
+        }
+        graph_ms = median(g_ms, timed);
+        graph_wall = median(g_wall, timed);
+        fprintf(md, "### Decode through the CUDA graph, one token at context %d (median of %d replays)\n\n",
+                o->context + o->decode_steps, timed);
+        fprintf(md, "| path | GPU ms | wall ms | x floor (GPU) | x floor (wall) |\n| --- | --- | --- | --- | --- |\n");
+        fprintf(md, "| uncaptured, profiled (above) | %.3f | %.3f | %.2f | %.2f |\n", tot_ms, step_wall, tot_ms / floor_ms,
+                step_wall / floor_ms);
+        fprintf(md, "| **graph** | **%.3f** | **%.3f** | **%.2f** | **%.2f** |\n| HBM floor | %.3f | | 1.00 | |\n\n",
+                graph_ms, graph_wall, graph_ms / floor_ms, graph_wall / floor_ms, floor_ms);
+        fprintf(md, "Graph: %d captured (one per step shape), %d held; the last step's graph has %d nodes: %d kernels, %d "
+                    "copies, %d memsets, %d host nodes (top-k), %d other. GPU ms: events around the graph launch "
+                    "(host nodes included); wall: the whole call (parameters, launch, synchronisation, bookkeeping).\n\n",
+                gi.captures, gi.graphs, gi.nodes, gi.kernels, gi.memcpys, gi.memsets, gi.hosts, gi.others);
+        as_decode_graph_destroy(graph);
+        graph = NULL;
+    }
 
     /* ---- prefill ---- */
     if (o->prefill > 0) {
@@ -317,17 +368,22 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
             FILE *j = fopen(o->json_path, "w");
             if (j) {
                 fprintf(j, "{\"copy_gbs\": %.1f, \"gemm_tflops\": %.1f, \"decode_ms\": %.4f, \"decode_wall_ms\": %.4f, "
-                           "\"decode_floor_ms\": %.4f, \"prefill_ms\": %.3f, \"proj_tflops\": %.1f, \"proj_alone_tflops\": %.1f, "
+                           "\"decode_floor_ms\": %.4f, \"decode_graph_ms\": %.4f, \"decode_graph_wall_ms\": %.4f, "
+                           "\"graph_nodes\": %d, \"graph_kernels\": %d, \"graph_host_nodes\": %d, "
+                           "\"prefill_ms\": %.3f, \"proj_tflops\": %.1f, \"proj_alone_tflops\": %.1f, "
                            "\"attn_tflops\": %.1f, \"iscore_tflops\": %.1f}\n",
-                        lim.copy_gbs, lim.gemm_tflops, tot_ms, step_wall, floor_ms, T[AS_OP_LAYER], proj_tf, alone_tflops,
-                        attn_tf, isc_tf);
+                        lim.copy_gbs, lim.gemm_tflops, tot_ms, step_wall, floor_ms, graph_ms, graph_wall, gi.nodes,
+                        gi.kernels, gi.hosts, T[AS_OP_LAYER], proj_tf, alone_tflops, attn_tf, isc_tf);
                 fclose(j);
             }
         }
     }
 out:
+    as_decode_graph_destroy(graph);
     free(h0);
     free(kinds);
+    free(g_ms);
+    free(g_wall);
     as_engine_destroy(e);
     return rc;
 }

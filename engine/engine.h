@@ -47,13 +47,51 @@ int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err);
 /* The residual stream h ([s][dim]) entering the next layer (after the last one: the step's output). */
 int as_engine_residual(AsEngine *e, float *h, AsError *err);
 
+/* ---- decode as one CUDA graph (issue 8, engine/graph.c) ----
+ * The whole decode step (every layer) is captured once per step shape and replayed per token. The
+ * token's input row and a table of per-layer step parameters (positions, index widths, selection
+ * sizes: planned on the host, read on the device) are copied in by the graph's first nodes from
+ * pinned buffers, so no position is baked into a graph; kernels whose work grows with the position
+ * launch for the most and stop at the live length. The top-k stays on the host (the reference's
+ * ref/indexer.c and ref/candidates.c) in host nodes between a copy of the score row down and a copy
+ * of the selection up. A step's shape is what the host decides per layer (latents completed, keys
+ * read, ...): in the released geometry and tiny the parity of start_pos (ratio-2 groups complete on
+ * odd positions), so two graphs, captured on first use. A graph step leaves the engine as
+ * as_engine_begin_step + as_engine_finish_step would, bit for bit (tests/gpu_graph.c): residual,
+ * caches, shared state and its provenance, and the last layer's run for as_engine_layer_run.
+ * The graph belongs to the caller and must be destroyed before its engine. Only the benchmark uses it;
+ * the driver steps layer by layer without it. */
+typedef struct AsDecodeGraph AsDecodeGraph;
+
+typedef struct {
+    bool keep_layer_outs;   /* copy every layer's out aside each step (as_decode_graph_layer_outs) */
+} AsDecodeGraphOptions;
+
+typedef struct {
+    int captures;           /* graphs captured so far */
+    int replays;            /* steps that replayed a graph captured before */
+    int graphs;             /* graphs held now */
+    int nodes, kernels, memcpys, memsets, hosts, others; /* of the last step's graph */
+    double last_ms;         /* device time of the last step (events around the graph launch) */
+} AsDecodeGraphInfo;
+
+int as_decode_graph_create(AsEngine *e, const AsDecodeGraphOptions *opt, AsDecodeGraph **out, AsError *err);
+void as_decode_graph_destroy(AsDecodeGraph *g);
+/* One decode step (start_pos > 0, after a prefill, no step in progress) on the token input h0 ([dim],
+ * bf16 values) through the graph; returns when the step is done, with the refusals and errors of the
+ * uncaptured step (a failing CUDA call or host node is named). */
+int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsError *err);
+void as_decode_graph_info(const AsDecodeGraph *g, AsDecodeGraphInfo *out);
+/* Every layer's out of the last step ([n_layers][dim]; keep_layer_outs). */
+int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err);
+
 /* The benchmark of issue 4/8 (`attnscope bench-engine`): decode at `context` tokens and a
  * prefill of `prefill` tokens, per layer kind, against the device's measured limits. Writes a
  * Markdown table to md (and the figures as JSON to json_path when non-NULL). */
 typedef struct {
     int device;
     int context;        /* decode context (a prefill of this many tokens first) */
-    int decode_steps;   /* timed decode steps */
+    int decode_steps;   /* timed decode steps (profiled uncaptured, then as many through the graph) */
     int prefill;        /* tokens of the timed prefill (0: skip) */
     const char *json_path;
 } AsEngineBenchOptions;

@@ -1,6 +1,13 @@
 /* One layer's forward on the device: the order and the shared-state rules of ref/layer.c,
  * with the heavy lifting in cuBLAS and kernels/. The work buffers keep this layer's
- * intermediates until the next layer runs. */
+ * intermediates until the next layer runs.
+ * What follows a projection on its way into a cache is one launch (kernels/row_pipe.cu: kv's rmsnorm,
+ * RoPE, fp8 and ring store; the index keys' and latents' chains with their cache writes; the index
+ * queries' RoPE and fp4; o's copy and inverse RoPE), and a decode assembles the window selection with
+ * idx (as_k_build_idx_decode). While a decode graph is captured (e->cap, engine/graph.c) the
+ * position-dependent scalars come from the step parameters on the device (f->dL, f->sp_d) through
+ * the kernels' *_decode variants, launched for the most they can be, and the selection is recorded
+ * as graph nodes; the host bookkeeping is the same either way. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,8 +15,6 @@
 #include "engine/check.h"
 #include "engine/internal.h"
 #include "ref/window.h"
-
-#define B16 sizeof(as_bf16_t)
 
 typedef struct {
     AsEngine *e;
@@ -22,6 +27,10 @@ typedef struct {
     AsRun *m;          /* scalars and provenance of this layer's run */
     int lpos0;                 /* latent positions: lpos0 + i, or lpos_d[i] when set */
     const int32_t *lpos_d;
+    /* capturing a decode graph (never a prefill): the step parameters on the device, else NULL */
+    const AsCapture *cap;
+    const AsLayerStep *dL;     /* this layer's */
+    const int32_t *sp_d;       /* start_pos */
 } Fwd;
 
 static int rmsnorm_rows(Fwd *f, as_bf16_t *x, int64_t ld, const float *w, int rows, int n, const char *what,
@@ -49,29 +58,32 @@ static int project_q_kv(Fwd *f, AsError *err)
     TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
     snprintf(what, sizeof what, "layer %d wq_b", f->l);
     TRY(as_dev_proj(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, what, err));
-    KL(err, as_k_rope(wk->q, (int64_t)nh * hd, s, nh, hd, rd, f->sp, NULL, f->cos_t, f->sin_t,
+    KL(err, as_k_rope(wk->q, (int64_t)nh * hd, s, nh, hd, rd, f->sp, f->sp_d, f->cos_t, f->sin_t,
                       e->fault == AS_FAULT_ROPE_BACKWARDS, e->st),
        "layer %d: rope(q) %dx%dx%d", f->l, s, nh, hd);
     snprintf(what, sizeof what, "layer %d wkv", f->l);
     TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wkv, wk->kv, hd, what, err));
-    TRY(rmsnorm_rows(f, wk->kv, hd, f->W->kv_norm, s, hd, "kv", err));
-    KL(err, as_k_rope(wk->kv, hd, s, 1, hd, rd, f->sp, NULL, f->cos_t, f->sin_t, 0, e->st), "layer %d: rope(kv) %dx%d",
-       f->l, s, hd);
-    KL(err, as_k_quant(wk->kv, wk->kv_pre, (int64_t)s * hd, AS_KQ_FP8, e->st), "layer %d: fp8 quant kv %dx%d", f->l,
-       s, hd);
+    /* kv = fp8(rope(rmsnorm(kv))), kv_pre before the fp8, and step 3's ring store (prefill: the last
+     * min(s, win) rows, token p into slot p % win; decode: slot start_pos % win) */
+    AsRowPipe p = {.x = wk->kv, .ldx = hd, .y = wk->kv, .ldy = hd, .pre = wk->kv_pre, .rows = s, .heads = 1, .n = hd,
+                   .norm_w = f->W->kv_norm, .eps = c->norm_eps, .rd = rd, .pos0 = f->sp, .pos = f->sp_d,
+                   .cos_t = f->cos_t, .sin_t = f->sin_t, .quant = AS_KQ_FP8, .post_scale = 1.0f,
+                   .store_mode = AS_STORE_RING, .store = f->ls->ring, .store_ld = hd, .ring = c->window,
+                   .ring_shift = !f->prefill && e->fault == AS_FAULT_RING_SLOT};
+    KL(err, as_k_row_pipe(&p, e->st), "layer %d: kv rmsnorm + rope + fp8 quant + ring store %dx%d (pos %d)", f->l, s,
+       hd, f->sp);
     return 0;
 }
 
-/* Step 3: ring store and window selection. */
+/* Step 3: the window selection (the ring store went with kv's row pipeline; a decode's selection is
+ * built with idx, build_idx). */
 static int window_step(Fwd *f, AsError *err)
 {
     AsEngine *e = f->e;
     const AsConfig *c = &e->cfg;
-    int win = c->window, hd = c->head_dim;
-    int slot_pos = f->sp + (!f->prefill && e->fault == AS_FAULT_RING_SLOT);
-    KL(err, as_k_ring_store(f->ls->ring, win, hd, e->wk.kv, f->s, slot_pos, e->st), "layer %d: ring store s=%d pos=%d",
-       f->l, f->s, f->sp);
-    KL(err, as_k_window_select(e->wk.widx, f->s, win, f->sp, e->st), "layer %d: window select s=%d", f->l, f->s);
+    int win = c->window;
+    if (f->prefill)
+        KL(err, as_k_window_select(e->wk.widx, f->s, win, f->sp, e->st), "layer %d: window select s=%d", f->l, f->s);
     f->m->rows_a_len = f->prefill ? f->s : win;
     f->m->cols = f->prefill ? (f->s < win ? f->s : win) : win;
     return 0;
@@ -90,6 +102,8 @@ static void latent_positions(Fwd *f, int r)
         f->lpos0 = 0;
         f->lpos_d = f->e->group_pos;
     }
+    if (f->cap)
+        f->lpos_d = &f->dL->lpos; /* the same value, read at replay */
 }
 
 static int compressor(Fwd *f, AsError *err)
@@ -111,8 +125,14 @@ static int compressor(Fwd *f, AsError *err)
         TRY(as_dev_proj_f32(e, wk->x, s, &f->W->c_wkv, wk->ckv, what, err));
         snprintf(what, sizeof what, "layer %d compressor.wgate", f->l);
         TRY(as_dev_proj_f32(e, wk->x, s, &f->W->c_wgate, wk->csc, what, err));
-        KL(err, as_k_compress_pool(wk->ckv, wk->csc, s, r, hd, f->sp, f->ls->part_kv, f->ls->part_sc, wk->latent, e->st),
-           "layer %d: compressor pooling s=%d r=%d", f->l, s, r);
+        if (f->cap)
+            KL(err, as_k_compress_pool_decode(wk->ckv, wk->csc, r, hd, f->sp_d, f->ls->part_kv, f->ls->part_sc,
+                                              wk->latent, e->st),
+               "layer %d: compressor pooling (decode graph) r=%d", f->l, r);
+        else
+            KL(err, as_k_compress_pool(wk->ckv, wk->csc, s, r, hd, f->sp, f->ls->part_kv, f->ls->part_sc, wk->latent,
+                                       e->st),
+               "layer %d: compressor pooling s=%d r=%d", f->l, s, r);
     }
     TRY(rmsnorm_rows(f, wk->latent, hd, f->W->c_norm, n, hd, "latent", err));
     f->m->n_new = n;
@@ -133,17 +153,18 @@ static int index_keys(Fwd *f, AsError *err)
     char what[64];
     snprintf(what, sizeof what, "layer %d indexer.wk", f->l);
     TRY(as_dev_proj(e, wk->latent, c->head_dim, n, &f->W->i_wk, wk->ik, ihd, what, err));
-    TRY(rmsnorm_rows(f, wk->ik, ihd, f->W->k_norm, n, ihd, "index keys", err));
-    KL(err, as_k_rope(wk->ik, ihd, n, 1, ihd, c->rope_head_dim, f->lpos0, f->lpos_d, e->cos_yarn, e->sin_yarn, 0, e->st),
-       "layer %d: rope(index keys) %dx%d", f->l, n, ihd);
-    KL(err, as_k_quant(wk->ik, wk->ik_pre, (int64_t)n * ihd, AS_KQ_FP4_E8M0, e->st), "layer %d: fp4 quant keys %dx%d",
-       f->l, n, ihd);
+    /* ik = fp4(rope(rmsnorm(ik))) at the latent positions, ik_pre before the fp4, written into the
+     * index-key cache at row start_pos / r onwards (not with the stale-keys fault in a decode) */
     int row0 = f->sp / r;
-    if (!(e->fault == AS_FAULT_STALE_KEYS && !f->prefill)) {
-        CU(err, cudaMemcpyAsync(f->ls->ikcache + (size_t)row0 * ihd, wk->ik, B16 * (size_t)n * ihd,
-                                cudaMemcpyDeviceToDevice, e->st),
-           "layer %d: index-key cache write rows %d..%d", f->l, row0, row0 + n);
-    }
+    bool store = !(e->fault == AS_FAULT_STALE_KEYS && !f->prefill);
+    AsRowPipe p = {.x = wk->ik, .ldx = ihd, .y = wk->ik, .ldy = ihd, .pre = wk->ik_pre, .rows = n, .heads = 1,
+                   .n = ihd, .norm_w = f->W->k_norm, .eps = c->norm_eps, .rd = c->rope_head_dim, .pos0 = f->lpos0,
+                   .pos = f->lpos_d, .cos_t = e->cos_yarn, .sin_t = e->sin_yarn, .quant = AS_KQ_FP4_E8M0,
+                   .post_scale = 1.0f, .store_mode = store ? AS_STORE_ROWS : AS_STORE_NONE,
+                   .store = store ? f->ls->ikcache : NULL, .store_ld = ihd, .row0 = row0,
+                   .row0_d = f->cap ? &f->dL->row0 : NULL};
+    KL(err, as_k_row_pipe(&p, e->st), "layer %d: index keys rmsnorm + rope + fp4 quant + cache rows %d..%d (%dx%d)",
+       f->l, row0, row0 + n, n, ihd);
     if (row0 + n > f->ls->ikcache_rows)
         f->ls->ikcache_rows = row0 + n;
     e->sh.index_k = f->ls->ikcache;
@@ -167,11 +188,10 @@ static int indexer(Fwd *f, int width, AsError *err)
     f->m->keys_from = e->sh.index_k_from;
     snprintf(what, sizeof what, "layer %d indexer.wq_b", f->l);
     TRY(as_dev_proj(e, wk->qr, c->q_lora_rank, s, &f->W->i_wq_b, wk->iq, (int64_t)nhi * ihd, what, err));
-    KL(err, as_k_rope(wk->iq, (int64_t)nhi * ihd, s, nhi, ihd, c->rope_head_dim, f->sp, NULL, e->cos_yarn, e->sin_yarn,
-                      0, e->st),
-       "layer %d: rope(index queries) %dx%dx%d", f->l, s, nhi, ihd);
-    KL(err, as_k_quant(wk->iq, wk->iq_pre, (int64_t)s * nhi * ihd, AS_KQ_FP4_E8M0, e->st),
-       "layer %d: fp4 quant index queries", f->l);
+    AsRowPipe p = {.x = wk->iq, .ldx = (int64_t)nhi * ihd, .y = wk->iq, .ldy = (int64_t)nhi * ihd, .pre = wk->iq_pre,
+                   .rows = s, .heads = nhi, .n = ihd, .rd = c->rope_head_dim, .pos0 = f->sp, .pos = f->sp_d,
+                   .cos_t = e->cos_yarn, .sin_t = e->sin_yarn, .quant = AS_KQ_FP4_E8M0, .post_scale = 1.0f};
+    KL(err, as_k_row_pipe(&p, e->st), "layer %d: index queries rope + fp4 quant %dx%dx%d", f->l, s, nhi, ihd);
     snprintf(what, sizeof what, "layer %d indexer.weights_proj", f->l);
     TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->i_wproj, wk->w, nhi, what, err));
     KL(err, as_k_scale_bf16(wk->w, (int64_t)s * nhi, (float)(1.0 / sqrt((double)ihd) * (1.0 / sqrt((double)nhi))),
@@ -179,10 +199,17 @@ static int indexer(Fwd *f, int width, AsError *err)
        "layer %d: index weights scale", f->l);
     int slot = as_prof_begin(e, AS_OP_ISCORE, f->l, 2.0 * s * width * nhi * ihd,
                              2.0 * ((double)s * nhi * ihd + (double)width * ihd + (double)s * width));
-    KL(err, as_k_index_scores(wk->iq, e->sh.index_k, wk->w, s, nhi, ihd, width, f->sp, f->role->ratio, wk->score,
-                              e->st),
-       "layer %d: index scores %dx%d (%d heads x %d)", f->l, s, width, nhi, ihd);
+    if (f->cap)
+        KL(err, as_k_index_scores_decode(wk->iq, e->sh.index_k, wk->w, s, nhi, ihd, e->sh.index_k_cap, &f->dL->width,
+                                         f->role->ratio, wk->score, e->st),
+           "layer %d: index scores (decode graph) up to %dx%d (%d heads x %d)", f->l, s, e->sh.index_k_cap, nhi, ihd);
+    else
+        KL(err, as_k_index_scores(wk->iq, e->sh.index_k, wk->w, s, nhi, ihd, width, f->sp, f->role->ratio, wk->score,
+                                  e->st),
+           "layer %d: index scores %dx%d (%d heads x %d)", f->l, s, width, nhi, ihd);
     as_prof_end(e, slot);
+    if (f->cap)
+        return as_dev_select_graph(e, f->l, width, e->sh.index_k_cap, f->m, err);
     slot = as_prof_begin(e, AS_OP_SELECT, f->l, 0, 2.0 * s * width);
     int rc = as_dev_select_host(e, f->l, s, width, f->sp, f->m, err);
     as_prof_end(e, slot);
@@ -195,18 +222,17 @@ static int store_latents(Fwd *f, AsError *err)
     const AsConfig *c = &e->cfg;
     AsDevWork *wk = &e->wk;
     int n = f->m->n_new, hd = c->head_dim, r = f->role->ratio;
-    CU(err, cudaMemcpyAsync(wk->latent_q, wk->latent, B16 * (size_t)n * hd, cudaMemcpyDeviceToDevice, e->st),
-       "layer %d: copy latents", f->l);
-    KL(err, as_k_rope(wk->latent_q, hd, n, 1, hd, c->rope_head_dim, f->lpos0, f->lpos_d, e->cos_yarn, e->sin_yarn, 0, e->st),
-       "layer %d: rope(latents) %dx%d", f->l, n, hd);
-    KL(err, as_k_quant(wk->latent_q, wk->latent_pre, (int64_t)n * hd, AS_KQ_FP4_E4M3, e->st),
-       "layer %d: fp4 quant latents %dx%d", f->l, n, hd);
-    if (e->fault == AS_FAULT_FP4_SCALE)
-        KL(err, as_k_scale_bf16(wk->latent_q, (int64_t)n * hd, 2.0f, e->st), "layer %d: fault fp4-scale", f->l);
+    /* latent_q = fp4_e4m3(rope(latent)) (x2 with the fp4-scale fault), latent_pre before the fp4,
+     * written into the compressed cache at row start_pos / r onwards */
     int row0 = f->sp / r;
-    CU(err, cudaMemcpyAsync(f->ls->ccache + (size_t)row0 * hd, wk->latent_q, B16 * (size_t)n * hd,
-                            cudaMemcpyDeviceToDevice, e->st),
-       "layer %d: compressed cache write rows %d..%d", f->l, row0, row0 + n);
+    AsRowPipe p = {.x = wk->latent, .ldx = hd, .y = wk->latent_q, .ldy = hd, .pre = wk->latent_pre, .rows = n,
+                   .heads = 1, .n = hd, .rd = c->rope_head_dim, .pos0 = f->lpos0, .pos = f->lpos_d,
+                   .cos_t = e->cos_yarn, .sin_t = e->sin_yarn, .quant = AS_KQ_FP4_E4M3,
+                   .post_scale = e->fault == AS_FAULT_FP4_SCALE ? 2.0f : 1.0f, .store_mode = AS_STORE_ROWS,
+                   .store = f->ls->ccache, .store_ld = hd, .row0 = row0,
+                   .row0_d = f->cap ? &f->dL->row0 : NULL};
+    KL(err, as_k_row_pipe(&p, e->st), "layer %d: latents rope + fp4 quant + cache rows %d..%d (%dx%d)", f->l, row0,
+       row0 + n, n, hd);
     if (row0 + n > f->ls->ccache_rows)
         f->ls->ccache_rows = row0 + n;
     e->sh.compress_kv = f->ls->ccache;
@@ -236,10 +262,12 @@ static int compressed_branch(Fwd *f, AsError *err)
                           f->l, e->sh.sel_from.layer, e->sh.sel_from.step, e->sh.sel_s, f->s);
         f->m->k = e->sh.sel_k;
         f->m->sel_from = e->sh.sel_from;
+        /* a graph copies the most a selection can hold (build_idx reads the live k) */
+        int kc = f->cap ? e->cfg.index_topk : e->sh.sel_k;
         if (e->sh.sel_k)
-            CU(err, cudaMemcpyAsync(e->wk.csel, e->sh.sel_d, sizeof(int32_t) * (size_t)f->s * e->sh.sel_k,
+            CU(err, cudaMemcpyAsync(e->wk.csel, e->sh.sel_d, sizeof(int32_t) * (size_t)f->s * kc,
                                     cudaMemcpyDeviceToDevice, e->st),
-               "layer %d: reuse the shared selection %dx%d", f->l, f->s, e->sh.sel_k);
+               "layer %d: reuse the shared selection %dx%d", f->l, f->s, kc);
     }
     if (f->role->kv_source && f->m->n_new > 0)
         TRY(store_latents(f, err));
@@ -260,10 +288,19 @@ static int build_idx(Fwd *f, AsError *err)
 {
     AsEngine *e = f->e;
     AsDevWork *wk = &e->wk;
-    int cols = f->m->cols, k = f->m->k;
-    KL(err, as_k_build_idx(wk->widx, cols, wk->csel, k, f->s, f->m->rows_a_len + f->m->rows_b_len, wk->idx,
-                           wk->bad + f->l, wk->valid + f->l, e->st),
-       "layer %d: build idx %dx(%d+%d)", f->l, f->s, cols, k);
+    int cols = f->m->cols, k = f->m->k, nrows = f->m->rows_a_len + f->m->rows_b_len;
+    if (f->prefill) {
+        KL(err, as_k_build_idx(wk->widx, cols, wk->csel, k, f->s, nrows, wk->idx, wk->bad + f->l, wk->valid + f->l,
+                               e->st),
+           "layer %d: build idx %dx(%d+%d)", f->l, f->s, cols, k);
+    } else {
+        /* the window selection with idx; a graph launches for the widest selection */
+        bool g = f->cap != NULL;
+        int kmax = g ? (f->role->ratio > 0 ? e->cfg.index_topk : 0) : k;
+        KL(err, as_k_build_idx_decode(wk->widx, cols, f->sp, f->sp_d, wk->csel, k, g ? &f->dL->k : NULL, kmax, nrows,
+                                      g ? &f->dL->nrows : NULL, wk->idx, wk->bad + f->l, wk->valid + f->l, e->st),
+           "layer %d: window select + build idx %d+%d (pos %d)", f->l, cols, k, f->sp);
+    }
     f->m->topk = cols + k;
     return 0;
 }
@@ -281,16 +318,26 @@ static int attend_and_project(Fwd *f, AsError *err)
     /* work: QK and PV over the rows actually selected (counted on the device: per valid entry) */
     int slot = as_prof_begin(e, AS_OP_ATTN, f->l, -4.0 * nh * hd,
                              2.0 * ((double)s * f->m->topk * hd + 2.0 * s * nh * hd));
-    KL(err, as_k_sparse_attn(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, f->m->rows_b_len, wk->idx, f->m->topk,
-                             sink, wk->o, s, nh, hd, (float)(1.0 / sqrt((double)hd)), e->st),
-       "layer %d: sparse attention s=%d heads=%d rows=%d+%d topk=%d", f->l, s, nh, f->m->rows_a_len, f->m->rows_b_len,
-       f->m->topk);
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    if (f->cap) {
+        int kmax = f->role->ratio > 0 ? c->index_topk : 0, nb_max = f->role->ratio > 0 ? e->sh.compress_kv_cap : 0;
+        KL(err, as_k_sparse_attn_decode(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, nb_max, &f->dL->nb, wk->idx,
+                                        f->m->cols + kmax, &f->dL->topk, sink, wk->o, s, nh, hd, scale,
+                                        f->cap->attn_ws, f->cap->attn_ws_bytes, e->st),
+           "layer %d: sparse attention (decode graph) heads=%d rows=%d+%d up to topk=%d", f->l, nh, f->m->rows_a_len,
+           nb_max, f->m->cols + kmax);
+    } else {
+        KL(err, as_k_sparse_attn(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, f->m->rows_b_len, wk->idx,
+                                 f->m->topk, sink, wk->o, s, nh, hd, scale, e->st),
+           "layer %d: sparse attention s=%d heads=%d rows=%d+%d topk=%d", f->l, s, nh, f->m->rows_a_len,
+           f->m->rows_b_len, f->m->topk);
+    }
     as_prof_end(e, slot);
-    CU(err, cudaMemcpyAsync(wk->o_back, wk->o, B16 * (size_t)s * nh * hd, cudaMemcpyDeviceToDevice, e->st),
-       "layer %d: copy o", f->l);
-    KL(err, as_k_rope(wk->o_back, (int64_t)nh * hd, s, nh, hd, c->rope_head_dim, f->sp, NULL, f->cos_t, f->sin_t, 1,
-                      e->st),
-       "layer %d: inverse rope(o) %dx%dx%d", f->l, s, nh, hd);
+    /* o_back = o rotated back, out of place */
+    AsRowPipe p = {.x = wk->o, .ldx = (int64_t)nh * hd, .y = wk->o_back, .ldy = (int64_t)nh * hd, .rows = s,
+                   .heads = nh, .n = hd, .rd = c->rope_head_dim, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t,
+                   .sin_t = f->sin_t, .inverse = 1, .post_scale = 1.0f};
+    KL(err, as_k_row_pipe(&p, e->st), "layer %d: o copy + inverse rope %dx%dx%d", f->l, s, nh, hd);
     TRY(as_dev_proj_grouped(e, wk->o_back, s, &f->W->wo_a, wk->og, err));
     snprintf(what, sizeof what, "layer %d wo_b", f->l);
     TRY(as_dev_proj(e, wk->og, (int64_t)c->o_groups * c->o_lora_rank, s, &f->W->wo_b, wk->out, c->dim, what, err));
@@ -305,6 +352,11 @@ int as_dev_layer_forward(AsEngine *e, int l, AsError *err)
     as_run_free(m);
     Fwd f = {.e = e, .l = l, .s = e->s, .sp = e->start_pos, .end = e->start_pos + e->s, .prefill = e->start_pos == 0,
              .role = &c->role[l], .W = &e->w[l], .ls = &e->ls[l], .m = m};
+    if (e->cap && !f.prefill) {
+        f.cap = e->cap;
+        f.dL = &e->cap->dP->layer[l];
+        f.sp_d = &e->cap->dP->start_pos;
+    }
     f.cos_t = f.role->ratio == 0 ? e->cos_plain : e->cos_yarn;
     f.sin_t = f.role->ratio == 0 ? e->sin_plain : e->sin_yarn;
     m->layer = l;

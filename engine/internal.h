@@ -73,6 +73,37 @@ typedef struct {
     int32_t *csel_h;
 } AsDevWork;
 
+/* ---- the decode graph (issue 8, engine/graph.c) ----
+ * One layer's position-dependent scalars in a decode step, on the device: the decode graph's first
+ * node writes them each replay (from the host's plan of the step), the kernels' *_decode variants
+ * read them. */
+typedef struct {
+    int32_t lpos;    /* position of the latent completed in this step (kv sources) */
+    int32_t row0;    /* compressed / index-key cache row written: start_pos / ratio */
+    int32_t width;   /* index-score columns (index sources that score) */
+    int32_t k;       /* compressed selection entries */
+    int32_t nb;      /* rows_b_len */
+    int32_t topk;    /* cols + k */
+    int32_t nrows;   /* rows_a_len + rows_b_len */
+    int32_t pad;
+} AsLayerStep;
+
+typedef struct {
+    int32_t start_pos;
+    int32_t pad[7];
+    AsLayerStep layer[AS_MAX_LAYERS];
+} AsStepParams;
+
+/* Set (e->cap) while a decode graph is captured: the forward takes the *_decode variants reading dP,
+ * sizes launches and copies for the most they can be, and records each selection as graph nodes
+ * around a host node (as_dev_select_graph). NULL otherwise (the uncaptured path). */
+typedef struct AsCapture {
+    const AsStepParams *dP;
+    void *attn_ws;              /* the sparse attention's split workspace */
+    size_t attn_ws_bytes;
+    struct AsDecodeGraph *g;
+} AsCapture;
+
 struct AsEngine {
     const AsModel *m;
     AsConfig cfg;
@@ -102,6 +133,7 @@ struct AsEngine {
      * graphs may bake it in); scratch grows on demand for more rows (never while a graph is captured). */
     void *scratch, *scratch_dec;
     size_t scratch_bytes, scratch_dec_bytes;
+    const AsCapture *cap;   /* a decode graph being captured (engine/graph.c), else NULL */
 };
 
 /* engine/gemm.c: y[s][out] = x[s][in] W^T (bf16, rounded) through cuBLAS or the decode GEMV; Q2_K
@@ -129,5 +161,16 @@ int as_dev_check_refusals(AsEngine *e, AsError *err);
 
 /* engine/select_host.c: candidate blocks and top-k on the host with the reference's code. */
 int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err);
+/* Its pieces, shared with the decode graph: the checks and bookkeeping of the candidate mask before
+ * a selection (grows the mask for a source; refuses a user whose mask does not fit); the host work
+ * itself (wk.score_h -> score_f -> mask -> top-k of k with offset into wk.csel_h; no CUDA call, no
+ * bookkeeping: it also runs as a host node); the shared selection's buffers grown to n entries. */
+int as_dev_select_book(AsEngine *e, int l, int s, int width, AsRun *meta, AsError *err);
+int as_dev_select_compute(AsEngine *e, int l, int s, int width, int start_pos, int k, int offset, AsError *err);
+int as_dev_sel_reserve(AsEngine *e, size_t n, AsError *err);
+
+/* engine/graph.c: layer l's selection as nodes of the graph being captured (score row down, top-k in
+ * a host node, the selection up), with as_dev_select_host's bookkeeping. */
+int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, AsRun *meta, AsError *err);
 
 #endif

@@ -45,3 +45,26 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     (void)m, (void)o, (void)md;
     return no_engine(err);
 }
+
+int as_decode_graph_create(AsEngine *e, const AsDecodeGraphOptions *opt, AsDecodeGraph **out, AsError *err)
+{
+    (void)e, (void)opt;
+    *out = NULL;
+    return no_engine(err);
+}
+void as_decode_graph_destroy(AsDecodeGraph *g) { (void)g; }
+int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsError *err)
+{
+    (void)g, (void)h0, (void)start_pos;
+    return no_engine(err);
+}
+void as_decode_graph_info(const AsDecodeGraph *g, AsDecodeGraphInfo *out)
+{
+    (void)g;
+    *out = (AsDecodeGraphInfo){0};
+}
+int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err)
+{
+    (void)g, (void)outs;
+    return no_engine(err);
+}

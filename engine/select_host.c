@@ -1,6 +1,8 @@
 /* Selection on the host (the first, simple path): the index scores are downloaded in one
  * stream-ordered copy, and the candidate blocks and per-query top-k come from the reference's
- * own code, so the sets and torch's tie order are the reference's by construction. */
+ * own code, so the sets and torch's tie order are the reference's by construction. The host work
+ * (as_dev_select_compute) makes no CUDA call and no bookkeeping: the decode graph runs it as a host
+ * node (engine/graph.c) between a copy of the score row down and a copy of the selection up. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,20 +13,27 @@
 #include "ref/indexer.h"
 #include "ref/numerics.h"
 
+int as_dev_sel_reserve(AsEngine *e, size_t n, AsError *err)
+{
+    AsDevShared *sh = &e->sh;
+    if ((int)n <= sh->sel_cap)
+        return 0;
+    int32_t *h = realloc(sh->sel_h, sizeof(int32_t) * (n + 1));
+    if (!h)
+        return as_err(err, AS_ERUNTIME, "out of host memory for a selection of %zu entries", n);
+    sh->sel_h = h;
+    cudaFree(sh->sel_d);
+    sh->sel_d = NULL;
+    CU(err, cudaMalloc((void **)&sh->sel_d, sizeof(int32_t) * (n + 1)), "shared selection of %zu entries", n);
+    sh->sel_cap = (int)n;
+    return 0;
+}
+
 static int publish_selection(AsEngine *e, int l, int s, int k, AsError *err)
 {
     AsDevShared *sh = &e->sh;
     size_t n = (size_t)s * k;
-    if ((int)n > sh->sel_cap) {
-        int32_t *h = realloc(sh->sel_h, sizeof(int32_t) * (n + 1));
-        if (!h)
-            return as_err(err, AS_ERUNTIME, "out of host memory for a %dx%d selection", s, k);
-        sh->sel_h = h;
-        cudaFree(sh->sel_d);
-        sh->sel_d = NULL;
-        CU(err, cudaMalloc((void **)&sh->sel_d, sizeof(int32_t) * (n + 1)), "shared selection %dx%d", s, k);
-        sh->sel_cap = (int)n;
-    }
+    TRY(as_dev_sel_reserve(e, n, err));
     memcpy(sh->sel_h, e->wk.csel_h, sizeof(int32_t) * n);
     if (n)
         CU(err, cudaMemcpyAsync(sh->sel_d, sh->sel_h, sizeof(int32_t) * n, cudaMemcpyHostToDevice, e->st),
@@ -36,60 +45,77 @@ static int publish_selection(AsEngine *e, int l, int s, int k, AsError *err)
     return 0;
 }
 
-int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err)
+int as_dev_select_book(AsEngine *e, int l, int s, int width, AsRun *meta, AsError *err)
+{
+    const AsLayerRole *role = &e->cfg.role[l];
+    AsDevShared *sh = &e->sh;
+    size_t n = (size_t)s * width;
+    if (role->candidate_source) {
+        if (n > sh->cand_cap) {
+            uint8_t *m = realloc(sh->cand_h, n + 1);
+            if (!m)
+                return as_err(err, AS_ERUNTIME, "out of host memory for a %dx%d candidate mask", s, width);
+            sh->cand_h = m;
+            sh->cand_cap = n;
+        }
+        sh->cand_s = s;
+        sh->cand_width = width;
+        sh->cand_from = (AsProvenance){l, e->step};
+        meta->cand_from = sh->cand_from;
+    } else if (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF) {
+        if (sh->cand_s != s || sh->cand_width != width || !sh->cand_h)
+            return as_err(err, AS_EREFUSED, "layer %d: candidate mask is %dx%d (layer %d, step %d) but the scores are %dx%d",
+                          l, sh->cand_s, sh->cand_width, sh->cand_from.layer, sh->cand_from.step, s, width);
+        meta->cand_from = sh->cand_from;
+    }
+    return 0;
+}
+
+int as_dev_select_compute(AsEngine *e, int l, int s, int width, int start_pos, int k, int offset, AsError *err)
 {
     const AsConfig *c = &e->cfg;
     const AsLayerRole *role = &c->role[l];
     AsDevWork *wk = &e->wk;
     AsDevShared *sh = &e->sh;
     size_t n = (size_t)s * width;
-    CU(err, cudaMemcpyAsync(wk->score_h, wk->score, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, e->st),
-       "layer %d: download index scores %dx%d", l, s, width);
-    CU(err, cudaStreamSynchronize(e->st), "layer %d: index scores %dx%d", l, s, width);
     for (size_t i = 0; i < n; i++)
         wk->score_f[i] = as_bf16_to_f32(wk->score_h[i]);
-    int *clens = malloc(sizeof(int) * (size_t)s);
+    int *clens = malloc(sizeof(int) * (size_t)(s > 0 ? s : 1));
     if (!clens)
         return as_err(err, AS_ERUNTIME, "out of host memory");
     for (int t = 0; t < s; t++)
         clens[t] = start_pos == 0 ? (start_pos + t + 1) / role->ratio : width;
-
     int rc = 0;
     if (role->candidate_source) {
-        if (n > sh->cand_cap) {
-            uint8_t *m = realloc(sh->cand_h, n + 1);
-            if (!m) {
-                free(clens);
-                return as_err(err, AS_ERUNTIME, "out of host memory for a %dx%d candidate mask", s, width);
-            }
-            sh->cand_h = m;
-            sh->cand_cap = n;
-        }
-        if (as_select_candidate_blocks(wk->score_f, s, width, clens, c->candidate_block_size, c->candidate_topk_blocks,
-                                       sh->cand_h))
+        if (n > sh->cand_cap || !sh->cand_h)
+            rc = as_err(err, AS_ERUNTIME, "layer %d: the candidate mask holds %zu entries, the scores %zu", l,
+                        sh->cand_cap, n);
+        else if (as_select_candidate_blocks(wk->score_f, s, width, clens, c->candidate_block_size,
+                                            c->candidate_topk_blocks, sh->cand_h))
             rc = as_err(err, AS_ERUNTIME, "out of host memory selecting candidate blocks");
-        sh->cand_s = s;
-        sh->cand_width = width;
-        sh->cand_from = (AsProvenance){l, e->step};
-        meta->cand_from = sh->cand_from;
     } else if (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF) {
-        if (sh->cand_s != s || sh->cand_width != width || !sh->cand_h) {
-            free(clens);
-            return as_err(err, AS_EREFUSED, "layer %d: candidate mask is %dx%d (layer %d, step %d) but the scores are %dx%d",
-                          l, sh->cand_s, sh->cand_width, sh->cand_from.layer, sh->cand_from.step, s, width);
-        }
         for (size_t i = 0; i < n; i++)
             if (!sh->cand_h[i])
                 wk->score_f[i] = -INFINITY;
-        meta->cand_from = sh->cand_from;
     }
-    int k = c->index_topk < width ? c->index_topk : width;
-    int offset = e->fault == AS_FAULT_NO_OFFSET ? 0 : meta->rows_a_len;
     if (!rc && as_index_topk(wk->score_f, s, width, k, clens, offset, wk->csel_h))
         rc = as_err(err, AS_ERUNTIME, "out of host memory in top-k");
     free(clens);
-    if (rc)
-        return rc;
+    return rc;
+}
+
+int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    AsDevWork *wk = &e->wk;
+    size_t n = (size_t)s * width;
+    CU(err, cudaMemcpyAsync(wk->score_h, wk->score, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, e->st),
+       "layer %d: download index scores %dx%d", l, s, width);
+    CU(err, cudaStreamSynchronize(e->st), "layer %d: index scores %dx%d", l, s, width);
+    TRY(as_dev_select_book(e, l, s, width, meta, err));
+    int k = c->index_topk < width ? c->index_topk : width;
+    int offset = e->fault == AS_FAULT_NO_OFFSET ? 0 : meta->rows_a_len;
+    TRY(as_dev_select_compute(e, l, s, width, start_pos, k, offset, err));
     if (k)
         CU(err, cudaMemcpyAsync(wk->csel, wk->csel_h, sizeof(int32_t) * (size_t)s * k, cudaMemcpyHostToDevice, e->st),
            "layer %d: upload the selection %dx%d", l, s, k);
@@ -97,6 +123,6 @@ int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRu
     meta->width = width;
     meta->indexer_ran = true;
     TRY(publish_selection(e, l, s, k, err));
-    meta->sel_from = sh->sel_from;
+    meta->sel_from = e->sh.sel_from;
     return 0;
 }

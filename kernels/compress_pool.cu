@@ -67,9 +67,12 @@ __global__ void pool_prefill_kernel(const float *ckv, const float *csc, int s, i
     }
 }
 
+// start_pos from sp_d when given (the decode graph's step parameters), else by value.
 __global__ void pool_decode_kernel(const float *ckv, const float *csc, int r, int hd, int start_pos, float *part_kv,
-                                   float *part_sc, uint16_t *latent)
+                                   float *part_sc, uint16_t *latent, const int32_t *sp_d = nullptr)
 {
+    if (sp_d)
+        start_pos = *sp_d;
     const int slot = start_pos % r;
     const bool complete = (start_pos % r) == r - 1; // (start_pos + 1) % r == 0, without the overflow
     for (int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; d < hd; d += (int64_t)gridDim.x * blockDim.x) {
@@ -109,6 +112,17 @@ extern "C" int as_k_compress_pool(const float *ckv, const float *csc, int s, int
             return (int)cudaErrorInvalidValue;
         pool_decode_kernel<<<grid_for(hd), kThreads, 0, st>>>(ckv, csc, r, hd, start_pos, part_kv, part_sc, latent);
     }
+    return AS_LAUNCH_RESULT();
+}
+
+// The decode variant (issue 8): start_pos read from sp_d on the device; latent must be given (whether
+// a group completes is known only there).
+extern "C" int as_k_compress_pool_decode(const float *ckv, const float *csc, int r, int hd, const int32_t *sp_d,
+                                         float *part_kv, float *part_sc, as_bf16_t *latent, cudaStream_t st)
+{
+    if (r < 2 || hd <= 0 || !sp_d || !ckv || !csc || !part_kv || !part_sc || !latent)
+        return (int)cudaErrorInvalidValue;
+    pool_decode_kernel<<<grid_for(hd), kThreads, 0, st>>>(ckv, csc, r, hd, 0, part_kv, part_sc, latent, sp_d);
     return AS_LAUNCH_RESULT();
 }
 

@@ -23,6 +23,9 @@
 //   blockIdx.y splits the positions into chunks of tiles (tiles_per_block); key tiles wholly past
 //   the block's last visible position are not loaded: their scores are -inf.
 // Other geometries (tiny: nh 4, ihd 32) take the scalar kernel: one thread per (t, p), f32 dots.
+// Decode graph (issue 8): as_k_index_scores_decode launches for max_width and reads the live width
+// on the device (width_d); a position's score is computed the same way whatever the grid, so the
+// scores equal the by-value launch's at that width, and nothing past it is written.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
@@ -55,8 +58,10 @@ template <int IHD>
 __global__ void __launch_bounds__(kThreads, 1)
     index_scores_mma_kernel(const uint16_t *__restrict__ iq, const uint16_t *__restrict__ keys,
                             const uint16_t *__restrict__ w, int s, int width, int start_pos, int ratio,
-                            int tiles_per_block, uint16_t *__restrict__ score)
+                            int tiles_per_block, uint16_t *__restrict__ score, const int32_t *width_d = nullptr)
 {
+    if (width_d) // the decode graph's live width (the grid covers `width`, the most it can be)
+        width = min(width, max(0, *width_d));
     using SM = ScoreSmem<IHD>;
     constexpr int KS = IHD / 16;          // k-steps
     constexpr int CPR = IHD / 8;          // 16-byte chunks per key row
@@ -219,8 +224,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Any geometry: one thread per (t, p); dots in f32 (fma, channel order), then the reference's steps.
 __global__ void index_scores_scalar_kernel(const uint16_t *__restrict__ iq, const uint16_t *__restrict__ keys,
                                            const uint16_t *__restrict__ w, int s, int nh, int ihd, int width,
-                                           int start_pos, int ratio, uint16_t *__restrict__ score)
+                                           int start_pos, int ratio, uint16_t *__restrict__ score,
+                                           const int32_t *width_d = nullptr)
 {
+    if (width_d) // the decode graph's live width (at most `width`)
+        width = min(width, max(0, *width_d));
     const int64_t n = (int64_t)s * width;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int t = (int)(i / width), p = (int)(i % width);
@@ -252,23 +260,31 @@ int sm_count()
     return n;
 }
 
-template <int IHD>
-int launch_mma(const uint16_t *iq, const uint16_t *keys, const uint16_t *w, int s, int width, int start_pos, int ratio,
-               uint16_t *score, cudaStream_t st)
+template <int IHD> int set_smem_attr()
 {
-    const int smem = ScoreSmem<IHD>::kBytes;
     static bool attr_set[64];
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess)
         return (int)cudaErrorInvalidDevice;
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
         cudaError_t e = cudaFuncSetAttribute(index_scores_mma_kernel<IHD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             smem);
+                                             ScoreSmem<IHD>::kBytes);
         if (e != cudaSuccess)
             return (int)e;
         if (dev >= 0 && dev < 64)
             attr_set[dev] = true;
     }
+    return 0;
+}
+
+template <int IHD>
+int launch_mma(const uint16_t *iq, const uint16_t *keys, const uint16_t *w, int s, int width, int start_pos, int ratio,
+               uint16_t *score, const int32_t *width_d, cudaStream_t st)
+{
+    const int smem = ScoreSmem<IHD>::kBytes;
+    const int arc = set_smem_attr<IHD>();
+    if (arc)
+        return arc;
     const int qgroups = (s + kWarps - 1) / kWarps;
     const int ntiles = (width + kTileP - 1) / kTileP;
     const int target = 4 * sm_count();
@@ -279,7 +295,8 @@ int launch_mma(const uint16_t *iq, const uint16_t *keys, const uint16_t *w, int 
     if (qgroups > 0x7fffffff || ychunks > 65535)
         return (int)cudaErrorInvalidValue;
     dim3 grid((unsigned)qgroups, (unsigned)ychunks);
-    index_scores_mma_kernel<IHD><<<grid, kThreads, smem, st>>>(iq, keys, w, s, width, start_pos, ratio, tpb, score);
+    index_scores_mma_kernel<IHD><<<grid, kThreads, smem, st>>>(iq, keys, w, s, width, start_pos, ratio, tpb, score,
+                                                               width_d);
     return AS_LAUNCH_RESULT();
 }
 
@@ -289,10 +306,11 @@ bool aligned(const void *p, unsigned a) { return ((uintptr_t)p & (a - 1)) == 0; 
 } // namespace
 #ifndef AS_EMU
 
-// force_scalar (benchmark / tests only): 1 takes the scalar kernel whatever the geometry.
-extern "C" int as_k_index_scores_path(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh,
-                                      int ihd, int width, int start_pos, int ratio, as_bf16_t *score, int force_scalar,
-                                      cudaStream_t st)
+namespace {
+// width_d: the decode variant's live width (the launch covers `width`, its most).
+int index_scores_impl(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh, int ihd,
+                      int width, int start_pos, int ratio, as_bf16_t *score, int force_scalar,
+                      const int32_t *width_d, cudaStream_t st)
 {
     if (s < 0 || nh <= 0 || ihd <= 0 || width < 0 || start_pos < 0 || ratio <= 0)
         return (int)cudaErrorInvalidValue;
@@ -305,12 +323,40 @@ extern "C" int as_k_index_scores_path(const as_bf16_t *iq, const as_bf16_t *keys
     const bool fast = !force_scalar && nh == kHeads && (ihd == 64 || ihd == 128) && aligned(keys, 16) &&
                       aligned(iq, 4);
     if (fast)
-        return ihd == 128 ? launch_mma<128>(iq, keys, w, s, width, start_pos, ratio, score, st)
-                          : launch_mma<64>(iq, keys, w, s, width, start_pos, ratio, score, st);
+        return ihd == 128 ? launch_mma<128>(iq, keys, w, s, width, start_pos, ratio, score, width_d, st)
+                          : launch_mma<64>(iq, keys, w, s, width, start_pos, ratio, score, width_d, st);
     const int64_t n = (int64_t)s * width;
     const int blocks = (int)((n + 255) / 256 < 8192 ? (n + 255) / 256 : 8192);
-    index_scores_scalar_kernel<<<blocks, 256, 0, st>>>(iq, keys, w, s, nh, ihd, width, start_pos, ratio, score);
+    index_scores_scalar_kernel<<<blocks, 256, 0, st>>>(iq, keys, w, s, nh, ihd, width, start_pos, ratio, score,
+                                                       width_d);
     return AS_LAUNCH_RESULT();
+}
+} // namespace
+
+// force_scalar (benchmark / tests only): 1 takes the scalar kernel whatever the geometry.
+extern "C" int as_k_index_scores_path(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh,
+                                      int ihd, int width, int start_pos, int ratio, as_bf16_t *score, int force_scalar,
+                                      cudaStream_t st)
+{
+    return index_scores_impl(iq, keys, w, s, nh, ihd, width, start_pos, ratio, score, force_scalar, nullptr, st);
+}
+
+// The decode variant (issue 8): start_pos > 0 (nothing masked), the live width read from width_d,
+// the launch sized for max_width. Each score is computed by the same code as in the by-value launch
+// at that width (a position's sum over heads never depends on the grid), so the results are the same.
+extern "C" int as_k_index_scores_decode(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh,
+                                        int ihd, int max_width, const int32_t *width_d, int ratio, as_bf16_t *score,
+                                        cudaStream_t st)
+{
+    if (!width_d)
+        return (int)cudaErrorInvalidValue;
+    return index_scores_impl(iq, keys, w, s, nh, ihd, max_width, 1, ratio, score, 0, width_d, st);
+}
+
+// Raises the tensor-core kernel's shared-memory limit now (before a graph capture).
+extern "C" int as_k_index_scores_prepare(int ihd)
+{
+    return ihd == 128 ? set_smem_attr<128>() : ihd == 64 ? set_smem_attr<64>() : 0;
 }
 
 extern "C" int as_k_index_scores(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh,

@@ -90,6 +90,75 @@ int as_k_gemv_bf16(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, 
 int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                    float *y, int64_t ldy, cudaStream_t st);
 
+/* ---- the decode step without host round trips (issue 8): engine/graph.c, tests/gpu_row_pipe.c,
+ * tests/gpu_decode_kernels.c. A *_decode variant reads the step's position-dependent scalars from
+ * device memory (the decode graph's step parameters, written once per replay) where its by-value
+ * twin takes them as arguments, and its launch covers the most they can be; for the same live
+ * values it computes what the by-value launch computes, bit for bit. ---- */
+
+/* The row pipeline (kernels/row_pipe.cu): per sub-row (row r's `heads` slices of n channels, the slice
+ * h at x + r * ldx + h * n), each stage optional, with the separate kernels' roundings in their order:
+ * rmsnorm (norm_w) -> RoPE on the last rd channels at pos[r] (else pos0 + r; negative: not rotated;
+ * inverse: the conjugate) -> pre (the quantiser's input, [rows][heads * n]) -> quantiser (quant,
+ * AS_KQ_*, n a multiple of its block) -> post_scale (bf16(y * post_scale), when != 1) -> y (may alias
+ * x with the same stride), and the same row into a cache: AS_STORE_ROWS: row (*row0_d, else row0) + r;
+ * AS_STORE_RING: slot (pos + ring_shift) % ring, for the last `ring` rows only. n <= 12288. */
+enum { AS_STORE_NONE = 0, AS_STORE_ROWS = 1, AS_STORE_RING = 2 };
+typedef struct {
+    const as_bf16_t *x;
+    int64_t ldx;
+    as_bf16_t *y;
+    int64_t ldy;
+    as_bf16_t *pre;
+    int rows, heads, n;
+    const float *norm_w;
+    float eps;
+    int rd, pos0;
+    const int32_t *pos;
+    const float *cos_t, *sin_t;
+    int inverse;
+    int quant;
+    float post_scale;
+    int store_mode;
+    as_bf16_t *store;
+    int64_t store_ld;
+    int row0;
+    const int32_t *row0_d;
+    int ring, ring_shift;
+} AsRowPipe;
+int as_k_row_pipe(const AsRowPipe *p, cudaStream_t st);
+
+/* Decode (s = 1): as_k_window_select's decode widx and as_k_build_idx in one launch: idx = widx (win)
+ * followed by csel[0 .. k) and -1 up to win + kmax; entries >= nrows become -1 and raise *bad. sp, k
+ * (<= kmax) and nrows are read from sp_d / k_d / nrows_d when those are given. */
+int as_k_build_idx_decode(int32_t *widx, int win, int sp, const int32_t *sp_d, const int32_t *csel, int k,
+                          const int32_t *k_d, int kmax, int nrows, const int32_t *nrows_d, int32_t *idx, int *bad,
+                          unsigned long long *valid, cudaStream_t st);
+
+/* as_k_compress_pool's decode (s = 1) with start_pos read from sp_d. */
+int as_k_compress_pool_decode(const float *ckv, const float *csc, int r, int hd, const int32_t *sp_d, float *part_kv,
+                              float *part_sc, as_bf16_t *latent, cudaStream_t st);
+
+/* as_k_index_scores for a decode (start_pos > 0: nothing masked) over the width read from width_d
+ * (<= max_width, which sizes the launch); score rows are that width apart. */
+int as_k_index_scores_decode(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh, int ihd,
+                             int max_width, const int32_t *width_d, int ratio, as_bf16_t *score, cudaStream_t st);
+/* Sets the tensor-core kernel's shared-memory limit for ihd now (before a graph capture). */
+int as_k_index_scores_prepare(int ihd);
+
+/* as_k_sparse_attn over the live selection width *topk_d (<= topk_max, idx's row stride) and
+ * compressed row count *nb_d (<= nb_max). The tensor-core path splits the selection as the by-value
+ * launch at topk_max would (tiles per split from as_k_sparse_attn_decode_plan) into the caller's
+ * workspace ws (never allocated here); for the live width it computes what the by-value launch at that
+ * width computes whenever both split into single tiles (tiles_per_split 1). */
+int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
+                            const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
+                            const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
+                            size_t ws_bytes, cudaStream_t st);
+/* The decode launch's plan: *mma (the tensor-core kernel takes it), its tiles per split and the
+ * workspace it needs; also sets that kernel's shared-memory limit (before a graph capture). */
+int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, int *tiles_per_split,
+                                 size_t *ws_bytes);
 
 /* ---- Q2_K projections (issue 7): kernels/q8_1.cu, q2k_mmvq.cu, q2k_mmq.cu; test tests/gpu_q2k.c ----
  * Weights stay raw GGUF Q2_K blocks, activations are quantised to q8_1 blocks (model/ggml_blocks.h:

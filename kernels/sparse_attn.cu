@@ -35,6 +35,12 @@
 //   the splits and the sink. Where the workspace cannot be had, one split is used (same result).
 // Other geometries (tiny: nh 4, hd 64; any nh, 1 <= hd <= 512) take sparse_attn_warp_kernel: one
 //   warp per (t, h), rows one at a time, online softmax in f32 with unrounded weights.
+// Decode graph (issue 8): as_k_sparse_attn_decode takes the live selection width and compressed row
+//   count from device memory (AttnArgs.topk_d / nb_d) and launches for topk_max: split as a one-query
+//   launch at topk_max (one tile per split on the H200), splits past the live ones return at once, a
+//   single live split finalises in place, the combine folds the live splits only; the workspace is the
+//   caller's (no allocation in a captured graph). At the live width it computes what as_k_sparse_attn
+//   computes whenever both split one tile per split (as_k_sparse_attn_decode_plan reports it).
 // Environment: ATTNSCOPE_ATTN_PATH=auto|mma|warp (read once by as_k_sparse_attn) forces a path for
 //   diagnosis; "mma" fails (cudaErrorInvalidValue) where the tensor-core kernel does not apply.
 #include <math.h>
@@ -86,7 +92,22 @@ struct AttnArgs {
     int tiles_per_split;
     float *ws_o;  // [s][nsplit][nh][HD], or null (one split)
     float *ws_ml; // [s][nsplit][nh][2]
+    // The decode graph's variant (issue 8): the live selection width and compressed row count, read
+    // on the device (clamped to topk / nb above, which size the launch and idx's row stride); null:
+    // topk / nb as given. The result is the by-value one's at the live values (see the launcher).
+    const int32_t *topk_d = nullptr;
+    const int32_t *nb_d = nullptr;
 };
+
+// The live selection width and row count of a launch (by value, or read on the device).
+__device__ __forceinline__ int live_topk(const AttnArgs &a)
+{
+    return a.topk_d ? min(a.topk, max(0, *a.topk_d)) : a.topk;
+}
+__device__ __forceinline__ int64_t live_nrows(const AttnArgs &a)
+{
+    return (int64_t)a.na + (a.nb_d ? min(a.nb, max(0, *a.nb_d)) : a.nb);
+}
 
 template <int HD>
 __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a)
@@ -110,8 +131,16 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
     const int hg = warp & 3, hf = warp >> 2;
     const int t = blockIdx.x, split = blockIdx.y, nsplit = gridDim.y;
     const int h0 = blockIdx.z * kHB; // first head of the block
-    const int64_t nrows = (int64_t)a.na + a.nb;
-    const int ntiles_all = (a.topk + kTR - 1) / kTR;
+    const int64_t nrows = live_nrows(a);
+    const int topk = live_topk(a);
+    const int ntiles_all = (topk + kTR - 1) / kTR;
+    // Splits holding a live tile (every split when topk is by value). With a device topk, the splits
+    // past the live ones have nothing to do, and a single live split finalises in place, as the
+    // by-value launch of that width (one split, no workspace) does.
+    const int nsplit_live = a.topk_d ? (ntiles_all + a.tiles_per_split - 1) / a.tiles_per_split : nsplit;
+    if (split > 0 && split >= nsplit_live)
+        return; // uniform over the block, before any barrier
+    const bool to_ws = a.ws_o && nsplit_live > 1;
     const int tile_a = split * a.tiles_per_split;
     const int tile_b = min(ntiles_all, tile_a + a.tiles_per_split);
     const int ntiles = max(0, tile_b - tile_a);
@@ -128,8 +157,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
     }
     // The split's selection entries, validated once: a row index, or -1 (skipped / past topk).
     {
-        const int32_t *sel = a.idx + (int64_t)t * a.topk + (int64_t)tile_a * kTR;
-        const int n = ntiles * kTR, avail = a.topk - tile_a * kTR;
+        const int32_t *sel = a.idx + (int64_t)t * a.topk + (int64_t)tile_a * kTR; // rows a.topk apart
+        const int n = ntiles * kTR, avail = topk - tile_a * kTR;
         for (int i = tid; i < n; i += kThreads) {
             const int64_t v = i < avail ? (int64_t)sel[i] : -1;
             sidx[i] = v >= 0 && v < nrows ? (int)v : -1;
@@ -283,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
     }
     const int hl[2] = {hg * 16 + g, hg * 16 + g + 8}; // local heads of rows g, g + 8
 
-    if (a.ws_o) { // one split of several: unnormalised O, m, l
+    if (to_ws) { // one split of several: unnormalised O, m, l
         const int64_t base = ((int64_t)t * nsplit + split) * a.nh;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -334,15 +363,25 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
     }
 }
 
-// Folds the splits and the sink: one block per (t, h).
+// Folds the splits and the sink: one block per (t, h). The workspace holds nsplit splits per (t, h);
+// with topk_d (the decode variant) only the live ones are folded (ceil(ceil(topk / 32) / tps) of them,
+// topk = min(*topk_d, topk_max)), and nothing is done when one split was live (it finalised in place).
 __global__ void sparse_attn_combine_kernel(const float *__restrict__ ws_o, const float *__restrict__ ws_ml,
                                            const float *__restrict__ sink, uint16_t *__restrict__ o, int nh, int hd,
-                                           int nsplit)
+                                           int nsplit, const int32_t *topk_d = nullptr, int topk_max = 0,
+                                           int tps = 1)
 {
     const int t = blockIdx.x, h = blockIdx.y;
+    int count = nsplit;
+    if (topk_d) {
+        const int topk = min(topk_max, max(0, *topk_d));
+        count = ((topk + kTR - 1) / kTR + tps - 1) / tps;
+        if (count <= 1)
+            return;
+    }
     const float sk = sink[h];
     float mmax = -INFINITY;
-    for (int j = 0; j < nsplit; j++)
+    for (int j = 0; j < count; j++)
         mmax = fmaxf(mmax, ws_ml[(((int64_t)t * nsplit + j) * nh + h) * 2]);
     uint16_t *dst = o + ((int64_t)t * nh + h) * hd;
     if (mmax == -INFINITY) { // no selected row in any split
@@ -352,14 +391,14 @@ __global__ void sparse_attn_combine_kernel(const float *__restrict__ ws_o, const
     }
     const float M = fmaxf(mmax, sk);
     float den = expf(sk - M);
-    for (int j = 0; j < nsplit; j++) {
+    for (int j = 0; j < count; j++) {
         const float2 ml = *(const float2 *)(ws_ml + (((int64_t)t * nsplit + j) * nh + h) * 2);
         if (ml.x != -INFINITY)
             den += ml.y * expf(ml.x - M);
     }
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
-        for (int j = 0; j < nsplit; j++) {
+        for (int j = 0; j < count; j++) {
             const int64_t row = ((int64_t)t * nsplit + j) * nh + h;
             const float mj = ws_ml[row * 2];
             if (mj != -INFINITY)
@@ -378,7 +417,8 @@ __global__ void __launch_bounds__(128) sparse_attn_warp_kernel(AttnArgs a, int s
     if (pair >= (int64_t)s * a.nh)
         return;
     const int t = (int)(pair / a.nh), h = (int)(pair % a.nh);
-    const int64_t nrows = (int64_t)a.na + a.nb;
+    const int64_t nrows = live_nrows(a);
+    const int topk = live_topk(a);
     const uint16_t *qh = a.q + pair * hd;
     float qv[kWarpE], ov[kWarpE];
 #pragma unroll
@@ -388,8 +428,8 @@ __global__ void __launch_bounds__(128) sparse_attn_warp_kernel(AttnArgs a, int s
         ov[e] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    const int32_t *sel = a.idx + (int64_t)t * a.topk;
-    for (int j = 0; j < a.topk; j++) {
+    const int32_t *sel = a.idx + (int64_t)t * a.topk; // rows a.topk apart
+    for (int j = 0; j < topk; j++) {
         const int64_t v = sel[j];
         if (v < 0 || v >= nrows)
             continue;
@@ -452,13 +492,12 @@ template <int HD> int set_smem_attr()
     return (int)e;
 }
 
-template <int HD> int launch_mma(AttnArgs a, int s, int want_split, cudaStream_t st)
+// The split of a selection of topk entries for s queries of nh heads (want_split as in
+// as_k_sparse_attn_path): *nsplit splits of *tps tiles of kTR entries.
+void split_plan(int s, int nh, int topk, int want_split, int *nsplit_out, int *tps_out)
 {
-    int rc = set_smem_attr<HD>();
-    if (rc)
-        return rc;
-    const int nhb = (a.nh + kHB - 1) / kHB;
-    const int ntiles = (a.topk + kTR - 1) / kTR;
+    const int nhb = (nh + kHB - 1) / kHB;
+    const int ntiles = (topk + kTR - 1) / kTR;
     int nsplit = 1;
     if (want_split > 0) {
         nsplit = want_split;
@@ -476,13 +515,33 @@ template <int HD> int launch_mma(AttnArgs a, int s, int want_split, cudaStream_t
     nsplit = (ntiles + tps - 1) / tps;
     if (nsplit < 1)
         nsplit = 1;
+    *nsplit_out = nsplit;
+    *tps_out = tps;
+}
+
+// ws_given / ws_given_bytes: the decode variant's workspace (a.topk_d set), never allocated here: the
+// split of a decode launch must not depend on an allocation succeeding.
+template <int HD>
+int launch_mma(AttnArgs a, int s, int want_split, void *ws_given, size_t ws_given_bytes, cudaStream_t st)
+{
+    int rc = set_smem_attr<HD>();
+    if (rc)
+        return rc;
+    const int nhb = (a.nh + kHB - 1) / kHB;
+    const int ntiles = (a.topk + kTR - 1) / kTR;
+    int nsplit, tps;
+    split_plan(s, a.nh, a.topk, want_split, &nsplit, &tps);
     a.tiles_per_split = tps;
     a.ws_o = nullptr;
     a.ws_ml = nullptr;
-    void *ws = nullptr;
+    void *ws = nullptr; // the by-value launch's stream-ordered workspace
     if (nsplit > 1) {
         const size_t bytes = sizeof(float) * (size_t)s * nsplit * a.nh * (HD + 2);
-        if (cudaMallocAsync(&ws, bytes, st) != cudaSuccess) {
+        if (a.topk_d) {
+            if (!ws_given || ws_given_bytes < bytes)
+                return (int)cudaErrorInvalidValue;
+            a.ws_o = (float *)ws_given;
+        } else if (cudaMallocAsync(&ws, bytes, st) != cudaSuccess) {
             (void)cudaGetLastError();
             if (ntiles > kMaxSplitTiles) // too wide for one split: no way without the workspace
                 return (int)cudaErrorMemoryAllocation;
@@ -491,20 +550,24 @@ template <int HD> int launch_mma(AttnArgs a, int s, int want_split, cudaStream_t
             a.tiles_per_split = ntiles > 0 ? ntiles : 1;
         } else {
             a.ws_o = (float *)ws;
-            a.ws_ml = a.ws_o + (size_t)s * nsplit * a.nh * HD;
         }
+        if (a.ws_o)
+            a.ws_ml = a.ws_o + (size_t)s * nsplit * a.nh * HD;
     }
     if (s > 0x7fffffff || nsplit > 65535 || nhb > 65535)
-        return (int)cudaErrorInvalidValue;
-    dim3 grid((unsigned)s, (unsigned)nsplit, (unsigned)nhb);
-    sparse_attn_mma_kernel<HD><<<grid, kThreads, AttnSmem<HD>::kBytes, st>>>(a);
-    rc = AS_LAUNCH_RESULT();
+        rc = (int)cudaErrorInvalidValue;
+    if (!rc) {
+        dim3 grid((unsigned)s, (unsigned)nsplit, (unsigned)nhb);
+        sparse_attn_mma_kernel<HD><<<grid, kThreads, AttnSmem<HD>::kBytes, st>>>(a);
+        rc = AS_LAUNCH_RESULT();
+    }
+    if (a.ws_o && !rc) {
+        dim3 cgrid((unsigned)s, (unsigned)a.nh);
+        sparse_attn_combine_kernel<<<cgrid, 128, 0, st>>>(a.ws_o, a.ws_ml, a.sink, a.o, a.nh, HD, nsplit, a.topk_d,
+                                                          a.topk, tps);
+        rc = AS_LAUNCH_RESULT();
+    }
     if (ws) {
-        if (!rc) {
-            dim3 cgrid((unsigned)s, (unsigned)a.nh);
-            sparse_attn_combine_kernel<<<cgrid, 128, 0, st>>>(a.ws_o, a.ws_ml, a.sink, a.o, a.nh, HD, nsplit);
-            rc = AS_LAUNCH_RESULT();
-        }
         cudaError_t fe = cudaFreeAsync(ws, st);
         if (!rc && fe != cudaSuccess)
             rc = (int)fe;
@@ -543,10 +606,10 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
         return (int)cudaErrorInvalidValue;
     if (path != 1 && fast_ok) {
         switch (hd) {
-        case 64: return launch_mma<64>(a, s, split, st);
-        case 128: return launch_mma<128>(a, s, split, st);
-        case 256: return launch_mma<256>(a, s, split, st);
-        default: return launch_mma<512>(a, s, split, st);
+        case 64: return launch_mma<64>(a, s, split, nullptr, 0, st);
+        case 128: return launch_mma<128>(a, s, split, nullptr, 0, st);
+        case 256: return launch_mma<256>(a, s, split, nullptr, 0, st);
+        default: return launch_mma<512>(a, s, split, nullptr, 0, st);
         }
     }
     const int64_t warps = (int64_t)s * nh;
@@ -581,5 +644,80 @@ extern "C" int as_k_sparse_attn(const as_bf16_t *q, const as_bf16_t *rows_a, int
 {
     static const int path = env_attn_path(); // once (thread-safe initialisation)
     return as_k_sparse_attn_path(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, path, 0, st);
+}
+
+namespace {
+int decode_path()
+{
+    static const int path = env_attn_path();
+    return path;
+}
+// Whether the tensor-core kernel takes the decode launch (as_k_sparse_attn_path's rule at topk_max).
+bool decode_fast(int nh, int hd, int topk_max, bool aligned)
+{
+    const bool hd_ok = hd == 64 || hd == 128 || hd == 256 || hd == 512;
+    return nh % 16 == 0 && hd_ok && topk_max > 0 && aligned;
+}
+} // namespace
+
+extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b,
+                                       int nb_max, const int32_t *nb_d, const int32_t *idx, int topk_max,
+                                       const int32_t *topk_d, const float *sink, as_bf16_t *o, int s, int nh, int hd,
+                                       float scale, void *ws, size_t ws_bytes, cudaStream_t st)
+{
+    if (s < 0 || topk_max < 0 || na < 0 || nb_max < 0 || nh <= 0 || hd <= 0 || hd > 512 || !topk_d || !nb_d)
+        return (int)cudaErrorInvalidValue;
+    if (s == 0)
+        return 0;
+    if (!q || !o || !sink || (topk_max > 0 && !idx) || (na > 0 && !rows_a) || (nb_max > 0 && !rows_b))
+        return (int)cudaErrorInvalidValue;
+    if ((int64_t)s * nh * hd > ((int64_t)1 << 40) || (int64_t)s * topk_max > ((int64_t)1 << 40))
+        return (int)cudaErrorInvalidValue;
+    AttnArgs a{q, rows_a, na, rows_b, nb_max, idx, topk_max, sink, o, nh, scale, 1, nullptr, nullptr};
+    a.topk_d = topk_d;
+    a.nb_d = nb_d;
+    const int path = decode_path();
+    const bool fast_ok = decode_fast(nh, hd, topk_max,
+                                     aligned16(q) && aligned16(o) && (na == 0 || aligned16(rows_a)) &&
+                                         (nb_max == 0 || aligned16(rows_b)));
+    if (path == 2 && !fast_ok)
+        return (int)cudaErrorInvalidValue;
+    if (path != 1 && fast_ok) {
+        switch (hd) {
+        case 64: return launch_mma<64>(a, s, 0, ws, ws_bytes, st);
+        case 128: return launch_mma<128>(a, s, 0, ws, ws_bytes, st);
+        case 256: return launch_mma<256>(a, s, 0, ws, ws_bytes, st);
+        default: return launch_mma<512>(a, s, 0, ws, ws_bytes, st);
+        }
+    }
+    const int64_t warps = (int64_t)s * nh;
+    if ((warps + 3) / 4 > 0x7fffffff)
+        return (int)cudaErrorInvalidValue;
+    sparse_attn_warp_kernel<<<(unsigned)((warps + 3) / 4), 128, 0, st>>>(a, s, hd);
+    return AS_LAUNCH_RESULT();
+}
+
+extern "C" int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, int *tiles_per_split,
+                                            size_t *ws_bytes)
+{
+    *mma = 0;
+    *tiles_per_split = 0;
+    *ws_bytes = 0;
+    if (s <= 0 || nh <= 0 || hd <= 0 || hd > 512 || topk_max < 0)
+        return (int)cudaErrorInvalidValue;
+    if (decode_path() == 1 || !decode_fast(nh, hd, topk_max, true))
+        return 0;
+    int nsplit, tps;
+    split_plan(s, nh, topk_max, 0, &nsplit, &tps);
+    *mma = 1;
+    *tiles_per_split = tps;
+    *ws_bytes = nsplit > 1 ? sizeof(float) * (size_t)s * nsplit * nh * (hd + 2) : 0;
+    // the kernel's shared-memory limit, raised here, before any capture
+    switch (hd) {
+    case 64: return set_smem_attr<64>();
+    case 128: return set_smem_attr<128>();
+    case 256: return set_smem_attr<256>();
+    default: return set_smem_attr<512>();
+    }
 }
 #endif // AS_EMU

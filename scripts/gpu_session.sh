@@ -6,7 +6,8 @@
 #   bash scripts/gpu_session.sh [PHASE ...]
 #     info      nvidia-smi, attnscope devices / --version / info on tiny
 #     tests     every GPU test at tiny (kernel twins, engine vs reference, faults) + examples with the engine
-#     flash     generate the flash model there, engine vs reference at flash (prefill 512 + 64 decode)
+#     flash     generate the flash model there, engine vs reference at flash (prefill 512 + 64 decode),
+#               then the decode graph against the uncaptured decode at flash (bit for bit, 64 steps)
 #     flashscript  examples/gpu_flash_prefill512_decode64.json with the engine
 #     bench     bench-engine at flash (decode at 4K context, prefill 4096)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
@@ -60,7 +61,8 @@ for p in "$@"; do
     flash)
         need_flash
         export ATTNSCOPE_FLASH_MODEL=$FLASH
-        phase gpu_flash 240 "$B/attnscope_tests" 'gpu_engine_flash*' ;;
+        phase gpu_flash 240 "$B/attnscope_tests" 'gpu_engine_flash*'
+        phase gpu_graph_flash 240 "$B/attnscope_tests" 'gpu_graph_flash*' ;;
     flashscript)
         need_flash
         mkdir -p models && ln -sfn "$FLASH" models/flash   # the example names ../models/flash
@@ -80,7 +82,8 @@ for p in "$@"; do
         for tool in memcheck racecheck initcheck; do
             phase "sanitize_$tool" 200 compute-sanitizer --tool "$tool" --error-exitcode 9 \
                 "$B/attnscope_tests" 'gpu_*kernels*' 'gpu_rmsnorm*' 'gpu_rope*' 'gpu_quant*' 'gpu_window*' \
-                'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*'
+                'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*' \
+                'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*'
         done
         unset AS_KTEST_SMALL ;;
     h5py)

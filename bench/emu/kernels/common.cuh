@@ -27,3 +27,17 @@ inline float as_d_warp_max(float v)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+// The quantisers' grids and scale, through the reference's own functions (kernels/common.cuh's are
+// bit-for-bit the same: tests/gpu_quant.c).
+extern "C" float as_e4m3(float x);
+extern "C" float as_e2m1(float x);
+extern "C" float as_pow2_ceil(float v);
+inline float as_d_pow2_ceil(float v) { return as_pow2_ceil(v); }
+inline float as_d_e4m3(float x) { return as_e4m3(x); }
+inline float as_d_e2m1(float x) { return as_e2m1(x); }
+inline float as_d_group_max(float v, int width)
+{
+    for (int o = width >> 1; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}

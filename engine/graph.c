@@ -1,0 +1,787 @@
+/* The decode step as one CUDA graph (issue 8): every layer of a decode step captured once and
+ * replayed per token, computing what the uncaptured step computes, bit for bit.
+ *
+ * Step parameters. Nothing that depends on the position is baked into a graph. The host plans each
+ * step (plan_step: the forward's host logic for a decode, from the config, the position and the
+ * shared state; it also gives the step's provenance and the last layer's run) and writes the plan's
+ * per-layer scalars into a pinned AsStepParams (start_pos; per layer the latent position, the cache
+ * row, the index width, k, rows_b_len, topk and the attended row count); the graph's first node copies
+ * it to the device, the second the token's input row. The kernels whose by-value arguments would
+ * carry these have *_decode variants (or an optional pointer) that read them there: RoPE (q, kv, index
+ * queries, keys, latents, o: the position), the ring store (slot), the compressor's pooling (which
+ * state row, whether a group completes), the cache writes (row), the index scores (width: launched
+ * for the cache's capacity, tiles past the width exit), the window selection + idx (k, row count:
+ * launched for window + index_topk), the sparse attention (topk, rows_b_len: launched for window +
+ * index_topk, splits past the live ones exit, and its workspace is this object's).
+ *
+ * Step shapes. What the host decides per layer and bakes into the launches is: how many latents
+ * complete (a ratio-2 kv source completes a group when (start_pos + 1) % 2 == 0), whether the indexer
+ * scores, whether a reused selection is copied, and which layer's index keys and compressed cache are
+ * read (the aliasing quirk: a ratio-2 owner that completes no group scores against the keys published
+ * last, layer 20's of the previous step in the released geometry). These plus the work buffers'
+ * addresses are a graph's signature; a step whose signature matches a held graph replays it, any other
+ * is captured (and kept, AS_GRAPH_SLOTS at most). In the released geometry and in tiny there are two
+ * shapes, by the parity of start_pos: two graphs, captured on the first even and odd steps. (Two
+ * graphs rather than device-side conditionals: the parity changes launch counts and which key cache
+ * is read, and capturing each shape keeps every kernel unconditional.)
+ *
+ * Top-k. The selection stays on the host with the reference's code (ref/indexer.c as_index_topk,
+ * ref/candidates.c), in a host node: a memcpy node brings the score row down into pinned memory
+ * (sized for the cache's capacity), the host node runs as_dev_select_compute over the live width, two
+ * memcpy nodes take the selection (index_topk entries) up to the layer's selection and the shared one.
+ *
+ * Provenance. The plan carries the shared-state bookkeeping of the step (rows_b_from, keys_from,
+ * sel_from, cand_from, the caches' filled rows, the last layer's run scalars); it is applied to the
+ * engine before each replay, so as_engine_layer_run after a graph step returns the last layer's run
+ * as after as_engine_finish_step. A capture runs the forward itself (engine/forward.c under e->cap),
+ * whose own bookkeeping is checked against the plan, layer by layer. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/check.h"
+#include "engine/internal.h"
+#include "engine/mem_limit.h"
+#include "ref/numerics.h"
+
+#define AS_GRAPH_SLOTS 4
+
+/* What a captured graph baked in, per layer, besides the step parameters. */
+typedef struct {
+    int n_new;            /* latents completed (rows of the latent launches) */
+    int indexer;          /* the indexer scored */
+    int reuse;            /* a reused selection was copied */
+    const void *keys;     /* the index keys scored against, and their rows */
+    int keys_cap;
+    const void *rows_b;   /* the compressed cache attended, and its rows */
+    int rows_b_cap;
+} GLayerSig;
+
+typedef struct {
+    int n_new, compress_len, width, k, topk, rows_a_len, rows_b_len, cols;
+    bool indexer_ran;
+    AsProvenance rows_b_from, keys_from, sel_from, cand_from;
+} GLayerPlan;
+
+typedef struct {
+    int start_pos, step;
+    GLayerPlan layer[AS_MAX_LAYERS];
+    GLayerSig sig[AS_MAX_LAYERS];
+    AsDevShared sh; /* after the step */
+    int ccache_rows[AS_MAX_LAYERS], ikcache_rows[AS_MAX_LAYERS];
+} GPlan;
+
+typedef struct {
+    bool used;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    GLayerSig sig[AS_MAX_LAYERS];
+    unsigned char wk[sizeof(AsDevWork)];  /* the work buffers, byte for byte */
+    const void *sel_d, *scratch, *scratch_dec; /* the projections' scratch (gemm.c) */
+    int nodes, kernels, memcpys, memsets, hosts, others;
+} GSlot;
+
+typedef struct {
+    struct AsDecodeGraph *g;
+    int l;
+} GSelArg;
+
+struct AsDecodeGraph {
+    AsEngine *e;
+    AsDecodeGraphOptions opt;
+    AsCapture cap;
+    AsStepParams *dP, *hP;        /* device / pinned host */
+    size_t params_bytes;
+    uint16_t *h0_h;               /* pinned [dim] */
+    int *bad_h;                   /* pinned [AS_MAX_LAYERS] */
+    void *attn_ws;
+    size_t attn_ws_bytes;
+    as_bf16_t *outs;              /* [n_layers][dim] (keep_layer_outs) */
+    GSelArg sel_arg[AS_MAX_LAYERS];
+    GSlot slot[AS_GRAPH_SLOTS];
+    int victim;
+    GPlan plan;
+    int host_rc;                  /* set by a failing host node */
+    char host_msg[600];
+    cudaEvent_t ev0, ev1;
+    AsDecodeGraphInfo info;
+    const void *zeroed_score, *zeroed_sel; /* buffers cleared once (their tails are copied whole) */
+};
+
+/* ---- the plan: the forward's host logic for a decode step (engine/forward.c, s = 1) ---- */
+
+static int plan_step(AsEngine *e, int sp, int step, GPlan *p, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    AsDevShared sh = e->sh;
+    const int s = 1, end = sp + 1, win = c->window;
+    p->start_pos = sp;
+    p->step = step;
+    for (int l = 0; l < c->n_layers; l++) {
+        p->ccache_rows[l] = e->ls[l].ccache_rows;
+        p->ikcache_rows[l] = e->ls[l].ikcache_rows;
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        const AsLayerRole *role = &c->role[l];
+        const AsDevLayerState *ls = &e->ls[l];
+        GLayerPlan *L = &p->layer[l];
+        GLayerSig *G = &p->sig[l];
+        memset(L, 0, sizeof *L);
+        memset(G, 0, sizeof *G);
+        L->rows_b_from = L->keys_from = L->sel_from = L->cand_from = (AsProvenance){-1, -1};
+        L->rows_a_len = win;
+        L->cols = win;
+        const AsProvenance here = {l, step};
+        if (role->ratio > 0) {
+            const int r = role->ratio, compress_len = end / r;
+            L->compress_len = compress_len;
+            if (role->kv_source) {
+                const int n = r == 1 ? s : (sp + 1) % r == 0;
+                if (sp / r + n > ls->cap)
+                    return as_err(err, AS_EREFUSED, "layer %d: compressed cache full (%d rows, max_seq %d)", l,
+                                  ls->cap, c->max_seq);
+                L->n_new = n;
+                sh.compress_kv = ls->ccache;
+                sh.compress_kv_cap = ls->cap;
+                sh.compress_kv_from = here;
+            }
+            if (role->index_source && compress_len > 0) {
+                if (role->key_owner && L->n_new > 0) {
+                    if (sp / r + L->n_new > p->ikcache_rows[l])
+                        p->ikcache_rows[l] = sp / r + L->n_new;
+                    sh.index_k = ls->ikcache;
+                    sh.index_k_cap = ls->cap;
+                    sh.index_k_from = here;
+                }
+                const int width = compress_len;
+                if (!sh.index_k)
+                    return as_err(err, AS_EREFUSED, "layer %d: index source scores with no published index keys", l);
+                if (width > sh.index_k_cap)
+                    return as_err(err, AS_EREFUSED, "layer %d: index width %d exceeds the %d rows of the index keys "
+                                  "published by layer %d", l, width, sh.index_k_cap, sh.index_k_from.layer);
+                L->keys_from = sh.index_k_from;
+                G->keys = sh.index_k;
+                G->keys_cap = sh.index_k_cap;
+                if (role->candidate_source) {
+                    sh.cand_s = s;
+                    sh.cand_width = width;
+                    sh.cand_from = here;
+                    L->cand_from = sh.cand_from;
+                } else if (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF) {
+                    if (sh.cand_s != s || sh.cand_width != width || !sh.cand_h)
+                        return as_err(err, AS_EREFUSED, "layer %d: candidate mask is %dx%d (layer %d, step %d) but "
+                                      "the scores are %dx%d", l, sh.cand_s, sh.cand_width, sh.cand_from.layer,
+                                      sh.cand_from.step, s, width);
+                    L->cand_from = sh.cand_from;
+                }
+                L->k = c->index_topk < width ? c->index_topk : width;
+                L->width = width;
+                L->indexer_ran = true;
+                G->indexer = 1;
+                sh.sel_present = true;
+                sh.sel_s = s;
+                sh.sel_k = L->k;
+                sh.sel_from = here;
+                L->sel_from = sh.sel_from;
+            } else if (role->index_source) {
+                L->k = 0;
+            } else if (sh.sel_present) {
+                if (sh.sel_s != s)
+                    return as_err(err, AS_EREFUSED, "layer %d: the shared selection (layer %d, step %d) has %d rows, "
+                                  "the step %d", l, sh.sel_from.layer, sh.sel_from.step, sh.sel_s, s);
+                L->k = sh.sel_k;
+                L->sel_from = sh.sel_from;
+                G->reuse = sh.sel_k > 0;
+            }
+            if (role->kv_source && L->n_new > 0) {
+                if (sp / r + L->n_new > p->ccache_rows[l])
+                    p->ccache_rows[l] = sp / r + L->n_new;
+                sh.compress_kv = ls->ccache;
+                sh.compress_kv_cap = ls->cap;
+                sh.compress_kv_from = here;
+            }
+            if (!sh.compress_kv)
+                return as_err(err, AS_EREFUSED, "layer %d (ratio %d): no compressed cache has been published: it "
+                              "must not attend", l, r);
+            if (compress_len > sh.compress_kv_cap)
+                return as_err(err, AS_EREFUSED, "layer %d: compress_len %d exceeds the %d rows of layer %d's cache", l,
+                              compress_len, sh.compress_kv_cap, sh.compress_kv_from.layer);
+            L->rows_b_len = compress_len;
+            L->rows_b_from = sh.compress_kv_from;
+            G->n_new = L->n_new;
+            G->rows_b = sh.compress_kv;
+            G->rows_b_cap = sh.compress_kv_cap;
+        }
+        L->topk = L->cols + L->k;
+    }
+    p->sh = sh;
+    return 0;
+}
+
+/* The plan's scalars into the pinned step parameters. */
+static void fill_params(AsDecodeGraph *g)
+{
+    const AsConfig *c = &g->e->cfg;
+    const GPlan *p = &g->plan;
+    AsStepParams *P = g->hP;
+    P->start_pos = p->start_pos;
+    for (int l = 0; l < c->n_layers; l++) {
+        const GLayerPlan *L = &p->layer[l];
+        const int r = c->role[l].ratio;
+        AsLayerStep *S = &P->layer[l];
+        memset(S, 0, sizeof *S);
+        S->lpos = r == 0 ? 0 : r == 1 ? p->start_pos : p->start_pos + 1 - r;
+        S->row0 = r > 0 ? p->start_pos / r : 0;
+        S->width = L->width;
+        S->k = L->k;
+        S->nb = L->rows_b_len;
+        S->topk = L->topk;
+        S->nrows = L->rows_a_len + L->rows_b_len;
+    }
+}
+
+/* The plan's bookkeeping into the engine: what as_engine_begin_step + as_engine_finish_step leave. */
+static void apply_plan(AsDecodeGraph *g)
+{
+    AsEngine *e = g->e;
+    const AsConfig *c = &e->cfg;
+    const GPlan *p = &g->plan;
+    AsDevShared *sh = &e->sh;
+    e->s = 1;
+    e->start_pos = p->start_pos;
+    e->step = p->step;
+    e->next_layer = c->n_layers;
+    sh->compress_kv = p->sh.compress_kv;
+    sh->compress_kv_cap = p->sh.compress_kv_cap;
+    sh->compress_kv_from = p->sh.compress_kv_from;
+    sh->index_k = p->sh.index_k;
+    sh->index_k_cap = p->sh.index_k_cap;
+    sh->index_k_from = p->sh.index_k_from;
+    sh->sel_present = p->sh.sel_present;
+    sh->sel_s = p->sh.sel_s;
+    sh->sel_k = p->sh.sel_k;
+    sh->sel_from = p->sh.sel_from;
+    sh->cand_s = p->sh.cand_s;
+    sh->cand_width = p->sh.cand_width;
+    sh->cand_from = p->sh.cand_from;
+    for (int l = 0; l < c->n_layers; l++) {
+        e->ls[l].ccache_rows = p->ccache_rows[l];
+        e->ls[l].ikcache_rows = p->ikcache_rows[l];
+    }
+    const int l = c->n_layers - 1;
+    const GLayerPlan *L = &p->layer[l];
+    AsRun *m = &e->last;
+    as_run_free(m);
+    m->layer = l;
+    m->step = p->step;
+    m->start_pos = p->start_pos;
+    m->s = 1;
+    m->ratio = c->role[l].ratio;
+    m->rows_a_len = L->rows_a_len;
+    m->rows_b_len = L->rows_b_len;
+    m->cols = L->cols;
+    m->k = L->k;
+    m->topk = L->topk;
+    m->width = L->width;
+    m->compress_len = L->compress_len;
+    m->n_new = L->n_new;
+    m->indexer_ran = L->indexer_ran;
+    m->rows_b_from = L->rows_b_from;
+    m->keys_from = L->keys_from;
+    m->sel_from = L->sel_from;
+    m->cand_from = L->cand_from;
+    e->last_layer = l;
+}
+
+static bool prov_eq(AsProvenance a, AsProvenance b) { return a.layer == b.layer && a.step == b.step; }
+
+/* The forward's own bookkeeping of layer l during a capture against the plan. */
+static int check_layer(AsDecodeGraph *g, int l, AsError *err)
+{
+    const AsRun *m = &g->e->last;
+    const GLayerPlan *L = &g->plan.layer[l];
+#define CHK(field)                                                                                               \
+    if (m->field != L->field)                                                                                    \
+    return as_err(err, AS_ERUNTIME, "decode graph: layer %d's plan disagrees with its forward: " #field            \
+                  " %d planned, %d in the forward (engine/graph.c plan_step must follow engine/forward.c)", l,      \
+                  (int)L->field, (int)m->field)
+#define CHKP(field)                                                                                              \
+    if (!prov_eq(m->field, L->field))                                                                            \
+    return as_err(err, AS_ERUNTIME, "decode graph: layer %d's plan disagrees with its forward: " #field            \
+                  " layer %d step %d planned, layer %d step %d in the forward", l, L->field.layer, L->field.step,   \
+                  m->field.layer, m->field.step)
+    CHK(rows_a_len);
+    CHK(rows_b_len);
+    CHK(cols);
+    CHK(k);
+    CHK(topk);
+    CHK(width);
+    CHK(compress_len);
+    CHK(n_new);
+    CHK(indexer_ran);
+    CHKP(rows_b_from);
+    CHKP(keys_from);
+    CHKP(sel_from);
+    CHKP(cand_from);
+#undef CHK
+#undef CHKP
+    return 0;
+}
+
+/* ... and the shared state and the caches' rows after the last layer. */
+static int check_state(AsDecodeGraph *g, AsError *err)
+{
+    const AsEngine *e = g->e;
+    const GPlan *p = &g->plan;
+    const AsDevShared *a = &e->sh, *b = &p->sh;
+    if (a->compress_kv != b->compress_kv || a->index_k != b->index_k || !prov_eq(a->compress_kv_from, b->compress_kv_from) ||
+        !prov_eq(a->index_k_from, b->index_k_from) || a->sel_present != b->sel_present || a->sel_s != b->sel_s ||
+        a->sel_k != b->sel_k || !prov_eq(a->sel_from, b->sel_from) || a->cand_s != b->cand_s ||
+        a->cand_width != b->cand_width || !prov_eq(a->cand_from, b->cand_from))
+        return as_err(err, AS_ERUNTIME, "decode graph: the planned shared state after step %d differs from the "
+                      "forward's (compressed cache from layer %d / %d, keys from %d / %d, selection from %d / %d, "
+                      "k %d / %d)", p->step, b->compress_kv_from.layer, a->compress_kv_from.layer,
+                      b->index_k_from.layer, a->index_k_from.layer, b->sel_from.layer, a->sel_from.layer, b->sel_k,
+                      a->sel_k);
+    for (int l = 0; l < e->cfg.n_layers; l++)
+        if (e->ls[l].ccache_rows != p->ccache_rows[l] || e->ls[l].ikcache_rows != p->ikcache_rows[l])
+            return as_err(err, AS_ERUNTIME, "decode graph: layer %d's cache rows after step %d: planned %d / %d, the "
+                          "forward %d / %d", l, p->step, p->ccache_rows[l], p->ikcache_rows[l], e->ls[l].ccache_rows,
+                          e->ls[l].ikcache_rows);
+    return 0;
+}
+
+/* ---- the selection as graph nodes ---- */
+
+static void CUDART_CB select_node(void *arg)
+{
+    const GSelArg *a = arg;
+    AsDecodeGraph *g = a->g;
+    AsEngine *e = g->e;
+    if (g->host_rc)
+        return; /* an earlier node failed: the step is reported failed */
+    const AsLayerStep *S = &g->hP->layer[a->l];
+    const int offset = e->fault == AS_FAULT_NO_OFFSET ? 0 : e->cfg.window;
+    AsError err = {0};
+    omp_set_num_threads(1); /* one row: no thread team (this thread is CUDA's callback thread) */
+    int rc = as_dev_select_compute(e, a->l, 1, S->width, g->hP->start_pos, S->k, offset, &err);
+    if (!rc) {
+        memcpy(e->sh.sel_h, e->wk.csel_h, sizeof(int32_t) * (size_t)S->k); /* the host mirror */
+        return;
+    }
+    snprintf(g->host_msg, sizeof g->host_msg, "layer %d: %s", a->l, err.msg);
+    g->host_rc = rc;
+}
+
+int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, AsRun *meta, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    AsDecodeGraph *g = e->cap->g;
+    AsDevWork *wk = &e->wk;
+    AsDevShared *sh = &e->sh;
+    TRY(as_dev_select_book(e, l, 1, width, meta, err));
+    const int k = c->index_topk < width ? c->index_topk : width;
+    if (max_width > wk->cap_w || (size_t)width > sh->cand_cap || c->index_topk > sh->sel_cap)
+        return as_err(err, AS_ERUNTIME, "layer %d: decode graph buffers too small (scores %d of %d, mask %zu, "
+                      "selection %d of %d)", l, max_width, wk->cap_w, sh->cand_cap, c->index_topk, sh->sel_cap);
+    CU(err, cudaMemcpyAsync(wk->score_h, wk->score, sizeof(uint16_t) * (size_t)max_width, cudaMemcpyDeviceToHost, e->st),
+       "layer %d: decode graph: index scores to the host (up to %d)", l, max_width);
+    g->sel_arg[l] = (GSelArg){g, l};
+    CU(err, cudaLaunchHostFunc(e->st, select_node, &g->sel_arg[l]), "layer %d: decode graph: the top-k host node", l);
+    CU(err, cudaMemcpyAsync(wk->csel, wk->csel_h, sizeof(int32_t) * (size_t)c->index_topk, cudaMemcpyHostToDevice,
+                            e->st),
+       "layer %d: decode graph: upload the selection (%d)", l, c->index_topk);
+    CU(err, cudaMemcpyAsync(sh->sel_d, wk->csel_h, sizeof(int32_t) * (size_t)c->index_topk, cudaMemcpyHostToDevice,
+                            e->st),
+       "layer %d: decode graph: publish the selection (%d)", l, c->index_topk);
+    meta->k = k;
+    meta->width = width;
+    meta->indexer_ran = true;
+    sh->sel_present = true;
+    sh->sel_s = 1;
+    sh->sel_k = k;
+    sh->sel_from = (AsProvenance){l, e->step};
+    meta->sel_from = sh->sel_from;
+    return 0;
+}
+
+/* ---- capture, replay ---- */
+
+static void slot_free(GSlot *sl)
+{
+    if (sl->exec)
+        cudaGraphExecDestroy(sl->exec);
+    if (sl->graph)
+        cudaGraphDestroy(sl->graph);
+    memset(sl, 0, sizeof *sl);
+}
+
+static bool slot_matches(const AsDecodeGraph *g, const GSlot *sl)
+{
+    const AsEngine *e = g->e;
+    return sl->used && !memcmp(sl->sig, g->plan.sig, sizeof(GLayerSig) * (size_t)e->cfg.n_layers) &&
+           !memcmp(sl->wk, &e->wk, sizeof(AsDevWork)) && sl->sel_d == e->sh.sel_d && sl->scratch == e->scratch &&
+           sl->scratch_dec == e->scratch_dec;
+}
+
+/* The nodes of one step, recorded from the engine's stream. */
+static int record_step(AsDecodeGraph *g, AsError *err)
+{
+    AsEngine *e = g->e;
+    const AsConfig *c = &e->cfg;
+    CU(err, cudaMemcpyAsync(g->dP, g->hP, g->params_bytes, cudaMemcpyHostToDevice, e->st),
+       "decode graph: step parameters (%zu bytes)", g->params_bytes);
+    CU(err, cudaMemcpyAsync(e->wk.h, g->h0_h, sizeof(uint16_t) * (size_t)c->dim, cudaMemcpyHostToDevice, e->st),
+       "decode graph: the token's input row");
+    CU(err, cudaMemsetAsync(e->wk.bad, 0, sizeof(int) * AS_MAX_LAYERS, e->st), "decode graph: clearing the refusal flags");
+    CU(err, cudaMemsetAsync(e->wk.valid, 0, sizeof(unsigned long long) * AS_MAX_LAYERS, e->st),
+       "decode graph: clearing the selection counts");
+    for (int l = 0; l < c->n_layers; l++) {
+        TRY(as_dev_layer_forward(e, l, err));
+        TRY(check_layer(g, l, err));
+        if (g->outs)
+            CU(err, cudaMemcpyAsync(g->outs + (size_t)l * c->dim, e->wk.out, sizeof(uint16_t) * (size_t)c->dim,
+                                    cudaMemcpyDeviceToDevice, e->st),
+               "decode graph: keep layer %d's out", l);
+    }
+    TRY(check_state(g, err));
+    CU(err, cudaMemcpyAsync(g->bad_h, e->wk.bad, sizeof(int) * (size_t)c->n_layers, cudaMemcpyDeviceToHost, e->st),
+       "decode graph: the refusal flags to the host");
+    return 0;
+}
+
+static void count_nodes(GSlot *sl)
+{
+    size_t n = 0;
+    if (cudaGraphGetNodes(sl->graph, NULL, &n) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    cudaGraphNode_t *nodes = malloc(sizeof *nodes * (n ? n : 1));
+    if (!nodes)
+        return;
+    if (cudaGraphGetNodes(sl->graph, nodes, &n) == cudaSuccess) {
+        sl->nodes = (int)n;
+        for (size_t i = 0; i < n; i++) {
+            enum cudaGraphNodeType t;
+            if (cudaGraphNodeGetType(nodes[i], &t) != cudaSuccess)
+                continue;
+            switch (t) {
+            case cudaGraphNodeTypeKernel: sl->kernels++; break;
+            case cudaGraphNodeTypeMemcpy: sl->memcpys++; break;
+            case cudaGraphNodeTypeMemset: sl->memsets++; break;
+            case cudaGraphNodeTypeHost: sl->hosts++; break;
+            default: sl->others++; break;
+            }
+        }
+    }
+    cudaGetLastError();
+    free(nodes);
+}
+
+/* The engine's host bookkeeping, kept across a capture that fails (the forward advances it as it
+ * records, and nothing ran). e->last holds scalars only (its tensors stay in the work buffers). */
+typedef struct {
+    AsDevShared sh;
+    int ccache_rows[AS_MAX_LAYERS], ikcache_rows[AS_MAX_LAYERS];
+    int s, start_pos, step, next_layer, last_layer;
+    AsRun last;
+} GBook;
+
+static void book_save(const AsEngine *e, GBook *b)
+{
+    b->sh = e->sh;
+    for (int l = 0; l < e->cfg.n_layers; l++) {
+        b->ccache_rows[l] = e->ls[l].ccache_rows;
+        b->ikcache_rows[l] = e->ls[l].ikcache_rows;
+    }
+    b->s = e->s, b->start_pos = e->start_pos, b->step = e->step, b->next_layer = e->next_layer;
+    b->last_layer = e->last_layer;
+    b->last = e->last;
+}
+
+static void book_restore(AsEngine *e, const GBook *b)
+{
+    e->sh = b->sh;
+    for (int l = 0; l < e->cfg.n_layers; l++) {
+        e->ls[l].ccache_rows = b->ccache_rows[l];
+        e->ls[l].ikcache_rows = b->ikcache_rows[l];
+    }
+    e->s = b->s, e->start_pos = b->start_pos, e->step = b->step, e->next_layer = b->next_layer;
+    e->last_layer = b->last_layer;
+    e->last = b->last;
+}
+
+static int capture(AsDecodeGraph *g, GSlot *sl, AsError *err)
+{
+    AsEngine *e = g->e;
+    const GPlan *p = &g->plan;
+    slot_free(sl);
+    GBook *book = malloc(sizeof *book);
+    if (!book)
+        return as_err(err, AS_ERUNTIME, "out of host memory");
+    book_save(e, book);
+    /* the forward reads the step from the engine, as after as_engine_begin_step */
+    e->s = 1;
+    e->start_pos = p->start_pos;
+    e->step = p->step;
+    e->next_layer = 0;
+    AsProfile *prof = e->prof;
+    e->prof = NULL; /* no event records inside a graph */
+    g->cap = (AsCapture){.dP = g->dP, .attn_ws = g->attn_ws, .attn_ws_bytes = g->attn_ws_bytes, .g = g};
+    cudaError_t bc = cudaStreamBeginCapture(e->st, cudaStreamCaptureModeThreadLocal);
+    if (bc != cudaSuccess) {
+        e->prof = prof;
+        book_restore(e, book);
+        free(book);
+        cudaGetLastError();
+        return as_err(err, AS_ERUNTIME, "decode graph: beginning the capture (step %d, position %d): %s", p->step,
+                      p->start_pos, cudaGetErrorString(bc));
+    }
+    e->cap = &g->cap;
+    int rc = record_step(g, err);
+    cudaGraph_t graph = NULL;
+    cudaError_t ec = cudaStreamEndCapture(e->st, &graph);
+    e->cap = NULL;
+    e->prof = prof;
+    if (rc || ec != cudaSuccess) {
+        if (graph)
+            cudaGraphDestroy(graph);
+        cudaGetLastError();
+        book_restore(e, book);
+        free(book);
+        if (rc)
+            return as_err_wrap(err, "decode graph: capturing step %d (position %d)", p->step, p->start_pos);
+        return as_err(err, AS_ERUNTIME, "decode graph: ending the capture of step %d (position %d): %s (a call of the "
+                      "step cannot be captured)", p->step, p->start_pos, cudaGetErrorString(ec));
+    }
+    cudaGraphExec_t exec = NULL;
+    cudaError_t ic = cudaGraphInstantiate(&exec, graph, 0);
+    if (ic != cudaSuccess) {
+        cudaGraphDestroy(graph);
+        cudaGetLastError();
+        book_restore(e, book);
+        free(book);
+        return as_err(err, AS_ERUNTIME, "decode graph: instantiating the graph of step %d (position %d): %s", p->step,
+                      p->start_pos, cudaGetErrorString(ic));
+    }
+    free(book);
+    sl->used = true;
+    sl->graph = graph;
+    sl->exec = exec;
+    memcpy(sl->sig, p->sig, sizeof sl->sig);
+    memcpy(sl->wk, &e->wk, sizeof(AsDevWork));
+    sl->sel_d = e->sh.sel_d;
+    sl->scratch = e->scratch;
+    sl->scratch_dec = e->scratch_dec;
+    count_nodes(sl);
+    g->info.captures++;
+    return 0;
+}
+
+/* ---- the API ---- */
+
+void as_decode_graph_destroy(AsDecodeGraph *g)
+{
+    if (!g)
+        return;
+    if (g->e && g->e->st)
+        cudaStreamSynchronize(g->e->st);
+    for (int i = 0; i < AS_GRAPH_SLOTS; i++)
+        slot_free(&g->slot[i]);
+    if (g->ev0)
+        cudaEventDestroy(g->ev0);
+    if (g->ev1)
+        cudaEventDestroy(g->ev1);
+    cudaFree(g->dP);
+    cudaFree(g->attn_ws);
+    cudaFree(g->outs);
+    cudaFreeHost(g->hP);
+    cudaFreeHost(g->h0_h);
+    cudaFreeHost(g->bad_h);
+    cudaGetLastError();
+    free(g);
+}
+
+int as_decode_graph_create(AsEngine *e, const AsDecodeGraphOptions *opt, AsDecodeGraph **out, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    *out = NULL;
+    AsDecodeGraph *g = calloc(1, sizeof *g);
+    if (!g)
+        return as_err(err, AS_ERUNTIME, "out of host memory for the decode graph");
+    g->e = e;
+    if (opt)
+        g->opt = *opt;
+    g->params_bytes = offsetof(AsStepParams, layer) + sizeof(AsLayerStep) * (size_t)c->n_layers;
+    int rc = 0;
+#define STEP(call, ...)                                                                                          \
+    do {                                                                                                         \
+        cudaError_t r_ = (call);                                                                                 \
+        if (r_ != cudaSuccess) {                                                                                 \
+            cudaGetLastError();                                                                                  \
+            char w_[160];                                                                                        \
+            snprintf(w_, sizeof w_, __VA_ARGS__);                                                                \
+            rc = as_err(err, AS_ERUNTIME, "decode graph: %s: %s", w_, cudaGetErrorString(r_));                  \
+            goto fail;                                                                                           \
+        }                                                                                                        \
+    } while (0)
+    STEP(cudaSetDevice(e->device), "cudaSetDevice(%d)", e->device);
+    STEP(as_dev_malloc((void **)&g->dP, sizeof(AsStepParams)), "device step parameters (%zu bytes)", sizeof(AsStepParams));
+    STEP(cudaMallocHost((void **)&g->hP, sizeof(AsStepParams)), "pinned step parameters");
+    memset(g->hP, 0, sizeof(AsStepParams));
+    STEP(cudaMallocHost((void **)&g->h0_h, sizeof(uint16_t) * (size_t)c->dim), "pinned input row (%d)", c->dim);
+    STEP(cudaMallocHost((void **)&g->bad_h, sizeof(int) * AS_MAX_LAYERS), "pinned refusal flags");
+    STEP(cudaEventCreate(&g->ev0), "event");
+    STEP(cudaEventCreate(&g->ev1), "event");
+    {
+        /* the sparse attention's split plan for the widest decode selection: one tile per split, as
+         * the uncaptured launches of every narrower selection split (their results are then equal) */
+        int mma = 0, tps = 0;
+        size_t wsb = 0;
+        const int topk_max = c->window + c->index_topk;
+        STEP((cudaError_t)as_k_sparse_attn_decode_plan(1, c->n_heads, c->head_dim, topk_max, &mma, &tps, &wsb),
+             "sparse attention plan (%d heads x %d, topk %d)", c->n_heads, c->head_dim, topk_max);
+        if (mma && tps != 1) {
+            rc = as_err(err, AS_EREFUSED, "decode graph: a decode selection of up to %d entries would be split %d "
+                        "tiles per split, and narrower ones otherwise: the graph would not equal the uncaptured step",
+                        topk_max, tps);
+            goto fail;
+        }
+        if (wsb)
+            STEP(as_dev_malloc(&g->attn_ws, wsb), "sparse attention workspace (%zu bytes)", wsb);
+        g->attn_ws_bytes = wsb;
+    }
+    STEP((cudaError_t)as_k_index_scores_prepare(c->index_head_dim), "index scores kernel set-up");
+    if (g->opt.keep_layer_outs)
+        STEP(as_dev_malloc((void **)&g->outs, sizeof(uint16_t) * (size_t)c->n_layers * c->dim), "layer outs (%d x %d)",
+             c->n_layers, c->dim);
+#undef STEP
+    *out = g;
+    return 0;
+fail:
+    as_decode_graph_destroy(g);
+    return rc;
+}
+
+/* The buffers a step fills, at their largest (a host node cannot grow them). The score row and the
+ * shared selection are copied whole (up to the cache's capacity, index_topk entries) while only the
+ * live part is ever written: they are cleared once, so that no copy reads memory nothing wrote. */
+static int reserve(AsDecodeGraph *g, AsError *err)
+{
+    AsEngine *e = g->e;
+    const AsConfig *c = &e->cfg;
+    TRY(as_dev_work_reserve(e, 1, c->max_seq, c->window + c->index_topk, err));
+    TRY(as_dev_sel_reserve(e, (size_t)c->index_topk, err));
+    if (g->zeroed_score != e->wk.score) {
+        CU(err, cudaMemsetAsync(e->wk.score, 0, sizeof(uint16_t) * (size_t)e->wk.cap_s * e->wk.cap_w, e->st),
+           "decode graph: clearing the score buffer");
+        g->zeroed_score = e->wk.score;
+    }
+    if (g->zeroed_sel != e->sh.sel_d) { /* past the selection published now */
+        const size_t live = e->sh.sel_present ? (size_t)e->sh.sel_s * e->sh.sel_k : 0;
+        if (live < (size_t)e->sh.sel_cap)
+            CU(err, cudaMemsetAsync(e->sh.sel_d + live, 0, sizeof(int32_t) * ((size_t)e->sh.sel_cap - live), e->st),
+               "decode graph: clearing the shared selection past its %zu entries", live);
+        g->zeroed_sel = e->sh.sel_d;
+    }
+    AsDevShared *sh = &e->sh;
+    if (sh->cand_cap < (size_t)c->max_seq) {
+        uint8_t *m = realloc(sh->cand_h, (size_t)c->max_seq + 1);
+        if (!m)
+            return as_err(err, AS_ERUNTIME, "out of host memory for a candidate mask of %d", c->max_seq);
+        sh->cand_h = m;
+        sh->cand_cap = (size_t)c->max_seq;
+    }
+    return 0;
+}
+
+int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsError *err)
+{
+    AsEngine *e = g->e;
+    const AsConfig *c = &e->cfg;
+    if (e->cap)
+        return as_err(err, AS_EBADINPUT, "decode graph: a capture is in progress");
+    if (!e->started)
+        return as_err(err, AS_EBADINPUT, "decode before any prefill");
+    if (start_pos <= 0)
+        return as_err(err, AS_EBADINPUT, "the decode graph runs decode steps (start_pos > 0), not position %d",
+                      start_pos);
+    if (e->next_layer < c->n_layers)
+        return as_err(err, AS_EBADINPUT, "decode graph: the current step is not finished (layer %d next)",
+                      e->next_layer);
+    if (start_pos + 1 > c->max_seq)
+        return as_err(err, AS_EREFUSED, "position %d beyond max_seq %d", start_pos, c->max_seq);
+    TRY(reserve(g, err));
+    TRY(plan_step(e, start_pos, e->step + 1, &g->plan, err));
+    fill_params(g);
+    for (int i = 0; i < c->dim; i++)
+        g->h0_h[i] = as_bf16_bits(h0[i]);
+    GSlot *sl = NULL;
+    for (int i = 0; i < AS_GRAPH_SLOTS && !sl; i++)
+        if (slot_matches(g, &g->slot[i]))
+            sl = &g->slot[i];
+    bool captured = false;
+    if (!sl) {
+        for (int i = 0; i < AS_GRAPH_SLOTS && !sl; i++)
+            if (!g->slot[i].used)
+                sl = &g->slot[i];
+        if (!sl) {
+            sl = &g->slot[g->victim];
+            g->victim = (g->victim + 1) % AS_GRAPH_SLOTS;
+        }
+        TRY(capture(g, sl, err));
+        captured = true;
+    }
+    apply_plan(g);
+    g->host_rc = 0;
+    g->host_msg[0] = 0;
+    CU(err, cudaEventRecord(g->ev0, e->st), "decode graph: timing event");
+    CU(err, cudaGraphLaunch(sl->exec, e->st), "decode graph: launching step %d (position %d)", e->step, start_pos);
+    CU(err, cudaEventRecord(g->ev1, e->st), "decode graph: timing event");
+    CU(err, cudaStreamSynchronize(e->st), "decode graph: step %d (position %d)", e->step, start_pos);
+    if (g->host_rc)
+        return as_err(err, g->host_rc, "decode graph, step %d (position %d): the selection's host node failed: %s",
+                      e->step, start_pos, g->host_msg);
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, g->ev0, g->ev1) != cudaSuccess)
+        cudaGetLastError();
+    g->info.last_ms = ms;
+    if (!captured)
+        g->info.replays++;
+    g->info.nodes = sl->nodes;
+    g->info.kernels = sl->kernels;
+    g->info.memcpys = sl->memcpys;
+    g->info.memsets = sl->memsets;
+    g->info.hosts = sl->hosts;
+    g->info.others = sl->others;
+    int held = 0;
+    for (int i = 0; i < AS_GRAPH_SLOTS; i++)
+        held += g->slot[i].used;
+    g->info.graphs = held;
+    for (int l = 0; l < c->n_layers; l++)
+        if (g->bad_h[l])
+            return as_err(err, AS_EREFUSED,
+                          "layer %d: a selection entry names a row beyond the attended rows (the shared selection "
+                          "was published by another step or layer kind)", l);
+    return 0;
+}
+
+void as_decode_graph_info(const AsDecodeGraph *g, AsDecodeGraphInfo *out) { *out = g->info; }
+
+int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err)
+{
+    const AsConfig *c = &g->e->cfg;
+    if (!g->outs)
+        return as_err(err, AS_EBADINPUT, "decode graph: created without keep_layer_outs");
+    const size_t n = (size_t)c->n_layers * c->dim;
+    uint16_t *tmp = malloc(sizeof(uint16_t) * n);
+    if (!tmp)
+        return as_err(err, AS_ERUNTIME, "out of host memory");
+    cudaError_t rc = cudaMemcpy(tmp, g->outs, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; rc == cudaSuccess && i < n; i++)
+        outs[i] = as_bf16_to_f32(tmp[i]);
+    free(tmp);
+    CU(err, rc, "decode graph: copying the layer outs (%d x %d)", c->n_layers, c->dim);
+    return 0;
+}

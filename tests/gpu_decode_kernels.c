@@ -1,0 +1,289 @@
+/* The kernels' decode-graph variants (issue 8) against their by-value twins, bit for bit on the
+ * device: each reads the step's live scalars (position, width, k, row counts) from device memory
+ * and launches for the most they can be; at the same live values it must produce what the by-value
+ * launch produces (whose twins pin it to ref/). as_k_build_idx_decode (window selection + idx) vs
+ * as_k_window_select + as_k_build_idx; as_k_compress_pool_decode vs as_k_compress_pool (decode);
+ * as_k_index_scores_decode vs as_k_index_scores; as_k_sparse_attn_decode vs as_k_sparse_attn, at
+ * the flash (tensor cores, split one tile per split into the caller's workspace) and tiny (warp
+ * kernel) geometries, live widths from one entry to the whole. Outputs are poisoned before each
+ * launch; past the live length nothing may be written (scores) or everything is -1 (idx). */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ref/numerics.h"
+#include "ref/quant.h"
+#include "tests/gpu_util.h"
+#include "tests/harness.h"
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
+    return p;
+}
+
+static uint64_t g_rs;
+static uint64_t rnd(void)
+{
+    uint64_t z = (g_rs += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float urnd(float a) { return as_bf16((2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a); }
+
+static int32_t *dev_int(int32_t v) { return as_gpu_bytes(&v, sizeof v); }
+
+static int64_t diff_bytes(const char *what, const void *got, const void *want, size_t n, size_t esz)
+{
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp((const char *)got + i * esz, (const char *)want + i * esz, esz) && bad++ < 4) {
+            uint32_t g = 0, w = 0;
+            memcpy(&g, (const char *)got + i * esz, esz < 4 ? esz : 4);
+            memcpy(&w, (const char *)want + i * esz, esz < 4 ? esz : 4);
+            as_test_note("%s: [%zu]: variant 0x%x, by value 0x%x", what, i, g, w);
+        }
+    return bad;
+}
+
+/* ---- window selection + idx ---- */
+
+static void idx_case(int win, int sp, int k, int kmax, int nrows, uint64_t seed)
+{
+    g_rs = seed;
+    char what[160];
+    snprintf(what, sizeof what, "build_idx_decode win %d sp %d k %d of %d nrows %d", win, sp, k, kmax, nrows);
+    int32_t *csel = xmalloc(sizeof(int32_t) * (size_t)(kmax + 1));
+    for (int j = 0; j <= kmax; j++)
+        csel[j] = (int32_t)(rnd() % (uint64_t)(nrows + 8)) - 2;
+    int32_t *dcsel = as_gpu_bytes(csel, sizeof(int32_t) * (size_t)(kmax + 1));
+    const size_t n = (size_t)win + kmax;
+    int32_t *w_bv = as_gpu_alloc(sizeof(int32_t) * win), *i_bv = as_gpu_alloc(sizeof(int32_t) * n);
+    int32_t *w_v = as_gpu_alloc(sizeof(int32_t) * win), *i_v = as_gpu_alloc(sizeof(int32_t) * n);
+    int32_t *w_v2 = as_gpu_alloc(sizeof(int32_t) * win), *i_v2 = as_gpu_alloc(sizeof(int32_t) * n);
+    int *flags = as_gpu_alloc(sizeof(int) * 3);
+    unsigned long long *valid = as_gpu_alloc(sizeof(unsigned long long) * 3);
+    REQUIRE(cudaMemset(flags, 0, sizeof(int) * 3) == cudaSuccess && cudaMemset(valid, 0, 24) == cudaSuccess, "memset");
+    REQUIRE(cudaMemset(i_bv, 0x55, sizeof(int32_t) * n) == cudaSuccess && cudaMemset(i_v, 0x66, sizeof(int32_t) * n) == cudaSuccess &&
+                cudaMemset(i_v2, 0x77, sizeof(int32_t) * n) == cudaSuccess,
+            "poison");
+    int32_t *dsp = dev_int(sp), *dk = dev_int(k), *dn = dev_int(nrows);
+    as_gpu_check_launch(as_k_window_select(w_bv, 1, win, sp, 0), what);
+    as_gpu_check_launch(as_k_build_idx(w_bv, win, dcsel, k, 1, nrows, i_bv, flags, valid, 0), what);
+    /* by value (the uncaptured decode) and from device parameters launched for kmax (the graph) */
+    as_gpu_check_launch(as_k_build_idx_decode(w_v, win, sp, NULL, dcsel, k, NULL, k, nrows, NULL, i_v, flags + 1,
+                                              valid + 1, 0),
+                        what);
+    as_gpu_check_launch(as_k_build_idx_decode(w_v2, win, 0, dsp, dcsel, 0, dk, kmax, 0, dn, i_v2, flags + 2, valid + 2, 0),
+                        what);
+    int32_t *a = xmalloc(sizeof(int32_t) * n), *b = xmalloc(sizeof(int32_t) * n), *c = xmalloc(sizeof(int32_t) * n);
+    int fl[3];
+    unsigned long long va[3];
+    as_gpu_get_bytes(fl, flags, sizeof fl);
+    as_gpu_get_bytes(va, valid, sizeof va);
+    int64_t bad = 0;
+    as_gpu_get_bytes(a, w_bv, sizeof(int32_t) * win);
+    as_gpu_get_bytes(b, w_v, sizeof(int32_t) * win);
+    as_gpu_get_bytes(c, w_v2, sizeof(int32_t) * win);
+    bad += diff_bytes(what, b, a, (size_t)win, 4) + diff_bytes(what, c, a, (size_t)win, 4);
+    as_gpu_get_bytes(a, i_bv, sizeof(int32_t) * n);
+    as_gpu_get_bytes(b, i_v, sizeof(int32_t) * n);
+    as_gpu_get_bytes(c, i_v2, sizeof(int32_t) * n);
+    bad += diff_bytes(what, b, a, (size_t)win + k, 4) + diff_bytes(what, c, a, (size_t)win + k, 4);
+    for (size_t i = (size_t)win + k; i < n; i++)
+        bad += c[i] != -1;
+    bad += fl[1] != fl[0] || fl[2] != fl[0] || va[1] != va[0] || va[2] != va[0];
+    CHECK(bad == 0, "%s: %lld differences (refusal %d/%d/%d, valid %llu/%llu/%llu)", what, (long long)bad, fl[0], fl[1],
+          fl[2], va[0], va[1], va[2]);
+    if (!bad)
+        as_test_note("%s: widx and idx exact, refusal %d, %llu valid", what, fl[0], va[0]);
+    free(csel), free(a), free(b), free(c);
+    as_gpu_free(dcsel), as_gpu_free(w_bv), as_gpu_free(i_bv), as_gpu_free(w_v), as_gpu_free(i_v), as_gpu_free(w_v2),
+        as_gpu_free(i_v2), as_gpu_free(flags), as_gpu_free(valid), as_gpu_free(dsp), as_gpu_free(dk), as_gpu_free(dn);
+}
+
+GPU_TEST(gpu_decode_build_idx)
+{
+    idx_case(128, 1, 1, 512, 128 + 1, 1);       /* ring not full: leading -1 */
+    idx_case(128, 127, 64, 512, 128 + 64, 2);   /* the wrap */
+    idx_case(128, 128, 64, 512, 128 + 60, 3);   /* refusals: entries past the rows */
+    idx_case(128, 5000, 512, 512, 128 + 2500, 4);
+    idx_case(128, 301, 0, 0, 128, 5);           /* ratio 0: window only */
+    idx_case(8, 13, 5, 8, 8 + 7, 6);            /* tiny */
+}
+
+/* ---- compressor pooling ---- */
+
+GPU_TEST(gpu_decode_compress_pool)
+{
+    const int hd = 512, r = 2;
+    float *part_kv0 = xmalloc(sizeof(float) * r * hd), *part_sc0 = xmalloc(sizeof(float) * r * hd);
+    float *ckv = xmalloc(sizeof(float) * hd), *csc = xmalloc(sizeof(float) * hd);
+    int64_t bad = 0;
+    for (int sp = 1; sp <= 6; sp++) {
+        g_rs = 100 + sp;
+        for (int i = 0; i < r * hd; i++)
+            part_kv0[i] = urnd(3.0f), part_sc0[i] = urnd(8.0f);
+        for (int i = 0; i < hd; i++)
+            ckv[i] = urnd(3.0f), csc[i] = urnd(8.0f);
+        float *dkv = as_gpu_f32(ckv, hd), *dsc = as_gpu_f32(csc, hd);
+        float *pk[2], *ps[2];
+        as_bf16_t *lat[2];
+        for (int v = 0; v < 2; v++) {
+            pk[v] = as_gpu_f32(part_kv0, r * hd);
+            ps[v] = as_gpu_f32(part_sc0, r * hd);
+            lat[v] = as_gpu_alloc(sizeof(uint16_t) * hd);
+            REQUIRE(cudaMemset(lat[v], 0x7f, sizeof(uint16_t) * hd) == cudaSuccess, "poison");
+        }
+        int32_t *dsp = dev_int(sp);
+        as_gpu_check_launch(as_k_compress_pool(dkv, dsc, 1, r, hd, sp, pk[0], ps[0], lat[0], 0), "pool by value");
+        as_gpu_check_launch(as_k_compress_pool_decode(dkv, dsc, r, hd, dsp, pk[1], ps[1], lat[1], 0), "pool decode");
+        float *a = xmalloc(sizeof(float) * r * hd), *b = xmalloc(sizeof(float) * r * hd);
+        char what[64];
+        snprintf(what, sizeof what, "compress_pool_decode sp %d", sp);
+        as_gpu_get_f32(a, pk[0], r * hd), as_gpu_get_f32(b, pk[1], r * hd);
+        bad += diff_bytes(what, b, a, (size_t)r * hd, 4);
+        as_gpu_get_f32(a, ps[0], r * hd), as_gpu_get_f32(b, ps[1], r * hd);
+        bad += diff_bytes(what, b, a, (size_t)r * hd, 4);
+        as_gpu_get_bytes(a, lat[0], sizeof(uint16_t) * hd), as_gpu_get_bytes(b, lat[1], sizeof(uint16_t) * hd);
+        bad += diff_bytes(what, b, a, (size_t)hd, 2);
+        free(a), free(b);
+        as_gpu_free(dkv), as_gpu_free(dsc), as_gpu_free(dsp);
+        for (int v = 0; v < 2; v++)
+            as_gpu_free(pk[v]), as_gpu_free(ps[v]), as_gpu_free(lat[v]);
+    }
+    CHECK(bad == 0, "compress_pool_decode: %lld values differ from the by-value decode", (long long)bad);
+    if (!bad)
+        as_test_note("compress_pool_decode: state and latent exact at start_pos 1..6 (groups complete on odd ones)");
+    free(part_kv0), free(part_sc0), free(ckv), free(csc);
+}
+
+/* ---- index scores ---- */
+
+static void scores_case(int nh, int ihd, int width, int max_width, uint64_t seed)
+{
+    g_rs = seed;
+    char what[128];
+    snprintf(what, sizeof what, "index_scores_decode %d heads x %d, width %d of %d", nh, ihd, width, max_width);
+    float *iq = xmalloc(sizeof(float) * (size_t)nh * ihd), *k = xmalloc(sizeof(float) * (size_t)max_width * ihd),
+          *w = xmalloc(sizeof(float) * (size_t)nh);
+    for (int i = 0; i < nh * ihd; i++)
+        iq[i] = urnd(3.0f);
+    for (int64_t i = 0; i < (int64_t)max_width * ihd; i++)
+        k[i] = urnd(3.0f);
+    for (int i = 0; i < nh; i++)
+        w[i] = urnd(0.25f);
+    as_fp4_quant_e8m0(iq, (int64_t)nh * ihd, 32); /* the model's inputs: fp4 (exact dots) */
+    as_fp4_quant_e8m0(k, (int64_t)max_width * ihd, 32);
+    as_bf16_t *diq = as_gpu_bf16(iq, (int64_t)nh * ihd), *dk = as_gpu_bf16(k, (int64_t)max_width * ihd),
+              *dw = as_gpu_bf16(w, nh);
+    as_bf16_t *a = as_gpu_alloc(sizeof(uint16_t) * (size_t)(max_width + 64)),
+              *b = as_gpu_alloc(sizeof(uint16_t) * (size_t)(max_width + 64));
+    REQUIRE(cudaMemset(a, 0x7f, sizeof(uint16_t) * (size_t)(max_width + 64)) == cudaSuccess &&
+                cudaMemset(b, 0x7f, sizeof(uint16_t) * (size_t)(max_width + 64)) == cudaSuccess,
+            "poison");
+    int32_t *dwidth = dev_int(width);
+    as_gpu_check_launch(as_k_index_scores(diq, dk, dw, 1, nh, ihd, width, 5000, 2, a, 0), what);
+    as_gpu_check_launch(as_k_index_scores_decode(diq, dk, dw, 1, nh, ihd, max_width, dwidth, 2, b, 0), what);
+    uint16_t *ga = xmalloc(sizeof(uint16_t) * (size_t)(max_width + 64)), *gb = xmalloc(sizeof(uint16_t) * (size_t)(max_width + 64));
+    as_gpu_get_bytes(ga, a, sizeof(uint16_t) * (size_t)(max_width + 64));
+    as_gpu_get_bytes(gb, b, sizeof(uint16_t) * (size_t)(max_width + 64));
+    int64_t bad = diff_bytes(what, gb, ga, (size_t)(max_width + 64), 2); /* past the width: both still poison */
+    CHECK(bad == 0, "%s: %lld scores differ from the by-value launch", what, (long long)bad);
+    if (!bad)
+        as_test_note("%s: exact, nothing written past the width", what);
+    free(iq), free(k), free(w), free(ga), free(gb);
+    as_gpu_free(diq), as_gpu_free(dk), as_gpu_free(dw), as_gpu_free(a), as_gpu_free(b), as_gpu_free(dwidth);
+}
+
+GPU_TEST(gpu_decode_index_scores)
+{
+    scores_case(32, 128, 1, 8192, 1);
+    scores_case(32, 128, 64, 8192, 2);
+    scores_case(32, 128, 65, 8192, 3);
+    scores_case(32, 128, 2049, 4096, 4);
+    scores_case(32, 128, 4097, 8192, 5);
+    scores_case(32, 128, 8192, 8192, 6);
+    scores_case(4, 32, 37, 512, 7); /* tiny: the scalar kernel */
+}
+
+/* ---- sparse attention ---- */
+
+static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int nb_max, int topk_live, int topk_max,
+                      uint64_t seed)
+{
+    g_rs = seed;
+    char what[200];
+    snprintf(what, sizeof what, "sparse_attn_decode %s (%d heads x %d, rows %d+%d of %d, topk %d of %d)", name, nh, hd,
+             na, nb_live, nb_max, topk_live, topk_max);
+    const int nrows = na + nb_max;
+    float *q = xmalloc(sizeof(float) * (size_t)nh * hd), *rows = xmalloc(sizeof(float) * (size_t)nrows * hd),
+          *sink = xmalloc(sizeof(float) * (size_t)nh);
+    for (int i = 0; i < nh * hd; i++)
+        q[i] = urnd(2.0f);
+    for (int64_t i = 0; i < (int64_t)nrows * hd; i++)
+        rows[i] = urnd(2.0f);
+    for (int h = 0; h < nh; h++)
+        sink[h] = urnd(2.0f);
+    int32_t *idx = xmalloc(sizeof(int32_t) * (size_t)topk_max);
+    for (int j = 0; j < topk_max; j++) {
+        int v = (int)(rnd() % (uint64_t)(na + nb_live));
+        if (j < na && j < topk_live && rnd() % 3 == 0)
+            v = -1; /* a ring not yet full */
+        if (j >= topk_live)
+            v = -1; /* as build_idx_decode leaves them */
+        idx[j] = v;
+    }
+    as_bf16_t *dq = as_gpu_bf16(q, (int64_t)nh * hd), *drows = as_gpu_bf16(rows, (int64_t)nrows * hd);
+    float *dsink = as_gpu_f32(sink, nh);
+    int32_t *didx = as_gpu_bytes(idx, sizeof(int32_t) * (size_t)topk_max);
+    as_bf16_t *oa = as_gpu_alloc(sizeof(uint16_t) * (size_t)nh * hd), *ob = as_gpu_alloc(sizeof(uint16_t) * (size_t)nh * hd);
+    REQUIRE(cudaMemset(oa, 0xff, sizeof(uint16_t) * (size_t)nh * hd) == cudaSuccess &&
+                cudaMemset(ob, 0xff, sizeof(uint16_t) * (size_t)nh * hd) == cudaSuccess,
+            "poison");
+    int mma = 0, tps = 0;
+    size_t wsb = 0;
+    REQUIRE(as_k_sparse_attn_decode_plan(1, nh, hd, topk_max, &mma, &tps, &wsb) == 0, "%s: plan", what);
+    CHECK(!mma || tps == 1, "%s: the decode plan splits %d tiles per split (one expected)", what, tps);
+    void *ws = wsb ? as_gpu_alloc(wsb) : NULL;
+    if (ws)
+        REQUIRE(cudaMemset(ws, 0xff, wsb) == cudaSuccess, "poison the workspace");
+    int32_t *dtopk = dev_int(topk_live), *dnb = dev_int(nb_live);
+    const float scale = 1.0f / sqrtf((float)hd);
+    as_gpu_check_launch(as_k_sparse_attn(dq, drows, na, drows + (size_t)na * hd, nb_live, didx, topk_live, dsink, oa, 1,
+                                         nh, hd, scale, 0),
+                        what);
+    as_gpu_check_launch(as_k_sparse_attn_decode(dq, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx, topk_max,
+                                                dtopk, dsink, ob, 1, nh, hd, scale, ws, wsb, 0),
+                        what);
+    uint16_t *ga = xmalloc(sizeof(uint16_t) * (size_t)nh * hd), *gb = xmalloc(sizeof(uint16_t) * (size_t)nh * hd);
+    as_gpu_get_bytes(ga, oa, sizeof(uint16_t) * (size_t)nh * hd);
+    as_gpu_get_bytes(gb, ob, sizeof(uint16_t) * (size_t)nh * hd);
+    int64_t bad = diff_bytes(what, gb, ga, (size_t)nh * hd, 2);
+    CHECK(bad == 0, "%s: %lld of %d outputs differ from the by-value launch", what, (long long)bad, nh * hd);
+    if (!bad)
+        as_test_note("%s: exact (%s, %d tiles per split, workspace %zu bytes)", what, mma ? "tensor cores" : "warp kernel",
+                     tps, wsb);
+    free(q), free(rows), free(sink), free(idx), free(ga), free(gb);
+    as_gpu_free(dq), as_gpu_free(drows), as_gpu_free(dsink), as_gpu_free(didx), as_gpu_free(oa), as_gpu_free(ob),
+        as_gpu_free(dtopk), as_gpu_free(dnb);
+    if (ws)
+        as_gpu_free(ws);
+}
+
+GPU_TEST(gpu_decode_sparse_attn)
+{
+    /* flash: window 128 + index_topk 512 (ratio > 0), window only (ratio 0) */
+    attn_case("one live tile", 64, 512, 128, 300, 4096, 20, 640, 1);
+    attn_case("two live tiles", 64, 512, 128, 300, 4096, 33, 640, 2);
+    attn_case("window + 1", 64, 512, 128, 1, 4096, 129, 640, 3);
+    attn_case("window + 300", 64, 512, 128, 300, 4096, 428, 640, 4);
+    attn_case("window + 512", 64, 512, 128, 2048, 4096, 640, 640, 5);
+    attn_case("ratio 0, window only", 64, 512, 128, 0, 0, 128, 128, 6);
+    /* tiny: the warp kernel */
+    attn_case("tiny", 4, 64, 8, 5, 256, 13, 16, 7);
+    attn_case("tiny, whole", 4, 64, 8, 40, 256, 16, 16, 8);
+}

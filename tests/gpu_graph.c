@@ -1,0 +1,358 @@
+/* The decode graph (engine/graph.c) against the uncaptured decode, bit for bit. Two engines on one
+ * model take the same prefill; then every decode step runs uncaptured on one (as_engine_begin_step
+ * and each layer in turn, every layer's out copied aside) and through the graph on the other
+ * (as_engine_decode_graph, keep_layer_outs). After every step: every layer's out, the residual, every
+ * layer's window ring, partial-group state, compressed cache and index-key cache (whole buffers),
+ * the shared state's provenance and sizes, the caches' filled rows, and the last layer's run
+ * (as_engine_layer_run: every tensor and scalar) must be identical. The graph must have been
+ * captured once per step shape (two: the parity of start_pos) and replayed for every other step, or
+ * a position baked into a graph would go unseen.
+ * tiny: 300 steps (the window wraps, groups complete on odd positions, k grows to index_topk, the
+ * candidate selection narrows); the faults, each through both paths; a graph step between uncaptured
+ * ones and a new prefill (bigger: the work buffers move, the graphs are captured again); a refusal.
+ * flash ($ATTNSCOPE_FLASH_MODEL, a directory written by `attnscope gen --preset flash`): 512-token
+ * prefill + 64 steps at max_seq 1024. The first difference is reported with its step, layer, buffer
+ * and element, and the test stops there. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+#include "model/inputs.h"
+#include "ref/numerics.h"
+#include "tests/harness.h"
+#include "tests/model_fixture.h"
+
+typedef struct {
+    const AsModel *m;
+    const AsConfig *c;
+    AsEngine *a;           /* uncaptured */
+    AsEngine *b;           /* through the graph */
+    AsDecodeGraph *g;
+    float *h0;             /* synthetic inputs, [rows][dim] */
+    int rows;
+    float *outs_a, *outs_b; /* [n_layers][dim] */
+    int steps, first_bad_step;
+} Pair;
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
+    return p;
+}
+
+static void pair_open(Pair *p, const AsModel *m, const char *inject, int rows)
+{
+    memset(p, 0, sizeof *p);
+    p->m = m;
+    p->c = &m->cfg;
+    p->rows = rows;
+    p->first_bad_step = -1;
+    AsError err = {0};
+    AsEngineOptions eo = {.device = 0, .inject = inject, .host_select = true};
+    REQUIRE(as_engine_create(m, &eo, &p->a, &err) == 0, "engine (uncaptured): %s", err.msg);
+    REQUIRE(as_engine_create(m, &eo, &p->b, &err) == 0, "engine (graph): %s", err.msg);
+    AsDecodeGraphOptions go = {.keep_layer_outs = true};
+    REQUIRE(as_decode_graph_create(p->b, &go, &p->g, &err) == 0, "decode graph: %s", err.msg);
+    p->h0 = xmalloc(sizeof(float) * (size_t)rows * p->c->dim);
+    as_inputs_synthetic(1, 0, rows, p->c->dim, p->h0);
+    p->outs_a = xmalloc(sizeof(float) * (size_t)p->c->n_layers * p->c->dim);
+    p->outs_b = xmalloc(sizeof(float) * (size_t)p->c->n_layers * p->c->dim);
+}
+
+static void pair_close(Pair *p)
+{
+    as_decode_graph_destroy(p->g);
+    as_engine_destroy(p->a);
+    as_engine_destroy(p->b);
+    free(p->h0), free(p->outs_a), free(p->outs_b);
+}
+
+/* A prefill of s tokens on both engines (uncaptured). */
+static void pair_prefill(Pair *p, int s)
+{
+    AsError err = {0};
+    REQUIRE(s <= p->rows, "test bug: prefill past the inputs");
+    REQUIRE(as_engine_begin_step(p->a, p->h0, 0, s, &err) == 0 && as_engine_finish_step(p->a, &err) == 0,
+            "prefill %d (uncaptured engine): %s", s, err.msg);
+    REQUIRE(as_engine_begin_step(p->b, p->h0, 0, s, &err) == 0 && as_engine_finish_step(p->b, &err) == 0,
+            "prefill %d (graph engine): %s", s, err.msg);
+}
+
+/* One uncaptured decode step on e, layer by layer, its layers' outs into outs ([n_layers][dim]). */
+static int step_uncaptured(Pair *p, AsEngine *e, int pos, float *outs, AsError *err)
+{
+    const AsConfig *c = p->c;
+    int rc = as_engine_begin_step(e, p->h0 + (size_t)pos * c->dim, pos, 1, err);
+    uint16_t *tmp = xmalloc(sizeof(uint16_t) * (size_t)c->dim);
+    for (int l = 0; !rc && l < c->n_layers; l++) {
+        int done;
+        rc = as_engine_next_layer(e, &done, err);
+        if (!rc && outs) {
+            cudaError_t cr = cudaMemcpy(tmp, e->wk.out, sizeof(uint16_t) * (size_t)c->dim, cudaMemcpyDeviceToHost);
+            REQUIRE(cr == cudaSuccess, "copying layer %d's out: %s", l, cudaGetErrorString(cr));
+            for (int i = 0; i < c->dim; i++)
+                outs[(size_t)l * c->dim + i] = as_bf16_to_f32(tmp[i]);
+        }
+    }
+    free(tmp);
+    if (!rc)
+        rc = as_engine_finish_step(e, err);
+    return rc;
+}
+
+/* Byte-compares device buffers of the two engines; the first difference is reported. */
+static bool same_dev(int pos, int l, const char *what, const void *da, const void *db, size_t bytes,
+                     size_t esz)
+{
+    if (!bytes)
+        return true;
+    unsigned char *a = xmalloc(bytes), *b = xmalloc(bytes);
+    cudaError_t ra = cudaMemcpy(a, da, bytes, cudaMemcpyDeviceToHost), rb = cudaMemcpy(b, db, bytes, cudaMemcpyDeviceToHost);
+    REQUIRE(ra == cudaSuccess && rb == cudaSuccess, "copying %s: %s", what, cudaGetErrorString(ra ? ra : rb));
+    size_t i = 0;
+    while (i < bytes && a[i] == b[i])
+        i++;
+    bool same = i == bytes;
+    if (!same) {
+        size_t e = i / esz;
+        uint32_t va = 0, vb = 0;
+        memcpy(&va, a + e * esz, esz < 4 ? esz : 4);
+        memcpy(&vb, b + e * esz, esz < 4 ? esz : 4);
+        as_test_fail(__FILE__, __LINE__, "decode at position %d, layer %d, %s: element %zu differs: graph 0x%x, "
+                     "uncaptured 0x%x", pos, l, what, e, vb, va);
+    }
+    free(a), free(b);
+    return same;
+}
+
+static bool same_prov(AsProvenance x, AsProvenance y) { return x.layer == y.layer && x.step == y.step; }
+
+/* The engines' state after a step: caches, shared state, residual. */
+static bool same_state(const Pair *p, int pos)
+{
+    const AsConfig *c = p->c;
+    const AsEngine *a = p->a, *b = p->b;
+    bool ok = same_dev(pos, -1, "residual h", a->wk.h, b->wk.h, sizeof(uint16_t) * (size_t)c->dim, 2);
+    for (int l = 0; ok && l < c->n_layers; l++) {
+        const AsDevLayerState *x = &a->ls[l], *y = &b->ls[l];
+        const int r = c->role[l].ratio, hd = c->head_dim, ihd = c->index_head_dim;
+        ok = same_dev(pos, l, "window ring", x->ring, y->ring, sizeof(uint16_t) * (size_t)c->window * hd, 2);
+        if (ok && x->part_kv)
+            ok = same_dev(pos, l, "partial-group kv", x->part_kv, y->part_kv, sizeof(float) * (size_t)r * hd, 4) &&
+                 same_dev(pos, l, "partial-group score", x->part_sc, y->part_sc, sizeof(float) * (size_t)r * hd, 4);
+        if (ok && x->ccache)
+            ok = same_dev(pos, l, "compressed cache", x->ccache, y->ccache, sizeof(uint16_t) * (size_t)x->cap * hd, 2);
+        if (ok && x->ikcache)
+            ok = same_dev(pos, l, "index-key cache", x->ikcache, y->ikcache, sizeof(uint16_t) * (size_t)x->cap * ihd,
+                          2);
+        if (ok && (x->ccache_rows != y->ccache_rows || x->ikcache_rows != y->ikcache_rows)) {
+            as_test_fail(__FILE__, __LINE__, "decode at position %d, layer %d: cache rows %d / %d, uncaptured %d / %d",
+                         pos, l, y->ccache_rows, y->ikcache_rows, x->ccache_rows, x->ikcache_rows);
+            ok = false;
+        }
+    }
+    const AsDevShared *s = &a->sh, *t = &b->sh;
+    if (ok && (!same_prov(s->compress_kv_from, t->compress_kv_from) || !same_prov(s->index_k_from, t->index_k_from) ||
+               !same_prov(s->sel_from, t->sel_from) || !same_prov(s->cand_from, t->cand_from) ||
+               s->sel_present != t->sel_present || s->sel_s != t->sel_s || s->sel_k != t->sel_k ||
+               s->cand_s != t->cand_s || s->cand_width != t->cand_width || s->compress_kv_cap != t->compress_kv_cap ||
+               s->index_k_cap != t->index_k_cap || a->step != b->step)) {
+        as_test_fail(__FILE__, __LINE__,
+                     "decode at position %d: shared state differs: compressed cache from layer %d step %d (uncaptured "
+                     "%d, %d), keys from %d, %d (%d, %d), selection from %d, %d k %d (%d, %d k %d), candidates from %d, "
+                     "%d width %d (%d, %d width %d), engine step %d (%d)",
+                     pos, t->compress_kv_from.layer, t->compress_kv_from.step, s->compress_kv_from.layer,
+                     s->compress_kv_from.step, t->index_k_from.layer, t->index_k_from.step, s->index_k_from.layer,
+                     s->index_k_from.step, t->sel_from.layer, t->sel_from.step, t->sel_k, s->sel_from.layer,
+                     s->sel_from.step, s->sel_k, t->cand_from.layer, t->cand_from.step, t->cand_width,
+                     s->cand_from.layer, s->cand_from.step, s->cand_width, b->step, a->step);
+        ok = false;
+    }
+    return ok;
+}
+
+/* The last layer's run of both engines, every tensor and scalar. */
+static bool same_last_run(const Pair *p, int pos)
+{
+    AsRun ra, rb;
+    as_run_init(&ra), as_run_init(&rb);
+    AsError err = {0};
+    REQUIRE(as_engine_layer_run(p->a, &ra, &err) == 0, "layer run (uncaptured) at position %d: %s", pos, err.msg);
+    REQUIRE(as_engine_layer_run(p->b, &rb, &err) == 0, "layer run after a graph step at position %d: %s", pos, err.msg);
+    bool ok = true;
+#define SC(f)                                                                                                    \
+    if (ok && ra.f != rb.f) {                                                                                    \
+        as_test_fail(__FILE__, __LINE__, "decode at position %d, last layer's run: " #f " %d after the graph, %d", \
+                     pos, (int)rb.f, (int)ra.f);                                                                 \
+        ok = false;                                                                                              \
+    }
+    SC(layer) SC(step) SC(start_pos) SC(s) SC(ratio) SC(rows_a_len) SC(rows_b_len) SC(cols) SC(k) SC(topk) SC(width)
+    SC(compress_len) SC(n_new) SC(indexer_ran)
+#undef SC
+    if (ok && (!same_prov(ra.rows_b_from, rb.rows_b_from) || !same_prov(ra.keys_from, rb.keys_from) ||
+               !same_prov(ra.sel_from, rb.sel_from) || !same_prov(ra.cand_from, rb.cand_from))) {
+        as_test_fail(__FILE__, __LINE__, "decode at position %d, last layer's run: provenance differs (rows_b %d/%d, "
+                     "keys %d/%d, selection %d/%d, candidates %d/%d: graph/uncaptured layers)", pos,
+                     rb.rows_b_from.layer, ra.rows_b_from.layer, rb.keys_from.layer, ra.keys_from.layer,
+                     rb.sel_from.layer, ra.sel_from.layer, rb.cand_from.layer, ra.cand_from.layer);
+        ok = false;
+    }
+    for (int i = 0; ok && i < AS_T_COUNT; i++) {
+        const AsHostTensor *x = &ra.t[i], *y = &rb.t[i];
+        const int64_t n = as_ht_numel(x);
+        const size_t esz = x->type == AS_VT_U8 ? 1 : 4;
+        if (!x->data != !y->data || n != as_ht_numel(y) || x->ndim != y->ndim ||
+            (n && memcmp(x->data, y->data, (size_t)n * esz))) {
+            int64_t e = 0;
+            while (e < n && y->data && !memcmp((char *)x->data + e * esz, (char *)y->data + e * esz, esz))
+                e++;
+            as_test_fail(__FILE__, __LINE__,
+                         "decode at position %d, last layer's run, %s: %s (%ld elements uncaptured, %ld after the "
+                         "graph; first difference at element %ld)",
+                         pos, as_tensor_desc[i].name, !x->data != !y->data ? "present on one side only" : "differs",
+                         (long)n, (long)as_ht_numel(y), (long)e);
+            ok = false;
+        }
+    }
+    as_run_free(&ra), as_run_free(&rb);
+    return ok;
+}
+
+/* Decode steps at positions pos0 .. pos0 + n - 1: uncaptured on a, through the graph on b (or
+ * uncaptured on b too when b_uncaptured), compared after each; stops at the first difference. */
+static bool pair_decode(Pair *p, int pos0, int n, bool b_uncaptured)
+{
+    const AsConfig *c = p->c;
+    for (int i = 0; i < n; i++) {
+        const int pos = pos0 + i;
+        AsError ea = {0}, eb = {0};
+        int ra = step_uncaptured(p, p->a, pos, p->outs_a, &ea);
+        int rb = b_uncaptured ? step_uncaptured(p, p->b, pos, p->outs_b, &eb)
+                              : as_engine_decode_graph(p->g, p->h0 + (size_t)pos * c->dim, pos, &eb);
+        if (ra || rb) {
+            CHECK(ra == rb && !strcmp(ea.msg, eb.msg),
+                  "decode at position %d: the uncaptured step returned %d (%s), the graph step %d (%s)", pos, ra,
+                  ra ? ea.msg : "ok", rb, rb ? eb.msg : "ok");
+            if (ra == rb)
+                as_test_note("decode at position %d: both paths refuse alike: %s", pos, ea.msg);
+            return false;
+        }
+        p->steps++;
+        if (!b_uncaptured) {
+            AsError err = {0};
+            REQUIRE(as_decode_graph_layer_outs(p->g, p->outs_b, &err) == 0, "%s", err.msg);
+        }
+        bool ok = true;
+        for (int l = 0; ok && l < c->n_layers; l++)
+            if (memcmp(p->outs_a + (size_t)l * c->dim, p->outs_b + (size_t)l * c->dim, sizeof(float) * (size_t)c->dim)) {
+                int j = 0;
+                while (!memcmp(&p->outs_a[(size_t)l * c->dim + j], &p->outs_b[(size_t)l * c->dim + j], sizeof(float)))
+                    j++;
+                as_test_fail(__FILE__, __LINE__, "decode at position %d, layer %d, out[%d]: graph %.9g, uncaptured %.9g",
+                             pos, l, j, p->outs_b[(size_t)l * c->dim + j], p->outs_a[(size_t)l * c->dim + j]);
+                ok = false;
+            }
+        ok = ok && same_state(p, pos) && same_last_run(p, pos);
+        if (!ok) {
+            p->first_bad_step = pos;
+            return false;
+        }
+    }
+    return true;
+}
+
+static void expect_shapes(const Pair *p, const char *name, int captures)
+{
+    AsDecodeGraphInfo gi;
+    as_decode_graph_info(p->g, &gi);
+    as_test_note("%s: %d graph steps identical to the uncaptured ones; %d captures, %d replays; last graph %d nodes "
+                 "(%d kernels, %d copies, %d memsets, %d host nodes, %d other), %.3f ms",
+                 name, p->steps, gi.captures, gi.replays, gi.nodes, gi.kernels, gi.memcpys, gi.memsets, gi.hosts,
+                 gi.others, gi.last_ms);
+    CHECK(gi.captures == captures, "%s: %d graphs captured, %d expected (one per step shape): a recapture per step "
+          "would hide a baked position", name, gi.captures, captures);
+}
+
+GPU_TEST(gpu_graph_tiny_300_steps)
+{
+    AsModel *m = as_test_model("tiny", NULL, 7);
+    Pair p;
+    pair_open(&p, m, NULL, 9 + 300 + 1);
+    pair_prefill(&p, 9);
+    bool ok = pair_decode(&p, 9, 300, false);
+    CHECK(ok, "tiny: the graph and the uncaptured decode differ (first at position %d)", p.first_bad_step);
+    expect_shapes(&p, "tiny prefill 9 + 300 decode", 2);
+    AsDecodeGraphInfo gi;
+    as_decode_graph_info(p.g, &gi);
+    CHECK(gi.replays == p.steps - 2, "tiny: %d replays for %d steps", gi.replays, p.steps);
+    pair_close(&p);
+    as_test_model_free(m);
+}
+
+/* Mixing paths: graph steps, uncaptured steps on the graph engine, graph again (the same graphs), a
+ * new and longer prefill (the work buffers are reallocated: captured again), a refusal. */
+GPU_TEST(gpu_graph_tiny_mixed_and_refusal)
+{
+    AsModel *m = as_test_model("tiny", NULL, 8);
+    const AsConfig *c = &m->cfg;
+    Pair p;
+    pair_open(&p, m, NULL, c->max_seq + 1);
+    pair_prefill(&p, 9);
+    bool ok = pair_decode(&p, 9, 10, false) && pair_decode(&p, 19, 3, true) && pair_decode(&p, 22, 10, false);
+    CHECK(ok, "tiny mixed: differ at position %d", p.first_bad_step);
+    expect_shapes(&p, "tiny mixed, before the second prefill", 2);
+    pair_prefill(&p, 40);
+    ok = pair_decode(&p, 40, 20, false);
+    CHECK(ok, "tiny after a second prefill: differ at position %d", p.first_bad_step);
+    expect_shapes(&p, "tiny after a second, longer prefill", 4);
+    /* a step past max_seq is refused before anything runs, and the engine goes on */
+    AsError err = {0};
+    int rc = as_engine_decode_graph(p.g, p.h0, c->max_seq, &err);
+    CHECK(rc == AS_EREFUSED, "decode graph at max_seq: %d (%s), want a refusal", rc, err.msg);
+    if (rc)
+        as_test_note("decode graph at position %d (max_seq): %s", c->max_seq, err.msg);
+    ok = pair_decode(&p, 60, 2, false);
+    CHECK(ok, "tiny after a refusal: differ at position %d", p.first_bad_step);
+    pair_close(&p);
+    as_test_model_free(m);
+}
+
+/* Every fault, injected into both engines, acts alike through the graph. */
+GPU_TEST(gpu_graph_tiny_faults)
+{
+    AsModel *m = as_test_model("tiny", NULL, 9);
+    for (int f = 1; f < AS_FAULT_COUNT; f++) {
+        Pair p;
+        pair_open(&p, m, as_fault_desc[f].name, 9 + 14 + 1);
+        pair_prefill(&p, 9);
+        bool ok = pair_decode(&p, 9, 14, false);
+        CHECK(ok || p.first_bad_step < 0, "fault %s: the graph and the uncaptured decode differ at position %d",
+              as_fault_desc[f].name, p.first_bad_step);
+        as_test_note("fault %-15s: %d decode steps identical through the graph", as_fault_desc[f].name, p.steps);
+        pair_close(&p);
+    }
+    as_test_model_free(m);
+}
+
+GPU_TEST(gpu_graph_flash_prefill512_decode64)
+{
+    const char *dir = getenv("ATTNSCOPE_FLASH_MODEL");
+    if (!dir || !*dir)
+        as_test_skip("ATTNSCOPE_FLASH_MODEL not set (a directory written by attnscope gen --preset flash)");
+    AsModel *m = calloc(1, sizeof *m);
+    REQUIRE(m, "out of host memory");
+    AsError err = {0};
+    REQUIRE(as_model_load(dir, 1024, m, &err) == 0, "load %s: %s", dir, err.msg);
+    Pair p;
+    pair_open(&p, m, NULL, 512 + 64 + 1);
+    pair_prefill(&p, 512);
+    bool ok = pair_decode(&p, 512, 64, false);
+    CHECK(ok, "flash: the graph and the uncaptured decode differ (first at position %d)", p.first_bad_step);
+    expect_shapes(&p, "flash prefill 512 + 64 decode", 2);
+    pair_close(&p);
+    as_model_free(m);
+    free(m);
+}
