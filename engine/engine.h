@@ -84,6 +84,10 @@ int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsE
 void as_decode_graph_info(const AsDecodeGraph *g, AsDecodeGraphInfo *out);
 /* Every layer's out of the last step ([n_layers][dim]; keep_layer_outs). */
 int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err);
+/* Layer l's run in the last step, scalars and provenance only (rows_b_from, keys_from, sel_from,
+ * cand_from, k, width, ...: what as_engine_layer_run gives for that layer, without tensors; a graph
+ * step keeps only the last layer's tensors). out is freed first (as_run_init'ed or a run). */
+int as_decode_graph_layer_meta(const AsDecodeGraph *g, int l, AsRun *out, AsError *err);
 
 /* The benchmark of issue 4/8 (`attnscope bench-engine`): decode at `context` tokens and a
  * prefill of `prefill` tokens, per layer kind, against the device's measured limits. Writes a

@@ -100,7 +100,8 @@ struct AsDecodeGraph {
     GSelArg sel_arg[AS_MAX_LAYERS];
     GSlot slot[AS_GRAPH_SLOTS];
     int victim;
-    GPlan plan;
+    GPlan plan, next;             /* the step's plan; next: planned, not yet accepted */
+    bool stepped;                 /* a step has run (plan is its) */
     int host_rc;                  /* set by a failing host node */
     char host_msg[600];
     cudaEvent_t ev0, ev1;
@@ -240,6 +241,8 @@ static void fill_params(AsDecodeGraph *g)
     }
 }
 
+static void plan_meta(const AsDecodeGraph *g, int l, AsRun *m);
+
 /* The plan's bookkeeping into the engine: what as_engine_begin_step + as_engine_finish_step leave. */
 static void apply_plan(AsDecodeGraph *g)
 {
@@ -268,10 +271,17 @@ static void apply_plan(AsDecodeGraph *g)
         e->ls[l].ccache_rows = p->ccache_rows[l];
         e->ls[l].ikcache_rows = p->ikcache_rows[l];
     }
-    const int l = c->n_layers - 1;
+    as_run_free(&e->last);
+    plan_meta(g, c->n_layers - 1, &e->last);
+    e->last_layer = c->n_layers - 1;
+}
+
+/* Layer l's run scalars and provenance as the plan has them (m freshly initialised: no tensors). */
+static void plan_meta(const AsDecodeGraph *g, int l, AsRun *m)
+{
+    const AsConfig *c = &g->e->cfg;
+    const GPlan *p = &g->plan;
     const GLayerPlan *L = &p->layer[l];
-    AsRun *m = &e->last;
-    as_run_free(m);
     m->layer = l;
     m->step = p->step;
     m->start_pos = p->start_pos;
@@ -290,7 +300,6 @@ static void apply_plan(AsDecodeGraph *g)
     m->keys_from = L->keys_from;
     m->sel_from = L->sel_from;
     m->cand_from = L->cand_from;
-    e->last_layer = l;
 }
 
 static bool prov_eq(AsProvenance a, AsProvenance b) { return a.layer == b.layer && a.step == b.step; }
@@ -713,7 +722,8 @@ int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsE
     if (start_pos + 1 > c->max_seq)
         return as_err(err, AS_EREFUSED, "position %d beyond max_seq %d", start_pos, c->max_seq);
     TRY(reserve(g, err));
-    TRY(plan_step(e, start_pos, e->step + 1, &g->plan, err));
+    TRY(plan_step(e, start_pos, e->step + 1, &g->next, err));
+    g->plan = g->next;
     fill_params(g);
     for (int i = 0; i < c->dim; i++)
         g->h0_h[i] = as_bf16_bits(h0[i]);
@@ -734,6 +744,7 @@ int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsE
         captured = true;
     }
     apply_plan(g);
+    g->stepped = true;
     g->host_rc = 0;
     g->host_msg[0] = 0;
     CU(err, cudaEventRecord(g->ev0, e->st), "decode graph: timing event");
@@ -768,6 +779,17 @@ int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsE
 }
 
 void as_decode_graph_info(const AsDecodeGraph *g, AsDecodeGraphInfo *out) { *out = g->info; }
+
+int as_decode_graph_layer_meta(const AsDecodeGraph *g, int l, AsRun *out, AsError *err)
+{
+    if (l < 0 || l >= g->e->cfg.n_layers)
+        return as_err(err, AS_EBADINPUT, "decode graph: no layer %d", l);
+    if (!g->stepped)
+        return as_err(err, AS_EBADINPUT, "decode graph: no step has run yet");
+    as_run_free(out);
+    plan_meta(g, l, out);
+    return 0;
+}
 
 int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err)
 {

@@ -68,3 +68,8 @@ int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err)
     (void)g, (void)outs;
     return no_engine(err);
 }
+int as_decode_graph_layer_meta(const AsDecodeGraph *g, int l, AsRun *out, AsError *err)
+{
+    (void)g, (void)l, (void)out;
+    return no_engine(err);
+}

@@ -3,8 +3,9 @@
  * and each layer in turn, every layer's out copied aside) and through the graph on the other
  * (as_engine_decode_graph, keep_layer_outs). After every step: every layer's out, the residual, every
  * layer's window ring, partial-group state, compressed cache and index-key cache (whole buffers),
- * the shared state's provenance and sizes, the caches' filled rows, and the last layer's run
- * (as_engine_layer_run: every tensor and scalar) must be identical. The graph must have been
+ * the shared state's provenance and sizes, the caches' filled rows, the last layer's run
+ * (as_engine_layer_run: every tensor and scalar) and every layer's run scalars and provenance
+ * (as_decode_graph_layer_meta against the forward's) must be identical. The graph must have been
  * captured once per step shape (two: the parity of start_pos) and replayed for every other step, or
  * a position baked into a graph would go unseen.
  * tiny: 300 steps (the window wraps, groups complete on odd positions, k grows to index_topk, the
@@ -33,6 +34,7 @@ typedef struct {
     float *h0;             /* synthetic inputs, [rows][dim] */
     int rows;
     float *outs_a, *outs_b; /* [n_layers][dim] */
+    AsRun *meta_a;          /* [n_layers]: every layer's run scalars and provenance (uncaptured) */
     int steps, first_bad_step;
 } Pair;
 
@@ -60,6 +62,7 @@ static void pair_open(Pair *p, const AsModel *m, const char *inject, int rows)
     as_inputs_synthetic(1, 0, rows, p->c->dim, p->h0);
     p->outs_a = xmalloc(sizeof(float) * (size_t)p->c->n_layers * p->c->dim);
     p->outs_b = xmalloc(sizeof(float) * (size_t)p->c->n_layers * p->c->dim);
+    p->meta_a = xmalloc(sizeof(AsRun) * (size_t)p->c->n_layers);
 }
 
 static void pair_close(Pair *p)
@@ -67,7 +70,7 @@ static void pair_close(Pair *p)
     as_decode_graph_destroy(p->g);
     as_engine_destroy(p->a);
     as_engine_destroy(p->b);
-    free(p->h0), free(p->outs_a), free(p->outs_b);
+    free(p->h0), free(p->outs_a), free(p->outs_b), free(p->meta_a);
 }
 
 /* A prefill of s tokens on both engines (uncaptured). */
@@ -81,8 +84,9 @@ static void pair_prefill(Pair *p, int s)
             "prefill %d (graph engine): %s", s, err.msg);
 }
 
-/* One uncaptured decode step on e, layer by layer, its layers' outs into outs ([n_layers][dim]). */
-static int step_uncaptured(Pair *p, AsEngine *e, int pos, float *outs, AsError *err)
+/* One uncaptured decode step on e, layer by layer, its layers' outs into outs ([n_layers][dim]) and
+ * their run scalars into meta (when given). */
+static int step_uncaptured(Pair *p, AsEngine *e, int pos, float *outs, AsRun *meta, AsError *err)
 {
     const AsConfig *c = p->c;
     int rc = as_engine_begin_step(e, p->h0 + (size_t)pos * c->dim, pos, 1, err);
@@ -90,6 +94,11 @@ static int step_uncaptured(Pair *p, AsEngine *e, int pos, float *outs, AsError *
     for (int l = 0; !rc && l < c->n_layers; l++) {
         int done;
         rc = as_engine_next_layer(e, &done, err);
+        if (!rc && meta) {
+            meta[l] = e->last; /* scalars and provenance: the engine keeps no tensors in it */
+            for (int i = 0; i < AS_T_COUNT; i++)
+                meta[l].t[i].data = NULL;
+        }
         if (!rc && outs) {
             cudaError_t cr = cudaMemcpy(tmp, e->wk.out, sizeof(uint16_t) * (size_t)c->dim, cudaMemcpyDeviceToHost);
             REQUIRE(cr == cudaSuccess, "copying layer %d's out: %s", l, cudaGetErrorString(cr));
@@ -221,6 +230,38 @@ static bool same_last_run(const Pair *p, int pos)
     return ok;
 }
 
+/* Every layer's run scalars and provenance after a graph step (the plan's) against the uncaptured
+ * forward's. */
+static bool same_layer_metas(const Pair *p, int pos)
+{
+    for (int l = 0; l < p->c->n_layers; l++) {
+        AsRun mb;
+        as_run_init(&mb);
+        AsError err = {0};
+        REQUIRE(as_decode_graph_layer_meta(p->g, l, &mb, &err) == 0, "layer %d meta: %s", l, err.msg);
+        const AsRun *ma = &p->meta_a[l];
+        if (ma->layer != mb.layer || ma->step != mb.step || ma->start_pos != mb.start_pos || ma->s != mb.s ||
+            ma->ratio != mb.ratio || ma->rows_a_len != mb.rows_a_len || ma->rows_b_len != mb.rows_b_len ||
+            ma->cols != mb.cols || ma->k != mb.k || ma->topk != mb.topk || ma->width != mb.width ||
+            ma->compress_len != mb.compress_len || ma->n_new != mb.n_new || ma->indexer_ran != mb.indexer_ran ||
+            !same_prov(ma->rows_b_from, mb.rows_b_from) || !same_prov(ma->keys_from, mb.keys_from) ||
+            !same_prov(ma->sel_from, mb.sel_from) || !same_prov(ma->cand_from, mb.cand_from)) {
+            as_test_fail(__FILE__, __LINE__,
+                         "decode at position %d, layer %d's run after the graph step: k %d width %d topk %d n_new %d, "
+                         "rows_b from %d/%d, keys from %d/%d, selection from %d/%d, candidates from %d/%d; the "
+                         "uncaptured forward: k %d width %d topk %d n_new %d, rows_b %d/%d, keys %d/%d, selection "
+                         "%d/%d, candidates %d/%d (layer/step)",
+                         pos, l, mb.k, mb.width, mb.topk, mb.n_new, mb.rows_b_from.layer, mb.rows_b_from.step,
+                         mb.keys_from.layer, mb.keys_from.step, mb.sel_from.layer, mb.sel_from.step,
+                         mb.cand_from.layer, mb.cand_from.step, ma->k, ma->width, ma->topk, ma->n_new,
+                         ma->rows_b_from.layer, ma->rows_b_from.step, ma->keys_from.layer, ma->keys_from.step,
+                         ma->sel_from.layer, ma->sel_from.step, ma->cand_from.layer, ma->cand_from.step);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Decode steps at positions pos0 .. pos0 + n - 1: uncaptured on a, through the graph on b (or
  * uncaptured on b too when b_uncaptured), compared after each; stops at the first difference. */
 static bool pair_decode(Pair *p, int pos0, int n, bool b_uncaptured)
@@ -229,8 +270,8 @@ static bool pair_decode(Pair *p, int pos0, int n, bool b_uncaptured)
     for (int i = 0; i < n; i++) {
         const int pos = pos0 + i;
         AsError ea = {0}, eb = {0};
-        int ra = step_uncaptured(p, p->a, pos, p->outs_a, &ea);
-        int rb = b_uncaptured ? step_uncaptured(p, p->b, pos, p->outs_b, &eb)
+        int ra = step_uncaptured(p, p->a, pos, p->outs_a, p->meta_a, &ea);
+        int rb = b_uncaptured ? step_uncaptured(p, p->b, pos, p->outs_b, NULL, &eb)
                               : as_engine_decode_graph(p->g, p->h0 + (size_t)pos * c->dim, pos, &eb);
         if (ra || rb) {
             CHECK(ra == rb && !strcmp(ea.msg, eb.msg),
@@ -255,7 +296,7 @@ static bool pair_decode(Pair *p, int pos0, int n, bool b_uncaptured)
                              pos, l, j, p->outs_b[(size_t)l * c->dim + j], p->outs_a[(size_t)l * c->dim + j]);
                 ok = false;
             }
-        ok = ok && same_state(p, pos) && same_last_run(p, pos);
+        ok = ok && same_state(p, pos) && same_last_run(p, pos) && (b_uncaptured || same_layer_metas(p, pos));
         if (!ok) {
             p->first_bad_step = pos;
             return false;
