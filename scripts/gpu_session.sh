@@ -80,10 +80,10 @@ for p in "$@"; do
     sanitize)
         export AS_KTEST_SMALL=1
         for tool in memcheck racecheck initcheck; do
-            phase "sanitize_$tool" 200 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            phase "sanitize_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
                 "$B/attnscope_tests" 'gpu_*kernels*' 'gpu_rmsnorm*' 'gpu_rope*' 'gpu_quant*' 'gpu_window*' \
                 'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*' \
-                'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*'
+                'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*' 'gpu_q2k*' 'gpu_build_idx*' 'gpu_convert*'
         done
         unset AS_KTEST_SMALL ;;
     h5py)
