@@ -654,7 +654,7 @@ void as_compare_layer(const AsRun *got, const AsRun *want, const AsCompareOption
     out->worst_tensor = AS_T_COUNT;
     for (int i = 0; i < AS_T_COUNT; i++)
         as_compare_tensor(got, want, (AsTensorId)i, opt, &out->t[i]);
-    if (opt->quantised)
+    if (opt && opt->quantised) /* opt NULL: the defaults */
         judge_index_path_by_selections(out);
     double worst_rel = -1;
     for (int i = 0; i < AS_T_COUNT; i++) {
