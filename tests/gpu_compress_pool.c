@@ -24,63 +24,7 @@
 #include "tests/gpu_util.h"
 #include "tests/harness.h"
 
-/* ---- helpers (each gpu_*.c test of the elementwise kernels keeps its own copy) ---- */
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
-    return p;
-}
-
-static int is_nan_bits(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f); }
-static int64_t ordered(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff) : (int64_t)b; }
-
-typedef struct {
-    int64_t bad, near, nans;
-} Diff;
-
-/* got / want: bf16 bits of a [rows][cols] tensor. Equal bits (or NaN against NaN) match; bits
- * within max_ulp ulps (ordered; +0 against -0 is 1) are "near"; the rest are reported (first 6,
- * with coordinates) and counted as bad. */
-static Diff diff_bf16(const char *what, const uint16_t *got, const uint16_t *want, int64_t rows, int64_t cols,
-                      int max_ulp)
-{
-    Diff d = {0, 0, 0};
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) {
-            uint16_t g = got[r * cols + c], w = want[r * cols + c];
-            int gn = is_nan_bits(g), wn = is_nan_bits(w);
-            int64_t dist = 0;
-            if (gn && wn) {
-                d.nans++;
-                continue;
-            }
-            if (g == w)
-                continue;
-            if (!gn && !wn) {
-                dist = llabs(ordered(g) - ordered(w));
-                if (dist == 0)
-                    dist = 1;
-                if (dist <= max_ulp) {
-                    d.near++;
-                    continue;
-                }
-            }
-            if (d.bad < 6)
-                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %s%lld ulp", what, (long long)r,
-                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), gn || wn ? "NaN on one side, " : "",
-                             (long long)dist);
-            d.bad++;
-        }
-    return d;
-}
-
-static void poison(void *dev, size_t bytes)
-{
-    cudaError_t rc = cudaMemset(dev, 0xff, bytes);
-    REQUIRE(rc == cudaSuccess, "cudaMemset: %s", cudaGetErrorString(rc));
-}
+/* ---- helpers ---- */
 
 /* ---- the compressor's context: selection weights, state on both sides ---- */
 
@@ -105,8 +49,8 @@ static void ctx_init(Ctx *c, const char *geom, int r, int hd)
     c->hd = hd;
     c->eps = 1e-20f;
     const int64_t nw = (int64_t)hd * 2 * hd;
-    c->wkv_data = xmalloc(sizeof(float) * (size_t)nw);
-    c->wgate_data = xmalloc(sizeof(float) * (size_t)nw);
+    c->wkv_data = as_test_xmalloc(sizeof(float) * (size_t)nw);
+    c->wgate_data = as_test_xmalloc(sizeof(float) * (size_t)nw);
     memset(c->wkv_data, 0, sizeof(float) * (size_t)nw);
     memset(c->wgate_data, 0, sizeof(float) * (size_t)nw);
     for (int o = 0; o < hd; o++) {
@@ -126,12 +70,12 @@ static void ctx_init(Ctx *c, const char *geom, int r, int hd)
         w[k]->nbytes = (int64_t)sizeof(float) * nw;
         w[k]->scale = NULL;
     }
-    c->norm = xmalloc(sizeof(float) * (size_t)hd);
+    c->norm = as_test_xmalloc(sizeof(float) * (size_t)hd);
     for (int i = 0; i < hd; i++)
         c->norm[i] = 1.0f;
     const int64_t ns = (int64_t)r * hd;
-    c->part_kv = xmalloc(sizeof(float) * (size_t)ns);
-    c->part_sc = xmalloc(sizeof(float) * (size_t)ns);
+    c->part_kv = as_test_xmalloc(sizeof(float) * (size_t)ns);
+    c->part_sc = as_test_xmalloc(sizeof(float) * (size_t)ns);
     c->dpart_kv = as_gpu_alloc(sizeof(float) * (size_t)ns);
     c->dpart_sc = as_gpu_alloc(sizeof(float) * (size_t)ns);
 }
@@ -147,14 +91,14 @@ static void ctx_free(Ctx *c)
 static void ctx_reset(Ctx *c)
 {
     const int64_t ns = (int64_t)c->r * c->hd;
-    poison(c->dpart_kv, sizeof(float) * (size_t)ns);
-    poison(c->dpart_sc, sizeof(float) * (size_t)ns);
+    as_gpu_poison(c->dpart_kv, sizeof(float) * (size_t)ns);
+    as_gpu_poison(c->dpart_sc, sizeof(float) * (size_t)ns);
     as_gpu_check_launch(as_k_compress_state_reset(c->dpart_kv, c->dpart_sc, (int)ns, 0), "as_k_compress_state_reset");
     for (int64_t i = 0; i < ns; i++) {
         c->part_kv[i] = 0.0f;
         c->part_sc[i] = -INFINITY;
     }
-    float *kv = xmalloc(sizeof(float) * (size_t)ns), *sc = xmalloc(sizeof(float) * (size_t)ns);
+    float *kv = as_test_xmalloc(sizeof(float) * (size_t)ns), *sc = as_test_xmalloc(sizeof(float) * (size_t)ns);
     as_gpu_get_f32(kv, c->dpart_kv, ns);
     as_gpu_get_f32(sc, c->dpart_sc, ns);
     int64_t bad = 0;
@@ -196,9 +140,9 @@ static void step(Ctx *c, int s, int start_pos, uint64_t seed, int quiet)
     const int n_exp = start_pos == 0 ? s / r : ((start_pos + 1) % r == 0);
     const int cap = n_exp + 1; /* one poison row past the latents */
 
-    float *ckv = xmalloc(sizeof(float) * (size_t)s * hd), *csc = xmalloc(sizeof(float) * (size_t)s * hd);
+    float *ckv = as_test_xmalloc(sizeof(float) * (size_t)s * hd), *csc = as_test_xmalloc(sizeof(float) * (size_t)s * hd);
     make_inputs(ckv, csc, s, hd, seed);
-    float *x = xmalloc(sizeof(float) * (size_t)s * 2 * hd);
+    float *x = as_test_xmalloc(sizeof(float) * (size_t)s * 2 * hd);
     for (int t = 0; t < s; t++) {
         memcpy(x + (int64_t)t * 2 * hd, ckv + (int64_t)t * hd, sizeof(float) * (size_t)hd);
         memcpy(x + (int64_t)t * 2 * hd + hd, csc + (int64_t)t * hd, sizeof(float) * (size_t)hd);
@@ -207,20 +151,20 @@ static void step(Ctx *c, int s, int start_pos, uint64_t seed, int quiet)
     /* device */
     float *dckv = as_gpu_f32(ckv, (int64_t)s * hd), *dcsc = as_gpu_f32(csc, (int64_t)s * hd);
     as_bf16_t *dlat = as_gpu_alloc(sizeof(uint16_t) * (size_t)cap * hd);
-    poison(dlat, sizeof(uint16_t) * (size_t)cap * hd);
+    as_gpu_poison(dlat, sizeof(uint16_t) * (size_t)cap * hd);
     as_gpu_check_launch(as_k_compress_pool(dckv, dcsc, s, r, hd, start_pos, c->dpart_kv, c->dpart_sc, dlat, 0), what);
-    uint16_t *got = xmalloc(sizeof(uint16_t) * (size_t)cap * hd);
+    uint16_t *got = as_test_xmalloc(sizeof(uint16_t) * (size_t)cap * hd);
     as_gpu_get_bytes(got, dlat, sizeof(uint16_t) * (size_t)cap * hd);
 
     /* reference: as_compress_pooled (state + normalised latents) */
-    float *want_norm = xmalloc(sizeof(float) * (size_t)cap * hd);
-    int *pos = xmalloc(sizeof(int) * (size_t)cap);
+    float *want_norm = as_test_xmalloc(sizeof(float) * (size_t)cap * hd);
+    int *pos = as_test_xmalloc(sizeof(int) * (size_t)cap);
     int n_new = as_compress_pooled(x, s, r, &c->wkv, &c->wgate, c->norm, c->eps, hd, start_pos, c->part_kv,
                                    c->part_sc, want_norm, pos);
     REQUIRE(n_new == n_exp, "%s: as_compress_pooled made %d latents, SPEC says %d", what, n_new, n_exp);
 
     /* reference: the pooling alone, on the groups the reference pooled */
-    float *want_pool = xmalloc(sizeof(float) * (size_t)cap * hd);
+    float *want_pool = as_test_xmalloc(sizeof(float) * (size_t)cap * hd);
     for (int g = 0; g < n_new; g++) {
         if (start_pos == 0)
             as_softmax_pool(ckv + (int64_t)g * r * hd, csc + (int64_t)g * r * hd, r, hd, want_pool + (int64_t)g * hd);
@@ -230,7 +174,7 @@ static void step(Ctx *c, int s, int start_pos, uint64_t seed, int quiet)
 
     /* state: exact */
     const int64_t ns = (int64_t)r * hd;
-    float *skv = xmalloc(sizeof(float) * (size_t)ns), *ssc = xmalloc(sizeof(float) * (size_t)ns);
+    float *skv = as_test_xmalloc(sizeof(float) * (size_t)ns), *ssc = as_test_xmalloc(sizeof(float) * (size_t)ns);
     as_gpu_get_f32(skv, c->dpart_kv, ns);
     as_gpu_get_f32(ssc, c->dpart_sc, ns);
     int64_t state_bad = 0;
@@ -246,12 +190,12 @@ static void step(Ctx *c, int s, int start_pos, uint64_t seed, int quiet)
           (long long)state_bad, (long long)ns);
 
     /* pre-norm latents against as_softmax_pool: <= 1 ulp (expf), counted */
-    uint16_t *bpool = xmalloc(sizeof(uint16_t) * (size_t)cap * hd);
+    uint16_t *bpool = as_test_xmalloc(sizeof(uint16_t) * (size_t)cap * hd);
     for (int64_t i = 0; i < (int64_t)n_new * hd; i++)
         bpool[i] = as_bf16_bits(want_pool[i]);
     char sub[320];
     snprintf(sub, sizeof sub, "%s latent (pre-norm) vs as_softmax_pool", what);
-    Diff dp = diff_bf16(sub, got, bpool, n_new, hd, 1);
+    AsBf16Diff dp = as_diff_bf16(sub, got, bpool, n_new, hd, 1);
     CHECK(dp.bad == 0, "%s: %lld of %lld pre-norm latent values more than 1 bf16 ulp from as_softmax_pool", what,
           (long long)dp.bad, (long long)n_new * hd);
     c->near_latents += dp.near;
@@ -260,11 +204,11 @@ static void step(Ctx *c, int s, int start_pos, uint64_t seed, int quiet)
     /* as_rmsnorm of the kernel's latents against as_compress_pooled's: exact for rows whose
      * pre-norm values were exact, <= 1 ulp otherwise */
     if (n_new > 0) {
-        float *glat = xmalloc(sizeof(float) * (size_t)n_new * hd), *gnorm = xmalloc(sizeof(float) * (size_t)n_new * hd);
+        float *glat = as_test_xmalloc(sizeof(float) * (size_t)n_new * hd), *gnorm = as_test_xmalloc(sizeof(float) * (size_t)n_new * hd);
         for (int64_t i = 0; i < (int64_t)n_new * hd; i++)
             glat[i] = as_bf16_to_f32(got[i]);
         as_rmsnorm(glat, c->norm, gnorm, n_new, hd, c->eps);
-        uint16_t *bg = xmalloc(sizeof(uint16_t) * (size_t)hd), *bw = xmalloc(sizeof(uint16_t) * (size_t)hd);
+        uint16_t *bg = as_test_xmalloc(sizeof(uint16_t) * (size_t)hd), *bw = as_test_xmalloc(sizeof(uint16_t) * (size_t)hd);
         int64_t norm_bad = 0;
         for (int g = 0; g < n_new; g++) {
             int row_exact = 1;
@@ -274,7 +218,7 @@ static void step(Ctx *c, int s, int start_pos, uint64_t seed, int quiet)
                 row_exact &= got[(int64_t)g * hd + d] == bpool[(int64_t)g * hd + d];
             }
             snprintf(sub, sizeof sub, "%s latent %d (after rmsnorm) vs as_compress_pooled", what, g);
-            Diff dn = diff_bf16(sub, bg, bw, 1, hd, row_exact ? 0 : 1);
+            AsBf16Diff dn = as_diff_bf16(sub, bg, bw, 1, hd, row_exact ? 0 : 1);
             norm_bad += dn.bad;
         }
         CHECK(norm_bad == 0, "%s: %lld normalised latent values differ from as_compress_pooled's", what,

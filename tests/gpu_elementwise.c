@@ -12,14 +12,7 @@
 #include "tests/gpu_util.h"
 #include "tests/harness.h"
 
-/* ---- helpers (each gpu_*.c test of the elementwise kernels keeps its own copy) ---- */
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
-    return p;
-}
+/* ---- helpers ---- */
 
 static uint64_t mix(uint64_t *s)
 {
@@ -54,75 +47,27 @@ static void fill_wide(float *x, int64_t n, int emin, int emax, uint64_t seed)
     }
 }
 
-static int is_nan_bits(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f); }
-static int64_t ordered(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff) : (int64_t)b; }
-
-typedef struct {
-    int64_t bad, near, nans;
-} Diff;
-
-/* got / want: bf16 bits of a [rows][cols] tensor. Equal bits (or NaN against NaN) match; bits
- * within max_ulp ulps (ordered; +0 against -0 is 1) are "near"; the rest are reported (first 6,
- * with coordinates) and counted as bad. */
-static Diff diff_bf16(const char *what, const uint16_t *got, const uint16_t *want, int64_t rows, int64_t cols,
-                      int max_ulp)
-{
-    Diff d = {0, 0, 0};
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) {
-            uint16_t g = got[r * cols + c], w = want[r * cols + c];
-            int gn = is_nan_bits(g), wn = is_nan_bits(w);
-            int64_t dist = 0;
-            if (gn && wn) {
-                d.nans++;
-                continue;
-            }
-            if (g == w)
-                continue;
-            if (!gn && !wn) {
-                dist = llabs(ordered(g) - ordered(w));
-                if (dist == 0)
-                    dist = 1;
-                if (dist <= max_ulp) {
-                    d.near++;
-                    continue;
-                }
-            }
-            if (d.bad < 6)
-                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %s%lld ulp", what, (long long)r,
-                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), gn || wn ? "NaN on one side, " : "",
-                             (long long)dist);
-            d.bad++;
-        }
-    return d;
-}
 
 static uint16_t *dev_bits(const as_bf16_t *dev, int64_t n)
 {
-    uint16_t *h = xmalloc(sizeof(uint16_t) * (size_t)n);
+    uint16_t *h = as_test_xmalloc(sizeof(uint16_t) * (size_t)n);
     as_gpu_get_bytes(h, dev, sizeof(uint16_t) * (size_t)n);
     return h;
 }
 
 static uint16_t *host_bits(const float *x, int64_t n)
 {
-    uint16_t *h = xmalloc(sizeof(uint16_t) * (size_t)n);
+    uint16_t *h = as_test_xmalloc(sizeof(uint16_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++)
         h[i] = as_bf16_bits(x[i]);
     return h;
-}
-
-static void poison(void *dev, size_t bytes)
-{
-    cudaError_t rc = cudaMemset(dev, 0xff, bytes);
-    REQUIRE(rc == cudaSuccess, "cudaMemset: %s", cudaGetErrorString(rc));
 }
 
 /* ---- bf16 -> f32 ---- */
 
 static void check_widen(int64_t n, uint64_t seed)
 {
-    float *x = xmalloc(sizeof(float) * (size_t)n), *y = xmalloc(sizeof(float) * (size_t)(n + 1));
+    float *x = as_test_xmalloc(sizeof(float) * (size_t)n), *y = as_test_xmalloc(sizeof(float) * (size_t)(n + 1));
     fill_wide(x, n, -133, 127, seed);
     /* the special values at the front: +-inf, NaN, the largest finite, the smallest subnormal */
     const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f7f0000u, 0x00010000u, 0x80010000u};
@@ -130,7 +75,7 @@ static void check_widen(int64_t n, uint64_t seed)
         x[i] = as_bits_f32(special[i]);
     as_bf16_t *dx = as_gpu_bf16(x, n);
     float *dy = as_gpu_alloc(sizeof(float) * (size_t)(n + 1)); /* one guard element past the end */
-    poison(dy, sizeof(float) * (size_t)(n + 1));
+    as_gpu_poison(dy, sizeof(float) * (size_t)(n + 1));
     as_gpu_check_launch(as_k_bf16_to_f32(dx, dy, n, 0), "as_k_bf16_to_f32");
     as_gpu_get_f32(y, dy, n + 1);
     int64_t bad = 0;
@@ -168,18 +113,18 @@ GPU_TEST(gpu_bf16_to_f32_exact_widening)
 static void check_scale(const char *geom, int s, int nh, int ihd, int emin, int emax, uint64_t seed)
 {
     int64_t n = (int64_t)s * nh;
-    float *w = xmalloc(sizeof(float) * (size_t)(n + 1));
+    float *w = as_test_xmalloc(sizeof(float) * (size_t)(n + 1));
     fill_wide(w, n, emin, emax, seed);
     w[n] = 0.0f;
     as_bf16_t *dw = as_gpu_bf16(w, n + 1);
-    poison(dw + n, sizeof(uint16_t)); /* guard */
+    as_gpu_poison(dw + n, sizeof(uint16_t)); /* guard */
     const float c = (float)(1.0 / sqrt((double)ihd) * (1.0 / sqrt((double)nh)));
     as_gpu_check_launch(as_k_scale_bf16(dw, n, c, 0), "as_k_scale_bf16");
     as_index_weights_scale(w, s, nh, ihd);
     uint16_t *got = dev_bits(dw, n + 1), *want = host_bits(w, n);
     char what[160];
     snprintf(what, sizeof what, "scale_bf16 %s s=%d nh=%d ihd=%d (2^%d..2^%d)", geom, s, nh, ihd, emin, emax);
-    Diff d = diff_bf16(what, got, want, s, nh, 0);
+    AsBf16Diff d = as_diff_bf16(what, got, want, s, nh, 0);
     CHECK(d.bad == 0, "%s: %lld of %lld weights differ from as_index_weights_scale", what, (long long)d.bad,
           (long long)n);
     CHECK(got[n] == 0xffff, "%s: wrote past the end (guard 0x%04x)", what, got[n]);
@@ -210,7 +155,7 @@ GPU_TEST(gpu_scale_bf16_matches_index_weights_scale)
 static void check_residual(const char *geom, int s, int dim, int emin, int emax, uint64_t seed)
 {
     int64_t n = (int64_t)s * dim;
-    float *h = xmalloc(sizeof(float) * (size_t)(n + 1)), *out = xmalloc(sizeof(float) * (size_t)n);
+    float *h = as_test_xmalloc(sizeof(float) * (size_t)(n + 1)), *out = as_test_xmalloc(sizeof(float) * (size_t)n);
     fill_wide(h, n, emin, emax, seed);
     fill_wide(out, n, emin, emax, seed + 1000);
     /* exact cancellations and ties of the bf16 rounding: out = -h, and h = 1, out = 2^-8 (tie: 1),
@@ -222,14 +167,14 @@ static void check_residual(const char *geom, int s, int dim, int emin, int emax,
     }
     h[n] = 0.0f;
     as_bf16_t *dh = as_gpu_bf16(h, n + 1), *dout = as_gpu_bf16(out, n);
-    poison(dh + n, sizeof(uint16_t));
+    as_gpu_poison(dh + n, sizeof(uint16_t));
     as_gpu_check_launch(as_k_residual_add(dh, dout, n, 0), "as_k_residual_add");
     for (int64_t i = 0; i < n; i++) /* ref/stack.c: k->h[i] = as_bf16(k->h[i] + out[i]) */
         h[i] = as_bf16(h[i] + out[i]);
     uint16_t *got = dev_bits(dh, n + 1), *want = host_bits(h, n);
     char what[160];
     snprintf(what, sizeof what, "residual_add %s s=%d dim=%d (2^%d..2^%d)", geom, s, dim, emin, emax);
-    Diff d = diff_bf16(what, got, want, s, dim, 0);
+    AsBf16Diff d = as_diff_bf16(what, got, want, s, dim, 0);
     CHECK(d.bad == 0, "%s: %lld of %lld elements differ from bf16(h + out)", what, (long long)d.bad, (long long)n);
     CHECK(got[n] == 0xffff, "%s: wrote past the end (guard 0x%04x)", what, got[n]);
     if (d.bad == 0)

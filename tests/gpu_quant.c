@@ -15,63 +15,7 @@
 #include "tests/gpu_util.h"
 #include "tests/harness.h"
 
-/* ---- helpers (each gpu_*.c test of the elementwise kernels keeps its own copy) ---- */
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
-    return p;
-}
-
-static int is_nan_bits(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f); }
-static int64_t ordered(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff) : (int64_t)b; }
-
-typedef struct {
-    int64_t bad, near, nans;
-} Diff;
-
-/* got / want: bf16 bits of a [rows][cols] tensor. Equal bits (or NaN against NaN) match; bits
- * within max_ulp ulps (ordered; +0 against -0 is 1) are "near"; the rest are reported (first 6,
- * with coordinates) and counted as bad. */
-static Diff diff_bf16(const char *what, const uint16_t *got, const uint16_t *want, int64_t rows, int64_t cols,
-                      int max_ulp)
-{
-    Diff d = {0, 0, 0};
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) {
-            uint16_t g = got[r * cols + c], w = want[r * cols + c];
-            int gn = is_nan_bits(g), wn = is_nan_bits(w);
-            int64_t dist = 0;
-            if (gn && wn) {
-                d.nans++;
-                continue;
-            }
-            if (g == w)
-                continue;
-            if (!gn && !wn) {
-                dist = llabs(ordered(g) - ordered(w));
-                if (dist == 0)
-                    dist = 1;
-                if (dist <= max_ulp) {
-                    d.near++;
-                    continue;
-                }
-            }
-            if (d.bad < 6)
-                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %s%lld ulp", what, (long long)r,
-                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), gn || wn ? "NaN on one side, " : "",
-                             (long long)dist);
-            d.bad++;
-        }
-    return d;
-}
-
-static void poison(void *dev, size_t bytes)
-{
-    cudaError_t rc = cudaMemset(dev, 0xff, bytes);
-    REQUIRE(rc == cudaSuccess, "cudaMemset: %s", cudaGetErrorString(rc));
-}
+/* ---- helpers ---- */
 
 /* ---- the quantisers ---- */
 
@@ -109,10 +53,10 @@ static void check_quant(int kind, const char *label, const float *x_in, int64_t 
     char what[200];
     snprintf(what, sizeof what, "%s %s n=%lld (%lld blocks of %d)%s", kind_name(kind), label, (long long)n,
              (long long)(n / B), B, with_pre ? " +pre" : "");
-    float *x = xmalloc(sizeof(float) * (size_t)n);
+    float *x = as_test_xmalloc(sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; i++)
         x[i] = as_bf16(x_in[i]);
-    uint16_t *in_bits = xmalloc(sizeof(uint16_t) * (size_t)n);
+    uint16_t *in_bits = as_test_xmalloc(sizeof(uint16_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++)
         in_bits[i] = as_bf16_bits(x[i]);
 
@@ -120,23 +64,23 @@ static void check_quant(int kind, const char *label, const float *x_in, int64_t 
     as_bf16_t *dpre = NULL;
     if (with_pre) {
         dpre = as_gpu_alloc(sizeof(uint16_t) * (size_t)n);
-        poison(dpre, sizeof(uint16_t) * (size_t)n);
+        as_gpu_poison(dpre, sizeof(uint16_t) * (size_t)n);
     }
     as_gpu_check_launch(as_k_quant(dx, dpre, n, kind, 0), what);
 
-    float *scales = xmalloc(sizeof(float) * (size_t)(n / B));
+    float *scales = as_test_xmalloc(sizeof(float) * (size_t)(n / B));
     for (int64_t b = 0; b < n / B; b++)
         scales[b] = ref_scale(kind, x + b * B);
     ref_quant(kind, x, n);
 
-    uint16_t *got = xmalloc(sizeof(uint16_t) * (size_t)n), *want = xmalloc(sizeof(uint16_t) * (size_t)n);
+    uint16_t *got = as_test_xmalloc(sizeof(uint16_t) * (size_t)n), *want = as_test_xmalloc(sizeof(uint16_t) * (size_t)n);
     as_gpu_get_bytes(got, dx, sizeof(uint16_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++)
         want[i] = as_bf16_bits(x[i]);
-    Diff d = diff_bf16(what, got, want, n / B, B, 0);
+    AsBf16Diff d = as_diff_bf16(what, got, want, n / B, B, 0);
     if (d.bad) { /* name the scale of the first bad block */
         for (int64_t i = 0; i < n; i++)
-            if (got[i] != want[i] && !(is_nan_bits(got[i]) && is_nan_bits(want[i]))) {
+            if (got[i] != want[i] && !(as_bf16_is_nan_bits(got[i]) && as_bf16_is_nan_bits(want[i]))) {
                 int64_t b = i / B;
                 as_test_note("%s: block %lld: reference scale %a, input[%lld] = %a", what, (long long)b,
                              (double)scales[b], (long long)(i % B), (double)as_bf16_to_f32(in_bits[i]));
@@ -145,7 +89,7 @@ static void check_quant(int kind, const char *label, const float *x_in, int64_t 
     }
     CHECK(d.bad == 0, "%s: %lld of %lld values differ from ref/quant.c", what, (long long)d.bad, (long long)n);
     if (with_pre) {
-        uint16_t *pre = xmalloc(sizeof(uint16_t) * (size_t)n);
+        uint16_t *pre = as_test_xmalloc(sizeof(uint16_t) * (size_t)n);
         as_gpu_get_bytes(pre, dpre, sizeof(uint16_t) * (size_t)n);
         int64_t bad = 0;
         for (int64_t i = 0; i < n; i++)
@@ -177,7 +121,7 @@ static float *random_blocks(int64_t n, int kind, uint64_t seed)
 {
     const int B = kind_block(kind);
     const int kmin = kind == AS_KQ_FP4_E4M3 ? -12 : -40, kmax = kind == AS_KQ_FP4_E4M3 ? 11 : 40;
-    float *x = xmalloc(sizeof(float) * (size_t)n);
+    float *x = as_test_xmalloc(sizeof(float) * (size_t)n);
     as_fill_uniform(x, n, 1.0f, seed, 1);
     uint64_t s = seed ^ 0x5eedull;
     for (int64_t b = 0; b < n / B; b++) {

@@ -16,63 +16,7 @@
 #include "tests/gpu_util.h"
 #include "tests/harness.h"
 
-/* ---- helpers (each gpu_*.c test of the elementwise kernels keeps its own copy) ---- */
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
-    return p;
-}
-
-static int is_nan_bits(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f); }
-static int64_t ordered(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff) : (int64_t)b; }
-
-typedef struct {
-    int64_t bad, near, nans;
-} Diff;
-
-/* got / want: bf16 bits of a [rows][cols] tensor. Equal bits (or NaN against NaN) match; bits
- * within max_ulp ulps (ordered; +0 against -0 is 1) are "near"; the rest are reported (first 6,
- * with coordinates) and counted as bad. */
-static Diff diff_bf16(const char *what, const uint16_t *got, const uint16_t *want, int64_t rows, int64_t cols,
-                      int max_ulp)
-{
-    Diff d = {0, 0, 0};
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) {
-            uint16_t g = got[r * cols + c], w = want[r * cols + c];
-            int gn = is_nan_bits(g), wn = is_nan_bits(w);
-            int64_t dist = 0;
-            if (gn && wn) {
-                d.nans++;
-                continue;
-            }
-            if (g == w)
-                continue;
-            if (!gn && !wn) {
-                dist = llabs(ordered(g) - ordered(w));
-                if (dist == 0)
-                    dist = 1;
-                if (dist <= max_ulp) {
-                    d.near++;
-                    continue;
-                }
-            }
-            if (d.bad < 6)
-                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %s%lld ulp", what, (long long)r,
-                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), gn || wn ? "NaN on one side, " : "",
-                             (long long)dist);
-            d.bad++;
-        }
-    return d;
-}
-
-static void poison(void *dev, size_t bytes)
-{
-    cudaError_t rc = cudaMemset(dev, 0xff, bytes);
-    REQUIRE(rc == cudaSuccess, "cudaMemset: %s", cudaGetErrorString(rc));
-}
+/* ---- helpers ---- */
 
 /* ---- the kernel's summation order on the host ---- */
 
@@ -160,15 +104,15 @@ static void check_case(const char *geom, int rows, int n, int64_t ldx, int64_t l
              (long long)ldx, (long long)ldy, in_place ? " in-place" : "", (double)eps, data_name(data));
 
     int64_t cnt = (int64_t)rows * n;
-    float *x = xmalloc(sizeof(float) * (size_t)cnt), *w = xmalloc(sizeof(float) * (size_t)n);
-    float *want = xmalloc(sizeof(float) * (size_t)cnt), *emu = xmalloc(sizeof(float) * (size_t)cnt);
+    float *x = as_test_xmalloc(sizeof(float) * (size_t)cnt), *w = as_test_xmalloc(sizeof(float) * (size_t)n);
+    float *want = as_test_xmalloc(sizeof(float) * (size_t)cnt), *emu = as_test_xmalloc(sizeof(float) * (size_t)cnt);
     fill_rows(x, rows, n, data, seed);
     as_fill_uniform(w, n, 0.5f, seed + 77, 0);
     for (int i = 0; i < n; i++)
         w[i] += 1.0f; /* f32 weights in [0.5, 1.5), not bf16 values */
 
     /* device x: rows at stride ldx, padding 0xffff */
-    uint16_t *hx = xmalloc(sizeof(uint16_t) * (size_t)(rows * ldx));
+    uint16_t *hx = as_test_xmalloc(sizeof(uint16_t) * (size_t)(rows * ldx));
     memset(hx, 0xff, sizeof(uint16_t) * (size_t)(rows * ldx));
     for (int r = 0; r < rows; r++)
         for (int i = 0; i < n; i++)
@@ -178,10 +122,10 @@ static void check_case(const char *geom, int rows, int n, int64_t ldx, int64_t l
     as_bf16_t *dy = dx;
     if (!in_place) {
         dy = as_gpu_alloc(sizeof(uint16_t) * (size_t)(rows * ldy));
-        poison(dy, sizeof(uint16_t) * (size_t)(rows * ldy));
+        as_gpu_poison(dy, sizeof(uint16_t) * (size_t)(rows * ldy));
     }
     as_gpu_check_launch(as_k_rmsnorm(dx, ldx, dw, dy, ldy, rows, n, eps, 0), what);
-    uint16_t *hy = xmalloc(sizeof(uint16_t) * (size_t)(rows * ldy));
+    uint16_t *hy = as_test_xmalloc(sizeof(uint16_t) * (size_t)(rows * ldy));
     as_gpu_get_bytes(hy, dy, sizeof(uint16_t) * (size_t)(rows * ldy));
 
     as_rmsnorm(x, w, want, rows, n, eps);
@@ -189,8 +133,8 @@ static void check_case(const char *geom, int rows, int n, int64_t ldx, int64_t l
         emulate_row(x + (int64_t)r * n, w, emu + (int64_t)r * n, n, eps);
 
     /* pack the device rows; check the padding */
-    uint16_t *got = xmalloc(sizeof(uint16_t) * (size_t)cnt), *bw = xmalloc(sizeof(uint16_t) * (size_t)cnt),
-             *be = xmalloc(sizeof(uint16_t) * (size_t)cnt);
+    uint16_t *got = as_test_xmalloc(sizeof(uint16_t) * (size_t)cnt), *bw = as_test_xmalloc(sizeof(uint16_t) * (size_t)cnt),
+             *be = as_test_xmalloc(sizeof(uint16_t) * (size_t)cnt);
     int64_t pad_bad = 0;
     for (int r = 0; r < rows; r++) {
         for (int i = 0; i < n; i++) {
@@ -207,9 +151,9 @@ static void check_case(const char *geom, int rows, int n, int64_t ldx, int64_t l
 
     char sub[240];
     snprintf(sub, sizeof sub, "%s vs kernel-order emulation", what);
-    Diff de = diff_bf16(sub, got, be, rows, n, 0);
+    AsBf16Diff de = as_diff_bf16(sub, got, be, rows, n, 0);
     snprintf(sub, sizeof sub, "%s vs as_rmsnorm", what);
-    Diff dr = diff_bf16(sub, got, bw, rows, n, 1);
+    AsBf16Diff dr = as_diff_bf16(sub, got, bw, rows, n, 1);
     CHECK(de.bad == 0, "%s: %lld of %lld elements differ from the emulation of the kernel's order (index or "
           "rounding bug, not summation order)", what, (long long)de.bad, (long long)cnt);
     CHECK(dr.bad == 0, "%s: %lld of %lld elements more than 1 bf16 ulp from as_rmsnorm", what, (long long)dr.bad,

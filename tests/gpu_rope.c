@@ -15,57 +15,7 @@
 #include "tests/gpu_util.h"
 #include "tests/harness.h"
 
-/* ---- helpers (each gpu_*.c test of the elementwise kernels keeps its own copy) ---- */
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
-    return p;
-}
-
-static int is_nan_bits(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f); }
-static int64_t ordered(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff) : (int64_t)b; }
-
-typedef struct {
-    int64_t bad, near, nans;
-} Diff;
-
-/* got / want: bf16 bits of a [rows][cols] tensor. Equal bits (or NaN against NaN) match; bits
- * within max_ulp ulps (ordered; +0 against -0 is 1) are "near"; the rest are reported (first 6,
- * with coordinates) and counted as bad. */
-static Diff diff_bf16(const char *what, const uint16_t *got, const uint16_t *want, int64_t rows, int64_t cols,
-                      int max_ulp)
-{
-    Diff d = {0, 0, 0};
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) {
-            uint16_t g = got[r * cols + c], w = want[r * cols + c];
-            int gn = is_nan_bits(g), wn = is_nan_bits(w);
-            int64_t dist = 0;
-            if (gn && wn) {
-                d.nans++;
-                continue;
-            }
-            if (g == w)
-                continue;
-            if (!gn && !wn) {
-                dist = llabs(ordered(g) - ordered(w));
-                if (dist == 0)
-                    dist = 1;
-                if (dist <= max_ulp) {
-                    d.near++;
-                    continue;
-                }
-            }
-            if (d.bad < 6)
-                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %s%lld ulp", what, (long long)r,
-                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), gn || wn ? "NaN on one side, " : "",
-                             (long long)dist);
-            d.bad++;
-        }
-    return d;
-}
+/* ---- helpers ---- */
 
 /* ---- tables ---- */
 
@@ -113,7 +63,7 @@ static void check_case(const Tables *tb, const char *what_tensor, int rows, int 
     else
         snprintf(what, sizeof what, "rope %s %s rows=%d heads=%d width=%d ld=%lld pos0=%d%s", tb->name, what_tensor,
                  rows, heads, width, (long long)ld, pos0, inverse ? " inverse" : "");
-    int *p = xmalloc(sizeof(int) * (size_t)rows);
+    int *p = as_test_xmalloc(sizeof(int) * (size_t)rows);
     for (int r = 0; r < rows; r++) {
         p[r] = pos ? pos[r] : pos0 + r;
         REQUIRE(p[r] >= 0 && p[r] < t->max_seq, "%s: test bug: position %d outside the table (%d)", what, p[r],
@@ -121,7 +71,7 @@ static void check_case(const Tables *tb, const char *what_tensor, int rows, int 
     }
 
     int64_t n = (int64_t)rows * ld;
-    float *x = xmalloc(sizeof(float) * (size_t)n);
+    float *x = as_test_xmalloc(sizeof(float) * (size_t)n);
     as_fill_uniform(x, n, 4.0f, seed, 1);
     if (wide) /* scale each value by 2^k, k in [-30, 30]: exact, keeps bf16 values */
         for (int64_t i = 0; i < n; i++)
@@ -145,11 +95,11 @@ static void check_case(const Tables *tb, const char *what_tensor, int rows, int 
             as_rope_rows(x + (int64_t)h * width, rows, ld, width, p, t, inverse != 0);
     }
 
-    uint16_t *got = xmalloc(sizeof(uint16_t) * (size_t)n), *want = xmalloc(sizeof(uint16_t) * (size_t)n);
+    uint16_t *got = as_test_xmalloc(sizeof(uint16_t) * (size_t)n), *want = as_test_xmalloc(sizeof(uint16_t) * (size_t)n);
     as_gpu_get_bytes(got, dx, sizeof(uint16_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++)
         want[i] = as_bf16_bits(x[i]);
-    Diff d = diff_bf16(what, got, want, rows, ld, 0);
+    AsBf16Diff d = as_diff_bf16(what, got, want, rows, ld, 0);
     for (int64_t i = 0; i < n && d.bad; i++) /* the first mismatch in the model's terms */
         if (got[i] != want[i]) {
             int64_t r = i / ld, ch = i % ld, h = ch / width, c = ch % width, k = (c - (width - t->rd)) / 2;

@@ -105,3 +105,51 @@ int64_t as_count_ulp_diffs(const float *got, const float *want, int64_t n, int m
     }
     return bad;
 }
+
+void *as_test_xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
+    return p;
+}
+
+void as_gpu_poison(void *dev, size_t bytes)
+{
+    cudaError_t rc = cudaMemset(dev, 0xff, bytes);
+    REQUIRE(rc == cudaSuccess, "cudaMemset: %s", cudaGetErrorString(rc));
+}
+
+static int64_t ordered_bits(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff) : (int64_t)b; }
+
+AsBf16Diff as_diff_bf16(const char *what, const uint16_t *got, const uint16_t *want, int64_t rows, int64_t cols,
+                        int max_ulp)
+{
+    AsBf16Diff d = {0, 0, 0};
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            uint16_t g = got[r * cols + c], w = want[r * cols + c];
+            int gn = as_bf16_is_nan_bits(g), wn = as_bf16_is_nan_bits(w);
+            int64_t dist = 0;
+            if (gn && wn) {
+                d.nans++;
+                continue;
+            }
+            if (g == w)
+                continue;
+            if (!gn && !wn) {
+                dist = llabs(ordered_bits(g) - ordered_bits(w));
+                if (dist == 0)
+                    dist = 1;
+                if (dist <= max_ulp) {
+                    d.near++;
+                    continue;
+                }
+            }
+            if (d.bad < 6)
+                as_test_note("%s: [%lld][%lld]: got 0x%04x (%.9g), want 0x%04x (%.9g), %s%lld ulp", what, (long long)r,
+                             (long long)c, g, as_bf16_to_f32(g), w, as_bf16_to_f32(w), gn || wn ? "NaN on one side, " : "",
+                             (long long)dist);
+            d.bad++;
+        }
+    return d;
+}

@@ -12,27 +12,14 @@
 #include "tests/gpu_util.h"
 #include "tests/harness.h"
 
-/* ---- helpers (each gpu_*.c test of the elementwise kernels keeps its own copy) ---- */
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    REQUIRE(p, "out of host memory (%zu bytes)", bytes);
-    return p;
-}
-
-static void poison(void *dev, size_t bytes)
-{
-    cudaError_t rc = cudaMemset(dev, 0xff, bytes);
-    REQUIRE(rc == cudaSuccess, "cudaMemset: %s", cudaGetErrorString(rc));
-}
+/* ---- helpers ---- */
 
 /* Compares the device ring with the host one, bit for bit; reports the first rows that differ
  * with slot, channel, got and want. Returns the number of differing elements. */
 static int64_t compare_ring(const char *what, const as_bf16_t *dring, const float *ring, int win, int hd)
 {
     int64_t n = (int64_t)win * hd, bad = 0;
-    uint16_t *got = xmalloc(sizeof(uint16_t) * (size_t)n);
+    uint16_t *got = as_test_xmalloc(sizeof(uint16_t) * (size_t)n);
     as_gpu_get_bytes(got, dring, sizeof(uint16_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++) {
         uint16_t want = as_bf16_bits(ring[i]);
@@ -53,7 +40,7 @@ static void ring_step(const char *geom, float *ring, as_bf16_t *dring, int win, 
     snprintf(what, sizeof what, "ring_store %s win=%d hd=%d %s s=%d start_pos=%d", geom, win, hd,
              start_pos ? "decode" : "prefill", s, start_pos);
     int64_t n = (int64_t)s * hd;
-    float *kv = xmalloc(sizeof(float) * (size_t)n);
+    float *kv = as_test_xmalloc(sizeof(float) * (size_t)n);
     as_fill_uniform(kv, n, 2.0f, seed, 1);
     as_bf16_t *dkv = as_gpu_bf16(kv, n);
     as_gpu_check_launch(as_k_ring_store(dring, win, hd, dkv, s, start_pos, 0), what);
@@ -72,7 +59,7 @@ static void ring_step(const char *geom, float *ring, as_bf16_t *dring, int win, 
 /* A ring with random old content on both sides. */
 static float *ring_new(int win, int hd, uint64_t seed, as_bf16_t **dring)
 {
-    float *ring = xmalloc(sizeof(float) * (size_t)win * hd);
+    float *ring = as_test_xmalloc(sizeof(float) * (size_t)win * hd);
     as_fill_uniform(ring, (int64_t)win * hd, 8.0f, seed, 1);
     *dring = as_gpu_bf16(ring, (int64_t)win * hd);
     return ring;
@@ -136,11 +123,11 @@ static void select_case(const char *geom, int s, int win, int start_pos)
              start_pos ? "decode" : "prefill", s, start_pos);
     const int cols = start_pos ? win : (s < win ? s : win);
     const int64_t n = (int64_t)s * cols;
-    int32_t *want = xmalloc(sizeof(int32_t) * (size_t)n), *got = xmalloc(sizeof(int32_t) * (size_t)(n + GUARD));
+    int32_t *want = as_test_xmalloc(sizeof(int32_t) * (size_t)n), *got = as_test_xmalloc(sizeof(int32_t) * (size_t)(n + GUARD));
     int rc_cols = start_pos ? as_window_select_decode(want, win, start_pos) : as_window_select_prefill(want, s, win);
     REQUIRE(rc_cols == cols, "%s: test bug: reference gives %d columns, expected %d", what, rc_cols, cols);
     int32_t *dw = as_gpu_alloc(sizeof(int32_t) * (size_t)(n + GUARD));
-    poison(dw, sizeof(int32_t) * (size_t)(n + GUARD));
+    as_gpu_poison(dw, sizeof(int32_t) * (size_t)(n + GUARD));
     as_gpu_check_launch(as_k_window_select(dw, s, win, start_pos, 0), what);
     as_gpu_get_bytes(got, dw, sizeof(int32_t) * (size_t)(n + GUARD));
     int64_t bad = 0;
