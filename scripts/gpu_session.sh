@@ -12,6 +12,7 @@
 #     bench     bench-engine at flash (decode at 4K context, prefill 4096)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
+#     race      racecheck alone, on the kernels that share memory (small cases)
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
 #     tui       the TUI on flash with the engine, screens captured through tmux
@@ -85,6 +86,13 @@ for p in "$@"; do
                 'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*' \
                 'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*' 'gpu_q2k*' 'gpu_build_idx*' 'gpu_convert*'
         done
+        unset AS_KTEST_SMALL ;;
+    race)
+        # racecheck on the kernels that share memory between threads (small cases)
+        export AS_KTEST_SMALL=1
+        phase sanitize_racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/attnscope_tests" \
+            'gpu_sparse*' 'gpu_index*' 'gpu_gemv_flash*' 'gpu_rmsnorm_flash*' 'gpu_row_pipe*' 'gpu_q2k_mmq*' \
+            'gpu_q2k_odd*' 'gpu_compress*' 'gpu_build_idx*'
         unset AS_KTEST_SMALL ;;
     h5py)
         # a dump written with the engine on, opened with h5py (the dump format's promise)
