@@ -96,7 +96,9 @@ for p in "$@"; do
         unset AS_KTEST_SMALL ;;
     graphdiag)
         # the CUDA-graph decode's own tests (gated in 'tests': issue 8), for their diagnostics
-        ATTNSCOPE_TEST_GRAPH=1 phase graph_diag 60 "$B/attnscope_tests" 'gpu_graph_tiny_300*' ;;
+        export ATTNSCOPE_TEST_GRAPH=1
+        phase graph_diag 60 "$B/attnscope_tests" 'gpu_graph_tiny_300*'
+        unset ATTNSCOPE_TEST_GRAPH ;;
     h5py)
         # a dump written with the engine on, opened with h5py (the dump format's promise)
         phase h5py 60 python3 -c "
