@@ -630,7 +630,7 @@ void as_compare_tensor(const AsRun *got, const AsRun *want, AsTensorId id, const
  * reported (max_abs kept) but explained, not a mismatch (docs/GGUF.md). */
 static void judge_index_path_by_selections(AsLayerDiff *out)
 {
-    static const AsTensorId index_path[] = {AS_T_IK_PRE, AS_T_IK, AS_T_IQ_PRE, AS_T_IQ, AS_T_W, AS_T_ISCORE,
+    static const AsTensorId index_path[] = {AS_T_IK_PRE, AS_T_IK, AS_T_IQ_PRE, AS_T_IQ, AS_T_W, AS_T_KEYS, AS_T_ISCORE,
                                             AS_T_ST_IKCACHE};
     static const AsTensorId selections[] = {AS_T_CSEL, AS_T_IDX, AS_T_CAND};
     for (size_t i = 0; i < sizeof selections / sizeof selections[0]; i++)

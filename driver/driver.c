@@ -206,6 +206,8 @@ void as_driver_close(AsDriver *d)
     for (int l = 0; d->got_run && l < n; l++)
         as_run_free(&d->got_run[l]);
     free(d->ref_run), free(d->got_run), free(d->diff), free(d->layer_done);
+    for (int l = 0; l < AS_MAX_LAYERS; l++)
+        free((void *)d->xc.pub_sel[l]), free((void *)d->xc.pub_cand[l]);
     if (d->eng)
         as_engine_destroy(d->eng);
     if (d->twin) {
@@ -264,6 +266,7 @@ static int begin_step(AsDriver *d, int start_pos, int s, AsError *err)
     d->cur.next_layer = 0;
     d->next_pos = start_pos + s;
     for (int l = 0; l < cfg->n_layers; l++) {
+        d->xc.pub_sel_n[l] = d->xc.pub_cand_n[l] = -1; /* nothing published in this step yet */
         d->layer_done[l] = false;
         memset(&d->diff[l], 0, sizeof d->diff[l]);
         d->diff[l].layer = l;
@@ -307,6 +310,30 @@ static size_t run_bytes(const AsRun *r)
     return b;
 }
 
+/* Keeps a copy of the selection / mask layer l of the checked side published in this step. */
+static void remember_published(AsDriver *d, int l, const AsRun *got)
+{
+    const AsLayerRole *role = &d->model.cfg.role[l];
+    if (role->index_source && got->indexer_ran && got->t[AS_T_CSEL].data) {
+        int64_t n = as_ht_numel(&got->t[AS_T_CSEL]);
+        int32_t *c = realloc((void *)d->xc.pub_sel[l], sizeof(int32_t) * (size_t)(n + 1));
+        if (c) {
+            memcpy(c, got->t[AS_T_CSEL].data, sizeof(int32_t) * (size_t)n);
+            d->xc.pub_sel[l] = c;
+            d->xc.pub_sel_n[l] = n;
+        }
+    }
+    if (role->candidate_source && got->t[AS_T_CAND].data) {
+        int64_t n = as_ht_numel(&got->t[AS_T_CAND]);
+        uint8_t *c = realloc((void *)d->xc.pub_cand[l], (size_t)(n + 1));
+        if (c) {
+            memcpy(c, got->t[AS_T_CAND].data, (size_t)n);
+            d->xc.pub_cand[l] = c;
+            d->xc.pub_cand_n[l] = n;
+        }
+    }
+}
+
 int as_driver_step_layer(AsDriver *d, AsError *err)
 {
     const AsConfig *cfg = &d->model.cfg;
@@ -333,7 +360,9 @@ int as_driver_step_layer(AsDriver *d, AsError *err)
         return as_err_wrap(err, "reference, step %d", d->cur.step);
     if (got) {
         as_compare_layer(got, &d->ref_run[l], &d->cmp, &d->diff[l]);
-        as_explain_downstream(&d->ref.rm, got, &d->cmp, &d->diff[l]);
+        d->xc.diff = d->diff;
+        as_explain_downstream(&d->ref.rm, got, &d->xc, &d->cmp, &d->diff[l]);
+        remember_published(d, l, got);
     } else
         d->diff[l].verdict = AS_V_NOT_RUN;
     if (d->bf16_ref) {

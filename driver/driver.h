@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "driver/compare.h"
+#include "driver/explain.h"
 #include "engine/engine.h"
 #include "model/weights.h"
 #include "ref/faults.h"
@@ -72,6 +73,8 @@ typedef struct AsDriver {
     AsRun *ref_run, *got_run;
     AsLayerDiff *diff;
     bool *layer_done;
+    /* what the checked side published in this step (copies), for explaining inherited differences */
+    AsExplainContext xc;
 
     /* the inputs file (if any): all its rows, positions 0.. */
     float *file_inputs;

@@ -5,14 +5,28 @@
  * the bf16 rule. The reference then recomputes the stage from the checked side's OWN inputs; if
  * the checked side matches that, the stage is correct and its mismatch is inherited: the verdict
  * becomes flips (or near-tie, when a selection near-tie is upstream) and the tensor is marked
- * explained. Stages: o (from q, rows, idx), o_back (from o), og (from o_back), out (from og). */
+ * explained. The same holds for the index path, where fp4 flips in the queries and keys move
+ * scores by many ulps and so the selections: iscore (from iq, keys, w and the masks), cand (from
+ * the scores, or the publisher's mask), csel (torch's top-k of the scores, or the publisher's
+ * selection), idx (widx then csel), then o (from q, rows, idx), o_back, og, out. */
 #ifndef AS_EXPLAIN_H
 #define AS_EXPLAIN_H
 
 #include "driver/compare.h"
 #include "ref/layer.h"
 
+/* What the checked side published earlier in the same step (a reusing layer's selection, a candidate
+ * user's mask are the publisher's), and this step's diffs so far. Any pointer may be NULL. */
+typedef struct {
+    const int32_t *pub_sel[AS_MAX_LAYERS];
+    int64_t pub_sel_n[AS_MAX_LAYERS];
+    const uint8_t *pub_cand[AS_MAX_LAYERS];
+    int64_t pub_cand_n[AS_MAX_LAYERS];
+    const AsLayerDiff *diff;
+} AsExplainContext;
+
 /* Re-judges diff (already filled by as_compare_layer of got against the reference). */
-void as_explain_downstream(const AsRefModel *rm, const AsRun *got, const AsCompareOptions *opt, AsLayerDiff *diff);
+void as_explain_downstream(const AsRefModel *rm, const AsRun *got, const AsExplainContext *ctx,
+                           const AsCompareOptions *opt, AsLayerDiff *diff);
 
 #endif

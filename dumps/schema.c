@@ -97,6 +97,7 @@ int as_dump_expected_shape(const AsConfig *c, int s, const AsRun *r, AsTensorId 
     case AS_T_IK_PRE: case AS_T_IK: d0 = r->n_new, d1 = c->index_head_dim; break;
     case AS_T_IQ_PRE: case AS_T_IQ: d0 = s, d1 = c->index_n_heads, d2 = c->index_head_dim; break;
     case AS_T_W: d0 = s, d1 = c->index_n_heads; break;
+    case AS_T_KEYS: d0 = r->width, d1 = c->index_head_dim; break;
     case AS_T_ISCORE: case AS_T_CAND: d0 = s, d1 = r->width; break;
     case AS_T_CSEL: d0 = s, d1 = r->k; break;
     case AS_T_ROWS_B: d0 = r->rows_b_len, d1 = c->head_dim; break;

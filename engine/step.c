@@ -179,6 +179,7 @@ int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err)
             TRY(get_bf16(e, out, AS_T_IQ_PRE, wk->iq_pre, 3, s, nhi, ihd, err));
             TRY(get_bf16(e, out, AS_T_IQ, wk->iq, 3, s, nhi, ihd, err));
             TRY(get_bf16(e, out, AS_T_W, wk->w, 2, s, nhi, 0, err));
+            TRY(get_bf16(e, out, AS_T_KEYS, e->sh.index_k, 2, m->width, ihd, 0, err));
             TRY(put_host(out, AS_T_ISCORE, wk->score_f, sizeof(float), s, m->width, err));
             if (role->candidate_source || (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF))
                 TRY(put_host(out, AS_T_CAND, e->sh.cand_h, 1, s, m->width, err));

@@ -17,7 +17,7 @@ const AsFaultDesc as_fault_desc[AS_FAULT_COUNT] = {
     [AS_FAULT_NO_OFFSET] = {"no-offset", "compressed picks not offset by the number of window rows", AS_T_CSEL,
                             "index sources, first step with a compressed selection"},
     [AS_FAULT_STALE_KEYS] = {"stale-keys", "in decode steps key owners do not write their new index keys",
-                             AS_T_ISCORE, "key owners, the first decode step that completes a group"},
+                             AS_T_KEYS, "key owners, the first decode step that completes a group"},
 };
 
 AsFault as_fault_by_name(const char *name)

@@ -254,6 +254,10 @@ static int run_indexer(const AsRefModel *rm, AsRefState *st, int l, int step, co
                       "layer %d: index width %d exceeds the %d rows of the index keys published by layer %d", l,
                       width, sh->index_k_cap, sh->index_k_from.layer);
     run->keys_from = sh->index_k_from;
+    float *keys = as_run_shape(run, AS_T_KEYS, 2, width, cfg->index_head_dim, 0);
+    if (!keys)
+        return as_err(err, AS_ERUNTIME, "layer %d: out of memory for %d index keys", l, width);
+    memcpy(keys, sh->index_k, ROW((size_t)width * cfg->index_head_dim));
 
     float *iq_pre = as_run_shape(run, AS_T_IQ_PRE, 3, s, nhi, ihd);
     float *iq = as_run_shape(run, AS_T_IQ, 3, s, nhi, ihd);

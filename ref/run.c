@@ -20,6 +20,7 @@ const AsTensorDesc as_tensor_desc[AS_T_COUNT] = {
     [AS_T_IQ_PRE] = {"iq_pre", AS_VT_BF16, 3, {"token", "head", "channel"}, AS_QZ_NONE, N, false, "index queries before fp4-e8m0"},
     [AS_T_IQ] = {"iq", AS_VT_BF16, 3, {"token", "head", "channel"}, AS_QZ_FP4_E8M0, AS_T_IQ_PRE, false, "index queries"},
     [AS_T_W] = {"w", AS_VT_BF16, 2, {"token", "head"}, AS_QZ_NONE, N, false, "indexer head weights"},
+    [AS_T_KEYS] = {"keys", AS_VT_BF16, 2, {"pos", "channel"}, AS_QZ_FP4_E8M0, N, false, "index keys scored against"},
     [AS_T_ISCORE] = {"iscore", AS_VT_BF16, 2, {"token", "pos"}, AS_QZ_NONE, N, false, "index scores after the masks"},
     [AS_T_CAND] = {"cand", AS_VT_U8, 2, {"token", "pos"}, AS_QZ_NONE, N, true, "candidate mask"},
     [AS_T_CSEL] = {"csel", AS_VT_I32, 2, {"token", "col"}, AS_QZ_NONE, N, true, "compressed selection (offset added)"},

@@ -35,6 +35,7 @@ typedef enum {
     AS_T_IQ_PRE,     /* [s][nh_i][ihd]    index queries before fp4-e8m0 */
     AS_T_IQ,         /* [s][nh_i][ihd] */
     AS_T_W,          /* [s][nh_i]         head weights */
+    AS_T_KEYS,       /* [width][ihd]      the index keys scored against (rows of the shared cache) */
     AS_T_ISCORE,     /* [s][width]        index scores after visibility and candidate masks */
     AS_T_CAND,       /* [s][width]        candidate mask published (source) or applied (users) */
     AS_T_CSEL,       /* [s][k]            compressed selection used (offset added, -1 nothing) */

@@ -19,9 +19,9 @@ static const AsFaultCase as_fault_cases[] = {
     {AS_FAULT_CAND_MASK_OFF, 0, 7, AS_T_ISCORE, "layer 7 is the first candidate user; 16 tokens narrow the mask"},
     {AS_FAULT_FP4_SCALE, 0, 1, AS_T_LATENT_Q, "layer 1 is the first kv source; the prefill completes groups"},
     {AS_FAULT_NO_OFFSET, 0, 1, AS_T_CSEL, "layer 1 is the first index source with a compressed selection"},
-    /* layer 5 (ratio 1) is the first owner with new keys in a decode; the step's one new score
-     * is relu(...) = 0 on both sides at this seed, so the unwritten cache row shows first */
-    {AS_FAULT_STALE_KEYS, 1, 5, AS_T_ST_IKCACHE, "layer 5's first decode key is not written"},
+    /* layer 5 (ratio 1) is the first owner with new keys in a decode: the keys it scores against
+     * lack the new row */
+    {AS_FAULT_STALE_KEYS, 1, 5, AS_T_KEYS, "layer 5's first decode key is not written"},
 };
 
 #define AS_N_FAULT_CASES ((int)(sizeof as_fault_cases / sizeof as_fault_cases[0]))

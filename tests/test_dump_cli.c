@@ -83,7 +83,7 @@ TEST(cli_dump_info_lists)
     CHECK(rc == 0, "dump-info exits %d:\n%s", rc, out);
     const char *want[] = {"attnscope-dump v1", "mode teacher", "sha256:0123abcd", "h0: 6 tokens from position 0",
                           "step 0000  prefill, start_pos 0, 5 tokens, 3 layers", "step 0001  decode", "layer 05",
-                          "engine   all 29 tensors", "ref      all 29 tensors", "MISMATCH, worst q",
+                          "engine   all 30 tensors", "ref      all 30 tensors", "MISMATCH, worst q",
                           "token 1, head 2, channel 3"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         CHECK(strstr(out, want[i]), "dump-info output lacks '%s':\n%s", want[i], out);

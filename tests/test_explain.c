@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "driver/explain.h"
+#include "ref/candidates.h"
+#include "ref/indexer.h"
 #include "model/inputs.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
@@ -60,7 +62,7 @@ TEST(explain_inherited_flip_vs_real_error)
     as_test_note("kv[0][%d] one grid step up: kv %s (%ld flips), o MISMATCH (max |diff| %.4g > tol %.4g)", best,
                  as_verdict_name(d.t[AS_T_KV].verdict), (long)d.t[AS_T_KV].n_flips, d.t[AS_T_O].max_abs,
                  d.t[AS_T_O].tol);
-    as_explain_downstream(&k.rm, &got, &opt, &d);
+    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
     CHECK(d.t[AS_T_O].explained && d.t[AS_T_O].verdict == AS_V_FLIPS, "o explained by the flip: verdict %s",
           as_verdict_name(d.t[AS_T_O].verdict));
     CHECK(d.verdict != AS_V_MISMATCH, "the layer is no longer a mismatch (worst %s in %s)", as_verdict_name(d.verdict),
@@ -70,7 +72,7 @@ TEST(explain_inherited_flip_vs_real_error)
     /* a genuine error in o on top of the flip: not explained */
     ((float *)got.t[AS_T_O].data)[5] += 0.75f;
     as_compare_layer(&got, &ref, &opt, &d);
-    as_explain_downstream(&k.rm, &got, &opt, &d);
+    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
     CHECK(d.t[AS_T_O].verdict == AS_V_MISMATCH && !d.t[AS_T_O].explained, "a real error in o stays a mismatch");
 
     /* an upstream mismatch (q) is never explained away downstream */
@@ -78,9 +80,91 @@ TEST(explain_inherited_flip_vs_real_error)
     ((float *)got.t[AS_T_Q].data)[0] += 1.0f;
     ((float *)got.t[AS_T_O].data)[0] += 1.0f;
     as_compare_layer(&got, &ref, &opt, &d);
-    as_explain_downstream(&k.rm, &got, &opt, &d);
+    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
     CHECK(d.t[AS_T_Q].verdict == AS_V_MISMATCH && d.t[AS_T_O].verdict == AS_V_MISMATCH && !d.t[AS_T_O].explained,
           "with q out of tolerance, o is not re-judged");
+    as_run_free(&ref), as_run_free(&got);
+    free(h0);
+    as_ref_stack_free(&k);
+    as_test_model_free(m);
+}
+
+/* The index path: one fp4 grid step in an index query (its input unchanged: a benign flip) moves
+ * the scores by many ulps, hence the candidate mask, the selection, idx and o. Rebuilt from that
+ * query with the reference's own functions, every one of those is explained as inherited; a
+ * selection the checked side did not derive from its scores is not. */
+static void rebuild_index_tail(const AsRefModel *rm, AsRun *got)
+{
+    const AsConfig *c = &rm->m->cfg;
+    int s = got->s, w = got->width, r = c->role[got->layer].ratio;
+    int *cl = malloc(sizeof(int) * (size_t)s);
+    for (int t = 0; t < s; t++)
+        cl[t] = (t + 1) / r;
+    float *sc = got->t[AS_T_ISCORE].data;
+    as_index_scores(got->t[AS_T_IQ].data, got->t[AS_T_KEYS].data, got->t[AS_T_W].data, s, c->index_n_heads,
+                    c->index_head_dim, w, sc);
+    as_index_visibility(sc, s, w, cl);
+    as_select_candidate_blocks(sc, s, w, cl, c->candidate_block_size, c->candidate_topk_blocks, got->t[AS_T_CAND].data);
+    as_index_topk(sc, s, w, got->k, cl, got->rows_a_len, got->t[AS_T_CSEL].data);
+    for (int t = 0; t < s; t++)
+        memcpy((int32_t *)got->t[AS_T_IDX].data + (size_t)t * got->topk + got->cols,
+               (int32_t *)got->t[AS_T_CSEL].data + (size_t)t * got->k, sizeof(int32_t) * (size_t)got->k);
+    as_ref_attend(rm, got->layer, got->t[AS_T_Q].data, got->t[AS_T_ROWS_A].data, got->rows_a_len,
+                  got->t[AS_T_ROWS_B].data, got->rows_b_len, got->t[AS_T_IDX].data, got->topk, s, got->t[AS_T_O].data);
+    as_ref_rotate_back(rm, got->layer, got->t[AS_T_O].data, s, got->start_pos, got->t[AS_T_O_BACK].data);
+    as_ref_project_out(rm, got->layer, got->t[AS_T_O_BACK].data, s, got->t[AS_T_OG].data, got->t[AS_T_OUT].data);
+    free(cl);
+}
+
+TEST(explain_index_path_inherited_from_a_query_flip)
+{
+    AsModel *m = as_test_model("tiny", NULL, 7);
+    AsRefStack k;
+    AsError err = {0};
+    REQUIRE(as_ref_stack_init(&k, m, &err) == 0, "%s", err.msg);
+    int s = 24, dim = m->cfg.dim;
+    float *h0 = malloc(sizeof(float) * (size_t)s * dim);
+    as_inputs_synthetic(1, 0, s, dim, h0);
+    AsRun ref, got;
+    as_run_init(&ref);
+    as_run_init(&got);
+    REQUIRE(as_ref_begin_step(&k, h0, 0, s, &err) == 0, "%s", err.msg);
+    for (int l = 0; l <= 5; l++) /* layer 5: ratio-1 key owner, index and candidate source */
+        REQUIRE(as_ref_next_layer(&k, NULL, &ref, &err) == 0, "%s", err.msg);
+    AsCompareOptions opt;
+    as_compare_options_default(&opt);
+    AsLayerDiff d;
+    int found = -1;
+    int64_t n = as_ht_numel(&ref.t[AS_T_IQ]);
+    for (int64_t i = 0; i < n && found < 0; i += 7) {
+        REQUIRE(as_run_copy(&got, &ref) == 0, "copy");
+        float *iq = got.t[AS_T_IQ].data;
+        if (iq[i] == 0.0f)
+            continue;
+        /* one e2m1 step at the element's block scale: 6 -> 4, 1.5 -> 1 ... (inputs unchanged) */
+        float scale = as_fp4_e8m0_block_scale((float *)got.t[AS_T_IQ_PRE].data + i / 32 * 32, 32);
+        float v = iq[i] / scale, a = fabsf(v), down = a > 4 ? 4 : a > 2 ? a - 1 : a - 0.5f;
+        iq[i] = copysignf(down, v) * scale;
+        rebuild_index_tail(&k.rm, &got);
+        as_compare_layer(&got, &ref, &opt, &d);
+        if (d.t[AS_T_IQ].verdict == AS_V_FLIPS && d.t[AS_T_CSEL].verdict == AS_V_MISMATCH)
+            found = (int)i;
+    }
+    REQUIRE(found >= 0, "no single fp4 flip of the index queries changed the selection");
+    as_test_note("iq element %d one fp4 step down: iq flips, iscore %s, csel %s (%ld queries differ, %ld real)", found,
+                 as_verdict_name(d.t[AS_T_ISCORE].verdict), as_verdict_name(d.t[AS_T_CSEL].verdict),
+                 (long)d.t[AS_T_CSEL].n_rows_differ, (long)d.t[AS_T_CSEL].n_real);
+    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
+    CHECK(d.verdict != AS_V_MISMATCH, "the layer is explained (worst %s in %s)", as_verdict_name(d.verdict),
+          d.worst_tensor == AS_T_COUNT ? "-" : as_tensor_desc[d.worst_tensor].name);
+    CHECK(d.t[AS_T_CSEL].explained, "csel explained by the scores it came from");
+    /* a selection that does not follow from the checked side's scores stays a mismatch */
+    int32_t *csel = got.t[AS_T_CSEL].data;
+    csel[0] = csel[0] == -1 ? got.rows_a_len : -1;
+    as_compare_layer(&got, &ref, &opt, &d);
+    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
+    CHECK(d.t[AS_T_CSEL].verdict == AS_V_MISMATCH && !d.t[AS_T_CSEL].explained, "a selection not from the scores: %s",
+          as_verdict_name(d.t[AS_T_CSEL].verdict));
     as_run_free(&ref), as_run_free(&got);
     free(h0);
     as_ref_stack_free(&k);
