@@ -33,14 +33,8 @@ static int dev_alloc(AsEngine *e, void **p, size_t bytes, const char *what, AsEr
     cudaError_t rc = as_dev_malloc(p, bytes ? bytes : 1);
     if (rc == cudaSuccess)
         return 0;
-    cudaGetLastError();
-    size_t free_b = 0, total_b = 0;
-    as_dev_mem_info(&free_b, &total_b);
     *p = NULL;
-    return as_err(err, AS_ERUNTIME,
-                  "out of GPU memory allocating %s: asked %.1f MiB, device %d has %.1f MiB free of %.1f MiB (%s)",
-                  what, (double)bytes / 1048576.0, e->device, (double)free_b / 1048576.0,
-                  (double)total_b / 1048576.0, cudaGetErrorString(rc));
+    return as_dev_oom(err, what, bytes, e->device, rc);
 }
 
 /* Raw GGUF Q2_K blocks, byte for byte ([out][in / 256] blocks of 84 bytes): the Q2_K kernels read

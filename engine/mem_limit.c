@@ -1,5 +1,6 @@
 #include "engine/mem_limit.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static int state;          /* 0 unread, 1 no limit, 2 limited */
@@ -47,4 +48,26 @@ cudaError_t as_dev_malloc(void **p, size_t bytes)
         }
     }
     return cudaMalloc(p, bytes);
+}
+
+static void human(char *buf, size_t n, double bytes)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 4)
+        bytes /= 1024.0, u++;
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
+}
+
+int as_dev_oom(AsError *err, const char *what, size_t asked, int device, cudaError_t rc)
+{
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    as_dev_mem_info(&free_b, &total_b);
+    char a[32], f[32], t[32];
+    human(a, sizeof a, (double)asked);
+    human(f, sizeof f, (double)free_b);
+    human(t, sizeof t, (double)total_b);
+    return as_err(err, AS_ERUNTIME, "out of GPU memory allocating %s: asked %s, device %d has %s free of %s (%s)", what,
+                  a, device, f, t, cudaGetErrorString(rc));
 }

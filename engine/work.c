@@ -27,13 +27,9 @@ void as_dev_work_free(AsEngine *e)
         size_t b_ = sizeof(type) * (size_t)(count) + 16;                                              \
         cudaError_t r_ = as_dev_malloc((void **)&(ptr), b_);                                          \
         if (r_ != cudaSuccess) {                                                                      \
-            size_t f_ = 0, t_ = 0;                                                                    \
-            cudaGetLastError();                                                                       \
-            as_dev_mem_info(&f_, &t_);                                                                \
-            return as_err(err, AS_ERUNTIME,                                                           \
-                          "out of GPU memory for the work buffer " #ptr " (%d tokens): asked %.1f MiB, " \
-                          "%.1f MiB free of %.1f MiB", s, (double)b_ / 1048576.0, (double)f_ / 1048576.0, \
-                          (double)t_ / 1048576.0);                                                    \
+            char what_[96];                                                                           \
+            snprintf(what_, sizeof what_, "the work buffer " #ptr " (%d tokens)", s);                  \
+            return as_dev_oom(err, what_, b_, e->device, r_);                                         \
         }                                                                                             \
     } while (0)
 
