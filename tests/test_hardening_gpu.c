@@ -63,7 +63,7 @@ GPU_TEST(gpu_out_of_memory_at_setup_and_mid_run_exit_3)
 
     /* mid-run: the same 1-token prefill passes, then the 4096-token one does not fit */
     st = run_limited(r, two, hi + 16);
-    CHECK(st == 3 && strstr(r->err, "out of GPU memory for the work buffer") && strstr(r->err, "asked"),
+    CHECK(st == 3 && strstr(r->err, "out of GPU memory allocating the work buffer") && strstr(r->err, "asked"),
           "%d MiB, prefill 1 then 4096: exit %d (want 3), stderr: %s", hi + 16, st, r->err);
     CHECK(access(dump, F_OK) != 0, "no dump left after the failed run");
     as_test_note("mid-run, %d MiB: %s", hi + 16, r->err);
