@@ -214,12 +214,12 @@ keys '?'
 expect "? opens the help" "run the next layer"
 keys x
 expect "any key closes the help" "layers (10): step 6 decode"
-expect "at 80x24 the tensor table shows 5 of layer 5's 27 tensors" "1-5 of 27"
+expect "at 80x24 the tensor table shows 5 of layer 5's 28 tensors" "1-5 of 28"
 
 echo "== resize"
 tm resize-window -t "$T" -x 120 -y 40
 sleep 0.3
-if wait_for "1-21 of 27" && [ "$(screen | wc -l)" -eq 40 ] && screen | sed -n 40p | grep -q "q Quit"; then
+if wait_for "1-21 of 28" && [ "$(screen | wc -l)" -eq 40 ] && screen | sed -n 40p | grep -q "q Quit"; then
     ok "resized to 120x40: 40 rows, key line last, the tensor table grows to 21 rows"
 else
     bad "resized to 120x40"
