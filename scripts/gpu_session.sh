@@ -16,7 +16,7 @@
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
 #     tui       the TUI on flash with the engine, screens captured through tmux
-# The summary goes to stdout and $OUT/summary.txt; every phase's whole log to $OUT/full.log.
+# The summary goes to stdout and $OUT/summary.txt; every phase's whole log streams into $OUT/full.log.
 set -u
 OUT=${OUT:-/tmp/as-out}
 mkdir -p "$OUT"
@@ -38,11 +38,13 @@ phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound; its log is a
     local name=$1 secs=$2
     shift 2
     local t0=$(date +%s)
-    timeout "$secs" "$@" >"$LOGS/$name.log" 2>&1
-    local rc=$?
+    # streamed into full.log as it runs: a call cut short still brings back what ran
+    echo "######## $name" >>"$OUT/full.log"
+    timeout "$secs" "$@" 2>&1 | tee "$LOGS/$name.log" >>"$OUT/full.log"
+    local rc=${PIPESTATUS[0]}
+    echo "######## $name: exit $rc" >>"$OUT/full.log"
     say "== $name: exit $rc in $(($(date +%s) - t0)) s"
     grep -E "passed, .* failed|^FAIL|ERROR SUMMARY|RACECHECK SUMMARY|verdict:|caught at|mismatch|layer runs" "$LOGS/$name.log" | head -40 | tee -a "$SUM"
-    { echo "######## $name (exit $rc)"; cat "$LOGS/$name.log"; } >>"$OUT/full.log"
     return $rc
 }
 need_flash() {
