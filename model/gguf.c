@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "model/safetensors.h"
+#include "model/mapfile.h"
 #include "model/textfile.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -498,24 +499,11 @@ static int parse(AsGguf *g, const char *path, AsError *err)
 int as_gguf_open(const char *path, AsGguf **out, AsError *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return as_err(err, AS_EBADINPUT, "%s: not a regular file", path);
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    if (size < 24) {
-        close(fd);
-        return as_err(err, AS_EBADINPUT, "%s: %llu bytes, too short for a GGUF header (24)", path,
-                      (unsigned long long)size);
-    }
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED)
-        return as_err(err, AS_ERUNTIME, "%s: mmap failed (%s)", path, strerror(errno));
+    void *map;
+    uint64_t size;
+    int rc0 = as_map_file(path, 24, "a GGUF header (24)", &map, &size, err);
+    if (rc0)
+        return rc0;
     AsGguf *g = calloc(1, sizeof *g);
     AsWeightFile *f = calloc(1, sizeof *f);
     if (!g || !f) {

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "model/mapfile.h"
 #include "model/textfile.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -226,24 +227,11 @@ static int parse_header(const char *path, const cJSON *root, AsWeightFile *f, As
 int as_st_open(const char *path, AsWeightFile **out, AsWTensor **tensors, int *n, int *cap, AsError *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return as_err(err, AS_EBADINPUT, "%s: not a regular file", path);
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    if (size < 8) {
-        close(fd);
-        return as_err(err, AS_EBADINPUT, "%s: %llu bytes, too short for a safetensors header", path,
-                      (unsigned long long)size);
-    }
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED)
-        return as_err(err, AS_ERUNTIME, "%s: mmap failed (%s)", path, strerror(errno));
+    void *map;
+    uint64_t size;
+    int rc0 = as_map_file(path, 8, "a safetensors header", &map, &size, err);
+    if (rc0)
+        return rc0;
     AsWeightFile *f = calloc(1, sizeof *f);
     if (!f) {
         munmap(map, (size_t)size);

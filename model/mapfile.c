@@ -1,0 +1,34 @@
+#include "model/mapfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int as_map_file(const char *path, uint64_t min_size, const char *header, void **map, uint64_t *size, AsError *err)
+{
+    *map = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return as_err(err, AS_EBADINPUT, "%s: not a regular file", path);
+    }
+    uint64_t n = (uint64_t)st.st_size;
+    if (n < min_size) {
+        close(fd);
+        return as_err(err, AS_EBADINPUT, "%s: %llu bytes, too short for %s", path, (unsigned long long)n, header);
+    }
+    void *m = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return as_err(err, AS_ERUNTIME, "%s: mmap failed (%s)", path, strerror(errno));
+    *map = m;
+    *size = n;
+    return 0;
+}
