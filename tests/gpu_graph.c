@@ -296,7 +296,10 @@ static bool pair_decode(Pair *p, int pos0, int n, bool b_uncaptured)
                              pos, l, j, p->outs_b[(size_t)l * c->dim + j], p->outs_a[(size_t)l * c->dim + j]);
                 ok = false;
             }
-        ok = ok && same_state(p, pos) && same_last_run(p, pos) && (b_uncaptured || same_layer_metas(p, pos));
+        /* every comparison runs, so that one failing run says which buffers and scalars differ too */
+        bool state_ok = same_state(p, pos), run_ok = same_last_run(p, pos);
+        bool meta_ok = b_uncaptured || same_layer_metas(p, pos);
+        ok = ok && state_ok && run_ok && meta_ok;
         if (!ok) {
             p->first_bad_step = pos;
             return false;
