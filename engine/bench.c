@@ -51,6 +51,10 @@ static int fill_random(as_bf16_t *d, size_t n, uint64_t seed, AsError *err)
             rc = as_err(err, AS_ERUNTIME, "filling %zu random values", n);
     }
     free(h);
+    /* a pageable upload may return before its DMA lands, and the engine's stream does not wait for
+     * the legacy one */
+    if (!rc && cudaDeviceSynchronize() != cudaSuccess)
+        rc = as_err(err, AS_ERUNTIME, "filling %zu random values: %s", n, cudaGetErrorString(cudaGetLastError()));
     return rc;
 }
 

@@ -255,6 +255,14 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         free(gp);
         STEP(arc);
     }
+    /* the uploads above ran on the legacy stream, which the engine's (non-blocking) stream does not
+     * wait for, and a pageable cudaMemcpy may return before its DMA lands: settle them all here */
+    {
+        cudaError_t sc = cudaDeviceSynchronize();
+        STEP(sc ? as_err(err, AS_ERUNTIME, "waiting for the weight and table uploads (%d layers): %s", e->cfg.n_layers,
+                         cudaGetErrorString(sc))
+                : 0);
+    }
 #undef STEP
     as_engine_reset(e);
     *out = e;

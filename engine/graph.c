@@ -800,7 +800,10 @@ int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err)
     uint16_t *tmp = malloc(sizeof(uint16_t) * n);
     if (!tmp)
         return as_err(err, AS_ERUNTIME, "out of host memory");
-    cudaError_t rc = cudaMemcpy(tmp, g->outs, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost);
+    /* on the engine's stream: it does not block on the legacy one */
+    cudaError_t rc = cudaMemcpyAsync(tmp, g->outs, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, g->e->st);
+    if (rc == cudaSuccess)
+        rc = cudaStreamSynchronize(g->e->st);
     for (size_t i = 0; rc == cudaSuccess && i < n; i++)
         outs[i] = as_bf16_to_f32(tmp[i]);
     free(tmp);

@@ -116,14 +116,19 @@ static int get_bf16(AsEngine *e, AsRun *r, AsTensorId id, const as_bf16_t *d, in
     return 0;
 }
 
-static int get_raw(AsRun *r, AsTensorId id, const void *d, size_t esz, int ndim, int64_t d0, int64_t d1, AsError *err)
+static int get_raw(AsEngine *e, AsRun *r, AsTensorId id, const void *d, size_t esz, int ndim, int64_t d0, int64_t d1,
+                   AsError *err)
 {
     void *h = as_run_shape(r, id, ndim, d0, d1, 0);
     if (!h)
         return as_err(err, AS_ERUNTIME, "out of host memory for %s", as_tensor_desc[id].name);
     size_t bytes = esz * (size_t)as_ht_numel(&r->t[id]);
-    if (bytes)
-        CU(err, cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), "copying %s to the host", as_tensor_desc[id].name);
+    if (bytes) { /* on the engine's stream (non-blocking: a legacy-stream copy would not wait for it) */
+        cudaError_t rc = cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, e->st);
+        if (rc == cudaSuccess)
+            rc = cudaStreamSynchronize(e->st);
+        CU(err, rc, "copying %s (%zu bytes) to the host", as_tensor_desc[id].name, bytes);
+    }
     return 0;
 }
 
@@ -162,7 +167,7 @@ int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err)
     TRY(get_bf16(e, out, AS_T_KV_PRE, wk->kv_pre, 2, s, hd, 0, err));
     TRY(get_bf16(e, out, AS_T_KV, wk->kv, 2, s, hd, 0, err));
     TRY(get_bf16(e, out, AS_T_ROWS_A, prefill ? wk->kv : ls->ring, 2, m->rows_a_len, hd, 0, err));
-    TRY(get_raw(out, AS_T_WIDX, wk->widx, sizeof(int32_t), 2, s, m->cols, err));
+    TRY(get_raw(e, out, AS_T_WIDX, wk->widx, sizeof(int32_t), 2, s, m->cols, err));
     if (role->ratio > 0) {
         if (role->kv_source) {
             TRY(get_bf16(e, out, AS_T_LATENT, wk->latent, 2, n, hd, 0, err));
@@ -184,18 +189,18 @@ int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err)
             if (role->candidate_source || (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF))
                 TRY(put_host(out, AS_T_CAND, e->sh.cand_h, 1, s, m->width, err));
         }
-        TRY(get_raw(out, AS_T_CSEL, wk->csel, sizeof(int32_t), 2, s, m->k, err));
+        TRY(get_raw(e, out, AS_T_CSEL, wk->csel, sizeof(int32_t), 2, s, m->k, err));
         TRY(get_bf16(e, out, AS_T_ROWS_B, e->sh.compress_kv, 2, m->rows_b_len, hd, 0, err));
     }
-    TRY(get_raw(out, AS_T_IDX, wk->idx, sizeof(int32_t), 2, s, m->topk, err));
+    TRY(get_raw(e, out, AS_T_IDX, wk->idx, sizeof(int32_t), 2, s, m->topk, err));
     TRY(get_bf16(e, out, AS_T_O, wk->o, 3, s, nh, hd, err));
     TRY(get_bf16(e, out, AS_T_O_BACK, wk->o_back, 3, s, nh, hd, err));
     TRY(get_bf16(e, out, AS_T_OG, wk->og, 3, s, c->o_groups, c->o_lora_rank, err));
     TRY(get_bf16(e, out, AS_T_OUT, wk->out, 2, s, c->dim, 0, err));
     TRY(get_bf16(e, out, AS_T_ST_RING, ls->ring, 2, c->window, hd, 0, err));
     if (ls->part_kv) {
-        TRY(get_raw(out, AS_T_ST_PART_KV, ls->part_kv, sizeof(float), 2, role->ratio, hd, err));
-        TRY(get_raw(out, AS_T_ST_PART_SC, ls->part_sc, sizeof(float), 2, role->ratio, hd, err));
+        TRY(get_raw(e, out, AS_T_ST_PART_KV, ls->part_kv, sizeof(float), 2, role->ratio, hd, err));
+        TRY(get_raw(e, out, AS_T_ST_PART_SC, ls->part_sc, sizeof(float), 2, role->ratio, hd, err));
     }
     if (ls->ccache)
         TRY(get_bf16(e, out, AS_T_ST_CCACHE, ls->ccache, 2, ls->ccache_rows, hd, 0, err));

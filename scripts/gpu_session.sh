@@ -97,10 +97,8 @@ for p in "$@"; do
             'gpu_q2k_odd*' 'gpu_compress*' 'gpu_build_idx*'
         unset AS_KTEST_SMALL ;;
     graphdiag)
-        # the CUDA-graph decode's own tests (gated in 'tests': issue 8), for their diagnostics
-        export ATTNSCOPE_TEST_GRAPH=1
-        phase graph_diag 60 "$B/attnscope_tests" 'gpu_graph_tiny_300*'
-        unset ATTNSCOPE_TEST_GRAPH ;;
+        # the CUDA-graph decode's own tests alone (also part of 'tests'), for their diagnostics
+        phase graph_diag 60 "$B/attnscope_tests" 'gpu_graph_tiny*' ;;
     h5py)
         # a dump written with the engine on, opened with h5py (the dump format's promise)
         phase h5py 60 python3 -c "
