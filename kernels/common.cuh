@@ -20,6 +20,30 @@
 
 static inline int as_ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
+// The current device's SM count, cached per device (132, an H100 / H200's, when it cannot be read).
+static inline int as_sm_count()
+{
+    static int cached[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 132;
+    if (dev < 64 && cached[dev])
+        return cached[dev];
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        n = 132;
+    if (dev < 64)
+        cached[dev] = n;
+    return n;
+}
+
+// Blocks for one thread per element, at most 65536: the element-wise kernels stride over the rest.
+static inline int as_grid_1d(int64_t n, int threads)
+{
+    const int64_t b = (n + threads - 1) / threads;
+    return (int)(b < 65536 ? b : 65536);
+}
+
 // bf16 <-> f32 by bits (RNE), identical to ref/numerics.h.
 AS_HD float as_d_bf16_to_f32(uint16_t b)
 {

@@ -18,13 +18,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;
-
-int grid_for(int64_t n)
-{
-    int64_t b = (n + kThreads - 1) / kThreads;
-    return (int)(b < kMaxBlocks ? b : kMaxBlocks);
-}
 
 // One channel of one group: rows j of kv / score at kv[j * ld], score[j * ld] (ld = hd), except
 // row `fresh_j` (if >= 0), whose values are fresh_kv / fresh_sc.
@@ -105,12 +98,13 @@ extern "C" int as_k_compress_pool(const float *ckv, const float *csc, int s, int
         const int groups = s / r, rest = s % r;
         if (groups > 0 && !latent) // latent may be NULL only when no group completes
             return (int)cudaErrorInvalidValue;
-        pool_prefill_kernel<<<grid_for((int64_t)(groups + rest) * hd), kThreads, 0, st>>>(ckv, csc, s, r, hd, part_kv,
-                                                                                        part_sc, latent);
+        pool_prefill_kernel<<<as_grid_1d((int64_t)(groups + rest) * hd, kThreads), kThreads, 0, st>>>(
+            ckv, csc, s, r, hd, part_kv, part_sc, latent);
     } else {
         if (start_pos % r == r - 1 && !latent)
             return (int)cudaErrorInvalidValue;
-        pool_decode_kernel<<<grid_for(hd), kThreads, 0, st>>>(ckv, csc, r, hd, start_pos, part_kv, part_sc, latent);
+        pool_decode_kernel<<<as_grid_1d(hd, kThreads), kThreads, 0, st>>>(ckv, csc, r, hd, start_pos, part_kv,
+                                                                          part_sc, latent);
     }
     return AS_LAUNCH_RESULT();
 }
@@ -122,7 +116,8 @@ extern "C" int as_k_compress_pool_decode(const float *ckv, const float *csc, int
 {
     if (r < 2 || hd <= 0 || !sp_d || !ckv || !csc || !part_kv || !part_sc || !latent)
         return (int)cudaErrorInvalidValue;
-    pool_decode_kernel<<<grid_for(hd), kThreads, 0, st>>>(ckv, csc, r, hd, 0, part_kv, part_sc, latent, sp_d);
+    pool_decode_kernel<<<as_grid_1d(hd, kThreads), kThreads, 0, st>>>(ckv, csc, r, hd, 0, part_kv, part_sc, latent,
+                                                                      sp_d);
     return AS_LAUNCH_RESULT();
 }
 
@@ -132,6 +127,6 @@ extern "C" int as_k_compress_state_reset(float *part_kv, float *part_sc, int n, 
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return 0;
-    state_reset_kernel<<<grid_for(n), kThreads, 0, st>>>(part_kv, part_sc, n);
+    state_reset_kernel<<<as_grid_1d(n, kThreads), kThreads, 0, st>>>(part_kv, part_sc, n);
     return AS_LAUNCH_RESULT();
 }

@@ -10,13 +10,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;
-
-int grid_for(int64_t n)
-{
-    int64_t b = (n + kThreads - 1) / kThreads;
-    return (int)(b < kMaxBlocks ? b : kMaxBlocks);
-}
 
 __global__ void bf16_to_f32_kernel(const uint16_t *x, float *y, int64_t n)
 {
@@ -44,7 +37,7 @@ extern "C" int as_k_bf16_to_f32(const as_bf16_t *x, float *y, int64_t n, cudaStr
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return 0;
-    bf16_to_f32_kernel<<<grid_for(n), kThreads, 0, st>>>(x, y, n);
+    bf16_to_f32_kernel<<<as_grid_1d(n, kThreads), kThreads, 0, st>>>(x, y, n);
     return AS_LAUNCH_RESULT();
 }
 
@@ -54,7 +47,7 @@ extern "C" int as_k_scale_bf16(as_bf16_t *w, int64_t n, float c, cudaStream_t st
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return 0;
-    scale_bf16_kernel<<<grid_for(n), kThreads, 0, st>>>(w, n, c);
+    scale_bf16_kernel<<<as_grid_1d(n, kThreads), kThreads, 0, st>>>(w, n, c);
     return AS_LAUNCH_RESULT();
 }
 
@@ -64,6 +57,6 @@ extern "C" int as_k_residual_add(as_bf16_t *h, const as_bf16_t *out, int64_t n, 
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return 0;
-    residual_add_kernel<<<grid_for(n), kThreads, 0, st>>>(h, out, n);
+    residual_add_kernel<<<as_grid_1d(n, kThreads), kThreads, 0, st>>>(h, out, n);
     return AS_LAUNCH_RESULT();
 }

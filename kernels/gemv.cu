@@ -21,6 +21,7 @@
 // Launch configuration (R, W_WARPS) comes from pick_config() (bench/kernels_bench.cu sweeps the
 // alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
 #include "kernels/common.cuh"
+#include "kernels/gemv_epilogue.cuh"
 #include "kernels/kernels.h"
 
 namespace {
@@ -175,36 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_vec_kernel(GemvArgs a, int w
         }
     }
 
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < M; t++)
-            acc[r][t] = as_d_warp_sum(acc[r][t]);
-
-    // Lane j of the group's first warp owns output j = r * M + t; the group's warps are summed
-    // in warp order.
-    if (lane == 0) {
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int t = 0; t < M; t++)
-                red[warp][r * M + t] = acc[r][t];
-    }
-    __syncthreads();
-    float out = 0.0f;
-    if (wig == 0 && lane < R * M)
-        for (int k = 0; k < w_warps; k++)
-            out += red[group * w_warps + k][lane];
-    if (wig == 0 && lane < R * M) {
-        const int r = lane / M, t = lane % M, o = row0 + r;
-        if (t < a.m && o < a.n_out) {
-            const int64_t off = b * a.strideY + (int64_t)t * a.ldy + o;
-            if (a.y_f32)
-                ((float *)a.y)[off] = out;
-            else
-                ((uint16_t *)a.y)[off] = as_d_f32_to_bf16(out);
-        }
-    }
+    as_d_group_sum_store<R, M>(acc, red, w_warps, row0, b, a);
 }
 
 // Any alignment: one warp per (batch, output row), element loads, all m token rows.
@@ -243,28 +215,12 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
 }
 
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
-int sm_count()
-{
-    static int cached[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-        return 132;
-    if (dev < 64 && cached[dev])
-        return cached[dev];
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-        n = 132;
-    if (dev < 64)
-        cached[dev] = n;
-    return n;
-}
-
 // R rows per group, W warps per group: enough warps in flight to cover HBM latency (about 32 per
 // SM), each lane at most ~8 chunks per row, and no lane without a chunk where avoidable.
 void pick_config(int n_out, int n_in, int batch, int *R, int *W)
 {
     const int64_t chunks = n_in / 8;
-    const int64_t target = (int64_t)sm_count() * 32;
+    const int64_t target = (int64_t)as_sm_count() * 32;
     int r = 4, w = 1;
     while (w < 8 && chunks > (int64_t)32 * w * 8)
         w *= 2;

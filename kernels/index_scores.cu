@@ -252,14 +252,6 @@ __global__ void index_scores_scalar_kernel(const uint16_t *__restrict__ iq, cons
 }
 
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
-int sm_count()
-{
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-        return 132;
-    return n;
-}
-
 template <int IHD> int set_smem_attr()
 {
     static bool attr_set[64];
@@ -287,7 +279,7 @@ int launch_mma(const uint16_t *iq, const uint16_t *keys, const uint16_t *w, int 
         return arc;
     const int qgroups = (s + kWarps - 1) / kWarps;
     const int ntiles = (width + kTileP - 1) / kTileP;
-    const int target = 4 * sm_count();
+    const int target = 4 * as_sm_count();
     const int ysplit = (target + qgroups - 1) / qgroups; // position chunks wanted per query group
     int tpb = (ntiles + ysplit - 1) / ysplit;
     tpb = tpb < 1 ? 1 : tpb > 16 ? 16 : tpb;

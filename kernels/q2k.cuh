@@ -103,4 +103,20 @@ __device__ __forceinline__ float term(const int (&vs)[4], const int (&ms)[4], co
     return __fadd_rn(__fmul_rn(dx, sd), -__fmul_rn(dy, sm));
 }
 
+// The arguments of both Q2_K projection kernels (q2k_mmvq.cu, q2k_mmq.cu): for each batch b,
+// token row t < m and output row o < n_out, y[b][t][o] = W[b][o] . x[b][t], the weight rows ldw
+// blocks apart, the q8_1 token rows ldx blocks apart, y f32 or bf16.
+struct Args {
+    const AsBlockQ2K *W;
+    int64_t ldw, strideW;
+    int n_out, n_in;
+    const AsBlockQ8_1 *x;
+    int64_t ldx, strideX;
+    int m;
+    void *y;
+    int64_t ldy, strideY;
+    int y_f32;
+    int b16; // mmq: the q8_1 token rows are 16-byte aligned for every kb (mmq_b16): 16-byte copies
+};
+
 } // namespace q2k

@@ -33,19 +33,6 @@ constexpr int kMqThreads = kMqWarps * 32;
 constexpr int kBM = kMqWarps * 16 * kMT; // 128 rows per CTA
 constexpr int kBN = 8 * kNT;           // 32 tokens per CTA
 
-struct MmqArgs {
-    const AsBlockQ2K *W;
-    int64_t ldw, strideW;
-    int n_out, n_in;
-    const AsBlockQ8_1 *x;
-    int64_t ldx, strideX;
-    int m;
-    void *y;
-    int64_t ldy, strideY;
-    int y_f32;
-    int b16; // the q8_1 token rows are 16-byte aligned for every kb (mmq_b16): 16-byte copies
-};
-
 // Whether every token row's 8 q8_1 blocks of a Q2_K block (288 bytes at 36 (t ldx + b strideX + 8 kb))
 // start 16-byte aligned: xq aligned and ldx, strideX multiples of 4 blocks (always in the engine).
 inline bool mmq_b16(const void *xq, int64_t ldx, int64_t strideX, int batch)
@@ -128,7 +115,7 @@ __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_g
 #endif
 
 // Stage Q2_K block kb of the CTA's rows and q8_1 blocks 8 kb .. 8 kb + 7 of its tokens.
-__device__ __forceinline__ void load_stage(Stage &st, const MmqArgs &a, const AsBlockQ2K *Wb, const AsBlockQ8_1 *Xb,
+__device__ __forceinline__ void load_stage(Stage &st, const q2k::Args &a, const AsBlockQ2K *Wb, const AsBlockQ8_1 *Xb,
                                            int row0, int tok0, int kb)
 {
     for (int w = threadIdx.x; w < kBM * kAWords; w += kMqThreads) {
@@ -152,7 +139,7 @@ __device__ __forceinline__ void load_stage(Stage &st, const MmqArgs &a, const As
     }
 }
 
-__global__ void __launch_bounds__(kMqThreads) q2k_mmq_kernel(MmqArgs a)
+__global__ void __launch_bounds__(kMqThreads) q2k_mmq_kernel(q2k::Args a)
 {
     __shared__ Stage sm[2];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
@@ -311,7 +298,7 @@ extern "C" int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_o
     const int64_t gx = ((int64_t)n_out + kBM - 1) / kBM, gy = ((int64_t)m + kBN - 1) / kBN;
     if (batch > 65535 || gy > 65535 || gx > 0x7fffffff || n_in > (1 << 30))
         return (int)cudaErrorInvalidValue;
-    const MmqArgs a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
+    const q2k::Args a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
                     ldy, strideY, y_f32 ? 1 : 0, mmq_b16(xq, ldx, strideX, batch) ? 1 : 0};
     q2k_mmq_kernel<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)batch), kMqThreads, 0, st>>>(a);
     return AS_LAUNCH_RESULT();

@@ -33,24 +33,13 @@
 // R from pick_config() (enough warps: ~32 per SM); bench/kernels_bench.cu can force R and W
 // (as_k_q2k_mmvq_cfg).
 #include "kernels/kernels.h"
+#include "kernels/gemv_epilogue.cuh"
 #include "kernels/q2k.cuh"
 
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-
-struct MmvqArgs {
-    const AsBlockQ2K *W;
-    int64_t ldw, strideW;
-    int n_out, n_in;
-    const AsBlockQ8_1 *x;
-    int64_t ldx, strideX;
-    int m;
-    void *y;
-    int64_t ldy, strideY;
-    int y_f32;
-};
 
 // A lane's terms all have the same iqs (L is a multiple of 16) and blocks kb0, kb0 + kstep, ...: its
 // loads walk pointers that advance by one term's stride, every offset inside a block an immediate.
@@ -122,7 +111,7 @@ __device__ __forceinline__ void term_accumulate(const TermW<R> &w, const TermX<M
 }
 
 template <int R, int M>
-__global__ void __launch_bounds__(kThreads, 1) q2k_mmvq_kernel(MmvqArgs a, int w_warps)
+__global__ void __launch_bounds__(kThreads, 1) q2k_mmvq_kernel(q2k::Args a, int w_warps)
 {
     constexpr int kUnroll = M == 1 ? 4 : M <= 4 ? 2 : 1; // terms per lane per iteration
 
@@ -187,56 +176,15 @@ __global__ void __launch_bounds__(kThreads, 1) q2k_mmvq_kernel(MmvqArgs a, int w
         term_accumulate<R, M>(w, x, iqs, acc);
     }
 
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < M; t++)
-            acc[r][t] = as_d_warp_sum(acc[r][t]);
-    if (lane == 0) {
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int t = 0; t < M; t++)
-                red[warp][r * M + t] = acc[r][t];
-    }
-    __syncthreads();
-    if (wig == 0 && lane < R * M) {
-        float out = 0.0f;
-        for (int k = 0; k < w_warps; k++)
-            out += red[group * w_warps + k][lane];
-        const int r = lane / M, t = lane % M, o = row0 + r;
-        if (t < a.m && o < a.n_out) {
-            const int64_t off = b * a.strideY + (int64_t)t * a.ldy + o;
-            if (a.y_f32)
-                ((float *)a.y)[off] = out;
-            else
-                ((uint16_t *)a.y)[off] = as_d_f32_to_bf16(out);
-        }
-    }
+    as_d_group_sum_store<R, M>(acc, red, w_warps, row0, b, a);
 }
 
 #ifndef AS_EMU
-int sm_count()
-{
-    static int cached[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-        return 132;
-    if (dev < 64 && cached[dev])
-        return cached[dev];
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-        n = 132;
-    if (dev < 64)
-        cached[dev] = n;
-    return n;
-}
-
 // R rows per warp, one warp per row group (W = 1, the twin's order): R = 4 (x loaded once for 4
 // rows) unless that leaves fewer than ~32 warps per SM, then 2, then 1.
 void pick_config(int n_out, int batch, int *R, int *W)
 {
-    const int64_t target = (int64_t)sm_count() * 32;
+    const int64_t target = (int64_t)as_sm_count() * 32;
     int r = 4;
     while (r > 1 && (int64_t)batch * ((n_out + r - 1) / r) < target)
         r /= 2;
@@ -245,7 +193,7 @@ void pick_config(int n_out, int batch, int *R, int *W)
 }
 
 template <int R>
-int launch_m(const MmvqArgs &a, int batch, int w_warps, cudaStream_t st)
+int launch_m(const q2k::Args &a, int batch, int w_warps, cudaStream_t st)
 {
     const int groups_per_block = kWarps / w_warps;
     const int64_t groups = (a.n_out + R - 1) / R;
@@ -295,8 +243,8 @@ extern "C" int as_k_q2k_mmvq_cfg(const void *W, int64_t ldw, int64_t strideW, in
         r = r ? r : pr;
         w = w ? w : pw;
     }
-    const MmvqArgs a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
-                     ldy, strideY, y_f32 ? 1 : 0};
+    const q2k::Args a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
+                     ldy, strideY, y_f32 ? 1 : 0, 0};
     switch (r) {
     case 1: return launch_m<1>(a, batch, w, st);
     case 2: return launch_m<2>(a, batch, w, st);

@@ -10,8 +10,7 @@
 // is an aligned group of 32 (or 16) lanes of one warp (256 and the lane groups are multiples of
 // the block, n a multiple of the block), reduced with xor shuffles inside the group; lanes past n
 // take part in the shuffles with 0 and store nothing.
-#include "kernels/common.cuh"
-#include "kernels/kernels.h"
+#include "kernels/quant.cuh"
 
 #include <limits.h>
 
@@ -19,35 +18,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 template <int Kind>
 __global__ void quant_kernel(uint16_t *x, uint16_t *pre, int64_t n)
 {
-    constexpr int block = Kind == AS_KQ_FP4_E4M3 ? 16 : 32;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const bool valid = i < n;
     const uint16_t bits = valid ? x[i] : (uint16_t)0;
     if (valid && pre)
         pre[i] = bits;
-    const float v = as_d_bf16_to_f32(bits);
-    const float amax = as_d_group_max(fabsf(v), block); // all 32 lanes call it
-
-    float s, lim;
-    if (Kind == AS_KQ_FP8) {
-        s = as_d_pow2_ceil(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
-        lim = 448.0f;
-    } else if (Kind == AS_KQ_FP4_E8M0) {
-        s = as_d_pow2_ceil(__fdiv_rn(fmaxf(amax, 0x1.8p-124f /* 6 * 2^-126 */), 6.0f));
-        lim = 6.0f;
-    } else {
-        s = as_d_e4m3(__fdiv_rn(fmaxf(amax, 0x1.8p-7f /* 6 * 2^-9 */), 6.0f));
-        lim = 6.0f;
-    }
-    const float y = clampf(__fdiv_rn(v, s), -lim, lim);
-    const float g = Kind == AS_KQ_FP8 ? as_d_e4m3(y) : as_d_e2m1(y);
+    const uint16_t q = as_d_quant_elem<Kind>(bits); // all 32 lanes call it
     if (valid)
-        x[i] = as_d_f32_to_bf16(__fmul_rn(g, s));
+        x[i] = q;
 }
 
 } // namespace

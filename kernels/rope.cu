@@ -16,7 +16,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;
 
 __global__ void rope_kernel(uint16_t *x, int64_t ld, int rows, int heads, int width, int rd, int pos0,
                             const int32_t *pos, const float *cos_t, const float *sin_t, int inverse)
@@ -59,9 +58,7 @@ extern "C" int as_k_rope(as_bf16_t *x, int64_t ld, int rows, int heads, int widt
     if (!x || !cos_t || !sin_t)
         return (int)cudaErrorInvalidValue;
     const int64_t total = (int64_t)rows * heads * (rd / 2);
-    int64_t blocks = (total + kThreads - 1) / kThreads;
-    if (blocks > kMaxBlocks)
-        blocks = kMaxBlocks;
-    rope_kernel<<<(int)blocks, kThreads, 0, st>>>(x, ld, rows, heads, width, rd, pos0, pos, cos_t, sin_t, inverse);
+    rope_kernel<<<as_grid_1d(total, kThreads), kThreads, 0, st>>>(x, ld, rows, heads, width, rd, pos0, pos, cos_t,
+                                                                  sin_t, inverse);
     return AS_LAUNCH_RESULT();
 }

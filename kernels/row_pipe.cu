@@ -8,8 +8,9 @@
 //   2. RoPE on the last rd channels at the row's position (pos[row], else pos0 + row; a negative
 //      position leaves the row unrotated): rope.cu's complex multiply, each step rounded, then bf16
 //   3. pre receives the value entering the quantiser ([rows][heads * n], contiguous)
-//   4. quantiser (AS_KQ_*): quant.cu's per-block amax, scale and grid; the blocks are aligned to the
-//      sub-row (n a multiple of the block), as they are in the flat tensor quant.cu sees
+//   4. quantiser (AS_KQ_*): quant.cuh's per-block amax, scale and grid (quant.cu's own); the blocks
+//      are aligned to the sub-row (n a multiple of the block), as they are in the flat tensor quant.cu
+//      sees
 //   5. post_scale != 1: y = bf16(y * post_scale) (as_k_scale_bf16: the fp4-scale fault)
 //   6. y written (y may alias x: every read of x precedes the first barrier); the same values go to
 //      a cache row when store is set: AS_STORE_ROWS: row (*row0_d or row0) + row; AS_STORE_RING: slot
@@ -19,6 +20,7 @@
 // Launch: one block of 256 threads per sub-row; grid = rows * heads.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/quant.cuh"
 
 #include <limits.h>
 
@@ -26,30 +28,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxN = 12288;
-
-__device__ __forceinline__ float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-// quant.cu's quant_kernel, one element: every lane of the warp calls it (the block max is a shuffle).
-template <int Kind> __device__ __forceinline__ uint16_t quant_elem(uint16_t bits)
-{
-    constexpr int block = Kind == AS_KQ_FP4_E4M3 ? 16 : 32;
-    const float v = as_d_bf16_to_f32(bits);
-    const float amax = as_d_group_max(fabsf(v), block);
-    float s, lim;
-    if (Kind == AS_KQ_FP8) {
-        s = as_d_pow2_ceil(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
-        lim = 448.0f;
-    } else if (Kind == AS_KQ_FP4_E8M0) {
-        s = as_d_pow2_ceil(__fdiv_rn(fmaxf(amax, 0x1.8p-124f /* 6 * 2^-126 */), 6.0f));
-        lim = 6.0f;
-    } else {
-        s = as_d_e4m3(__fdiv_rn(fmaxf(amax, 0x1.8p-7f /* 6 * 2^-9 */), 6.0f));
-        lim = 6.0f;
-    }
-    const float y = clampf(__fdiv_rn(v, s), -lim, lim);
-    const float g = Kind == AS_KQ_FP8 ? as_d_e4m3(y) : as_d_e2m1(y);
-    return as_d_f32_to_bf16(__fmul_rn(g, s));
-}
 
 template <int Q> __global__ void __launch_bounds__(kThreads) row_pipe_kernel(AsRowPipe p)
 {
@@ -128,7 +106,7 @@ template <int Q> __global__ void __launch_bounds__(kThreads) row_pipe_kernel(AsR
             pr[i] = bits;
         uint16_t o = bits;
         if constexpr (Q != 0)
-            o = quant_elem<Q>(bits); // all 32 lanes (the lanes past n take part with 0, as in quant.cu)
+            o = as_d_quant_elem<Q>(bits); // all 32 lanes (the lanes past n take part with 0, as in quant.cu)
         if (p.post_scale != 1.0f)
             o = as_d_f32_to_bf16(__fmul_rn(as_d_bf16_to_f32(o), p.post_scale));
         if (valid) {

@@ -468,15 +468,6 @@ __global__ void __launch_bounds__(128) sparse_attn_warp_kernel(AttnArgs a, int s
 }
 
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
-int sm_count()
-{
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-        return 132;
-    return n;
-}
-
 template <int HD> int set_smem_attr()
 {
     static bool done[64];
@@ -502,7 +493,7 @@ void split_plan(int s, int nh, int topk, int want_split, int *nsplit_out, int *t
     if (want_split > 0) {
         nsplit = want_split;
     } else if (want_split == 0) {
-        const int64_t base = (int64_t)s * nhb, sms = sm_count();
+        const int64_t base = (int64_t)s * nhb, sms = as_sm_count();
         if (base < sms)
             nsplit = (int)((2 * sms + base - 1) / base);
     }

@@ -13,13 +13,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;
-
-int grid_for(int64_t n)
-{
-    int64_t b = (n + kThreads - 1) / kThreads;
-    return (int)(b < kMaxBlocks ? b : kMaxBlocks);
-}
 
 // Copies `rows` rows of kv (starting at kv row `first`) into the ring; row p -> slot p % win.
 __global__ void ring_store_kernel(uint16_t *ring, int win, int hd, const uint16_t *kv, int first, int rows,
@@ -72,7 +65,8 @@ extern "C" int as_k_ring_store(as_bf16_t *ring, int win, int hd, const as_bf16_t
         first = 0;
         rows = 1;
     }
-    ring_store_kernel<<<grid_for((int64_t)rows * hd), kThreads, 0, st>>>(ring, win, hd, kv, first, rows, start_pos);
+    ring_store_kernel<<<as_grid_1d((int64_t)rows * hd, kThreads), kThreads, 0, st>>>(ring, win, hd, kv, first, rows,
+                                                                                     start_pos);
     return AS_LAUNCH_RESULT();
 }
 
@@ -82,9 +76,9 @@ extern "C" int as_k_window_select(int32_t *widx, int s, int win, int start_pos, 
         return (int)cudaErrorInvalidValue;
     if (start_pos == 0) {
         const int cols = s < win ? s : win;
-        select_prefill_kernel<<<grid_for((int64_t)s * cols), kThreads, 0, st>>>(widx, s, win, cols);
+        select_prefill_kernel<<<as_grid_1d((int64_t)s * cols, kThreads), kThreads, 0, st>>>(widx, s, win, cols);
     } else {
-        select_decode_kernel<<<grid_for(win), kThreads, 0, st>>>(widx, win, start_pos);
+        select_decode_kernel<<<as_grid_1d(win, kThreads), kThreads, 0, st>>>(widx, win, start_pos);
     }
     return AS_LAUNCH_RESULT();
 }
