@@ -326,19 +326,6 @@ static int read_tensor_info(Cur *c, int64_t i, AsGgufTensorInfo *t)
     return rd_u64(c, &t->offset, what);
 }
 
-typedef struct {
-    uint64_t begin, end;
-    const char *name;
-} Span;
-
-static int span_cmp(const void *a, const void *b)
-{
-    const Span *x = a, *y = b;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    return x->end < y->end ? -1 : x->end > y->end;
-}
-
 static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Offsets, bounds, overlaps and duplicate names of every tensor. */
@@ -346,7 +333,7 @@ static int check_tensors(const AsGguf *g, const char *path, AsError *err)
 {
     const uint64_t data_len = g->file->data_len;
     int64_t n = g->n_tensors;
-    Span *sp = malloc(((size_t)n + 1) * sizeof *sp);
+    AsSpan *sp = malloc(((size_t)n + 1) * sizeof *sp);
     const char **names = malloc(((size_t)n + 1) * sizeof *names);
     int rc = AS_OK;
     if (!sp || !names)
@@ -361,7 +348,7 @@ static int check_tensors(const AsGguf *g, const char *path, AsError *err)
                         "%s: tensor '%s': %llu bytes at offset %llu run past the data section (%llu bytes)", path,
                         t->name, (unsigned long long)t->nbytes, (unsigned long long)t->offset,
                         (unsigned long long)data_len);
-        sp[i] = (Span){t->offset, t->offset + t->nbytes, t->name};
+        sp[i] = (AsSpan){t->offset, t->offset + t->nbytes, t->name};
         names[i] = t->name;
     }
     if (!rc) {
@@ -370,22 +357,8 @@ static int check_tensors(const AsGguf *g, const char *path, AsError *err)
             if (!strcmp(names[i], names[i - 1]))
                 rc = as_err(err, AS_EBADINPUT, "%s: tensor '%s' appears twice", path, names[i]);
     }
-    if (!rc) {
-        qsort(sp, (size_t)n, sizeof *sp, span_cmp);
-        uint64_t end = 0;
-        const char *last = NULL;
-        for (int64_t i = 0; i < n && !rc; i++) {
-            if (sp[i].begin == sp[i].end)
-                continue;
-            if (last && sp[i].begin < end)
-                rc = as_err(err, AS_EBADINPUT, "%s: tensors '%s' and '%s' overlap in the data section", path, last,
-                            sp[i].name);
-            if (sp[i].end > end) {
-                end = sp[i].end;
-                last = sp[i].name;
-            }
-        }
-    }
+    if (!rc)
+        rc = as_spans_disjoint(path, sp, (size_t)n, err);
     free(sp);
     free(names);
     return rc;

@@ -82,22 +82,9 @@ void as_shape_str(const int64_t *shape, int ndim, char *buf, size_t n)
         snprintf(buf + k, n - k, "]");
 }
 
-typedef struct {
-    uint64_t begin, end;
-    const char *name;
-} Span;
-
-static int span_cmp(const void *a, const void *b)
-{
-    const Span *x = a, *y = b;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    return x->end < y->end ? -1 : x->end > y->end;
-}
-
 /* Checks one header entry against the data section; fills t (when its dtype is read) and sp. */
 static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, AsWTensor *t, bool *keep,
-                       Span *sp, AsError *err)
+                       AsSpan *sp, AsError *err)
 {
     const char *name = e->string;
     if (!cJSON_IsObject(e))
@@ -150,7 +137,7 @@ static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, 
     if (en - b != need)
         return as_err(err, AS_EBADINPUT, "%s: tensor '%s': data_offsets hold %llu bytes but %s %s needs %llu",
                       path, name, (unsigned long long)(en - b), d->name, ss, (unsigned long long)need);
-    *sp = (Span){b, en, name};
+    *sp = (AsSpan){b, en, name};
     *keep = d->dt >= 0;
     if (*keep) {
         memset(t, 0, sizeof *t);
@@ -169,7 +156,7 @@ static int parse_header(const char *path, const cJSON *root, AsWeightFile *f, As
                         int *cap, AsError *err)
 {
     int n_entries = cJSON_GetArraySize(root);
-    Span *spans = malloc(((size_t)n_entries + 1) * sizeof *spans);
+    AsSpan *spans = malloc(((size_t)n_entries + 1) * sizeof *spans);
     if (!spans)
         return as_err(err, AS_ERUNTIME, "%s: out of memory for %d header entries", path, n_entries);
     int rc = AS_OK, n_spans = 0, base = *n;
@@ -201,22 +188,8 @@ static int parse_header(const char *path, const cJSON *root, AsWeightFile *f, As
         else
             f->n_skipped++;
     }
-    if (!rc) {
-        qsort(spans, (size_t)n_spans, sizeof *spans, span_cmp);
-        uint64_t end = 0;
-        const char *last = NULL;
-        for (int i = 0; i < n_spans && !rc; i++) {
-            if (spans[i].begin == spans[i].end)
-                continue; /* empty tensors overlap nothing */
-            if (last && spans[i].begin < end)
-                rc = as_err(err, AS_EBADINPUT, "%s: tensors '%s' and '%s' overlap in the data section", path, last,
-                            spans[i].name);
-            if (spans[i].end > end) {
-                end = spans[i].end;
-                last = spans[i].name;
-            }
-        }
-    }
+    if (!rc)
+        rc = as_spans_disjoint(path, spans, (size_t)n_spans, err);
     free(spans);
     if (rc)
         *n = base;

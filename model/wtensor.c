@@ -59,20 +59,6 @@ static inline float load_f32(const uint8_t *p)
     return v;
 }
 
-/* IEEE binary16 to f32, exact (subnormals, inf, NaN included). */
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f)
-        return as_bits_f32(sign | 0x7f800000u | (m << 13));
-    if (e == 0) {
-        float v = ldexpf((float)m, -24); /* m * 2^-24, exact */
-        return sign ? -v : v;
-    }
-    return as_bits_f32(sign | ((e + 112) << 23) | (m << 13));
-}
-
 /* ue8m0: 2^(e - 127); 0xff is NaN. */
 static float e8m0_to_f32(uint8_t e) { return e == 0xff ? NAN : ldexpf(1.0f, (int)e - 127); }
 
@@ -130,7 +116,7 @@ void as_wt_rows_f32(const AsWTensor *t, int64_t r0, int64_t n, float *dst)
     case AS_DT_F16: {
         const uint8_t *src = base + 2 * r0 * cols;
         for (int64_t i = 0; i < count; i++)
-            dst[i] = f16_to_f32(load_u16(src + 2 * i));
+            dst[i] = as_fp16_to_fp32(load_u16(src + 2 * i));
         return;
     }
     case AS_DT_F8_E4M3: {
