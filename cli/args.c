@@ -56,6 +56,14 @@ int as_cli_fail(const char *cmd, const AsError *err)
     return err->code ? err->code : AS_ERUNTIME;
 }
 
+int as_cli_verdict_exit(const char *cmd, int rc, const AsError *err)
+{
+    if (!rc || rc == AS_EMISMATCH)
+        return rc;
+    as_cli_fail(cmd, err);
+    return rc == AS_EREFUSED || rc == AS_ECANCELLED ? AS_ERUNTIME : rc;
+}
+
 void as_cli_print_usage(const char *cmd, FILE *f)
 {
     const AsCommand *c = as_command_find(cmd);

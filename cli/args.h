@@ -42,6 +42,10 @@ bool as_parse_u64(const char *s, uint64_t *out);
 int as_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "attnscope CMD: <err's message>" on stderr; returns err's code. */
 int as_cli_fail(const char *cmd, const AsError *err);
+/* The exit code of a verdict command (run, check) from its result rc: 0 and AS_EMISMATCH as they
+ * are; any other failure is reported (as_cli_fail) with the documented code, a refused step or a
+ * cancel counting as a runtime failure. */
+int as_cli_verdict_exit(const char *cmd, int rc, const AsError *err);
 /* Prints "usage: attnscope <usage text>" of a registered command. */
 void as_cli_print_usage(const char *cmd, FILE *f);
 

@@ -32,13 +32,7 @@ static int cmd_check(int argc, char **argv)
     o.dump = pos[0];
     as_cli_install_abort_handlers(NULL);
     AsError err = {0};
-    rc = as_check_dump(&o, &err);
-    if (rc && rc != AS_EMISMATCH) {
-        as_cli_fail("check", &err);
-        if (rc == AS_EREFUSED || rc == AS_ECANCELLED)
-            rc = AS_ERUNTIME;
-    }
-    return rc;
+    return as_cli_verdict_exit("check", as_check_dump(&o, &err), &err);
 }
 
 AS_COMMAND(check, cmd_check, "replay a dump written by another engine through the reference and diff it",

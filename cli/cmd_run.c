@@ -33,13 +33,7 @@ static int cmd_run(int argc, char **argv)
     if (!rc)
         rc = as_batch_run(s, &o, &err);
     free(s);
-    if (rc && rc != AS_EMISMATCH) {
-        as_cli_fail("run", &err);
-        /* the documented exit codes: a refused step or a cancel is a runtime failure */
-        if (rc == AS_EREFUSED || rc == AS_ECANCELLED)
-            rc = AS_ERUNTIME;
-    }
-    return rc;
+    return as_cli_verdict_exit("run", rc, &err);
 }
 
 AS_COMMAND(run, cmd_run, "run a batch script: steps, tolerances, dumps, JSON/JUnit reports; exit code = verdict",

@@ -68,14 +68,20 @@ void tl_put(TuiLine *l, TuiColor c, const char *s)
     l->nchars += chars;
 }
 
-void tl_add(TuiLine *l, TuiColor c, const char *fmt, ...)
+static void tl_vadd(TuiLine *l, TuiColor c, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+static void tl_vadd(TuiLine *l, TuiColor c, const char *fmt, va_list ap)
 {
     char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    tl_put(l, c, buf);
+}
+
+void tl_add(TuiLine *l, TuiColor c, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    tl_vadd(l, c, fmt, ap);
     va_end(ap);
-    tl_put(l, c, buf);
 }
 
 void tl_pad(TuiLine *l, int n, TuiColor c)
@@ -186,12 +192,10 @@ TuiLine *tls_add(TuiLines *ls, TuiColor c, const char *fmt, ...)
     TuiLine *l = tls_new(ls);
     if (!l)
         return NULL;
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    tl_vadd(l, c, fmt, ap);
     va_end(ap);
-    tl_put(l, c, buf);
     return l;
 }
 
