@@ -1,5 +1,6 @@
 // kernels/sparse_attn.cu on the emulator, against as_sparse_attention (ref/attention.c).
 #include "emu.h"
+#include "emu_rand.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,15 +16,6 @@ extern "C" {
 #include "ref/numerics.h"
 }
 
-static uint64_t g_rs;
-static uint64_t rnd()
-{
-    uint64_t z = (g_rs += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float urnd(float a) { return as_bf16((2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a); }
 
 static int g_fail;
 // > 0: the model's prefill window selection instead of random entries (SPEC 3 step 3): query t is

@@ -4,6 +4,7 @@
 // kernels/build_idx.cu's decode kernel (window selection + idx, by value and from device
 // parameters) against ref/window.c and build_idx's rule.
 #include "emu.h"
+#include "emu_rand.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,15 +22,6 @@ extern "C" {
 #include "ref/window.h"
 }
 
-static uint64_t g_rs;
-static uint64_t rnd()
-{
-    uint64_t z = (g_rs += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float urnd(float a) { return (2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a; }
 
 static int g_fail;
 
@@ -85,13 +77,13 @@ static void run(const Case &c, uint64_t seed)
     const int maxpos = 4096, half = c.rd / 2;
     std::vector<float> cos_t((size_t)maxpos * (half ? half : 1)), sin_t(cos_t.size());
     for (size_t i = 0; i < cos_t.size(); i++) {
-        cos_t[i] = urnd(1.0f);
-        sin_t[i] = urnd(1.0f);
+        cos_t[i] = urnd_f32(1.0f);
+        sin_t[i] = urnd_f32(1.0f);
     }
     const int64_t width = (int64_t)c.heads * c.n, ldx = width + c.ldx_pad, ldy = c.inplace ? ldx : width + c.ldy_pad;
     std::vector<uint16_t> x((size_t)c.rows * ldx), y, pre((size_t)c.rows * width, 0x7f7f);
     for (auto &v : x)
-        v = as_bf16_bits(urnd(3.0f) * (rnd() % 5 == 0 ? 64.0f : 1.0f));
+        v = as_bf16_bits(urnd_f32(3.0f) * (rnd() % 5 == 0 ? 64.0f : 1.0f));
     if (c.special) {
         for (int i = 0; i < c.n; i++)
             x[i] = 0; // sub-row 0: zeros
@@ -103,7 +95,7 @@ static void run(const Case &c, uint64_t seed)
     }
     std::vector<float> w(c.n);
     for (auto &v : w)
-        v = urnd(2.0f);
+        v = urnd_f32(2.0f);
     std::vector<int32_t> pos(c.rows);
     for (int r = 0; r < c.rows; r++)
         pos[r] = c.pos_mode == 1 ? (int)(rnd() % maxpos) : c.pos0 + r;
@@ -112,7 +104,7 @@ static void run(const Case &c, uint64_t seed)
     const int store_rows = c.store_mode == AS_STORE_RING ? c.ring : c.row0 + c.rows + 3;
     std::vector<uint16_t> store((size_t)store_rows * width + 8), store_want;
     for (auto &v : store)
-        v = as_bf16_bits(urnd(1.0f));
+        v = as_bf16_bits(urnd_f32(1.0f));
     store_want = store;
     int32_t row0_dev = c.row0;
     // expected, sub-row by sub-row
@@ -120,7 +112,7 @@ static void run(const Case &c, uint64_t seed)
     if (!c.inplace) {
         y.assign((size_t)c.rows * ldy, 0x7f7f);
         for (auto &v : y)
-            v = as_bf16_bits(urnd(1.0f));
+            v = as_bf16_bits(urnd_f32(1.0f));
         y_want = y;
     } else {
         y_want = x;

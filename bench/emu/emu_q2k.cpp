@@ -9,6 +9,7 @@
 //       -I /usr/local/cuda/include -DAS_EMU bench/emu/emu_q2k.cpp bench/emu/emu.cpp $B/quants.o
 //       $B/numerics.o -o $B/emu_q2k -pthread && $B/emu_q2k                      (one line)
 #include "emu.h"
+#include "emu_rand.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -25,15 +26,6 @@ extern "C" {
 #include "ref/numerics.h"
 }
 
-static uint64_t g_rs = 12345;
-static uint64_t rnd()
-{
-    uint64_t z = (g_rs += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float urnd(float a) { return (2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a; }
 static int g_fail;
 
 static void random_q2k(std::vector<AsBlockQ2K> &w)
@@ -73,20 +65,20 @@ static void run(int n_out, int n_in, int m, int batch, bool mmq, int R, int W, b
     std::vector<AsBlockQ2K> w((size_t)batch * n_out * nb);
     random_q2k(w);
     std::vector<uint16_t> xb((size_t)batch * m * n_in);
-    for (auto &v : xb) v = as_bf16_bits(urnd(2.0f));
+    for (auto &v : xb) v = as_bf16_bits(urnd_f32(2.0f));
     std::vector<AsBlockQ8_1> xq = quantize(xb, batch * m, n_in);
     // layout: W_b = W + b n_out nb; x_b rows t at b m nx + t nx; y[b][t][o]
     std::vector<float> yf((size_t)batch * m * n_out, NAN);
     std::vector<uint16_t> yb((size_t)batch * m * n_out, 0x7fc1);
     if (mmq) {
-        MmqArgs a{w.data(), nb, (int64_t)n_out * nb, n_out, n_in, xq.data(), nx, (int64_t)m * nx, m,
-                  y_f32 ? (void *)yf.data() : (void *)yb.data(), n_out, (int64_t)m * n_out, y_f32 ? 1 : 0,
-                  !b4 && mmq_b16(xq.data(), nx, (int64_t)m * nx, batch) ? 1 : 0};
+        q2k::Args a{w.data(), nb, (int64_t)n_out * nb, n_out, n_in, xq.data(), nx, (int64_t)m * nx, m,
+                    y_f32 ? (void *)yf.data() : (void *)yb.data(), n_out, (int64_t)m * n_out, y_f32 ? 1 : 0,
+                    !b4 && mmq_b16(xq.data(), nx, (int64_t)m * nx, batch) ? 1 : 0};
         emu::launch(dim3((unsigned)((n_out + kBM - 1) / kBM), (unsigned)((m + kBN - 1) / kBN), (unsigned)batch),
                     dim3(kMqThreads), [&] { q2k_mmq_kernel(a); });
     } else {
-        MmvqArgs a{w.data(), nb, (int64_t)n_out * nb, n_out, n_in, xq.data(), nx, (int64_t)m * nx, m,
-                   y_f32 ? (void *)yf.data() : (void *)yb.data(), n_out, (int64_t)m * n_out, y_f32 ? 1 : 0};
+        q2k::Args a{w.data(), nb, (int64_t)n_out * nb, n_out, n_in, xq.data(), nx, (int64_t)m * nx, m,
+                    y_f32 ? (void *)yf.data() : (void *)yb.data(), n_out, (int64_t)m * n_out, y_f32 ? 1 : 0, 0};
         const int gpb = kWarps / W, groups = (n_out + R - 1) / R;
         const dim3 grid((unsigned)((groups + gpb - 1) / gpb), (unsigned)batch);
         auto go = [&](auto kern) { emu::launch(grid, dim3(kThreads), [&] { kern(a, W); }); };
@@ -138,6 +130,7 @@ static void run(int n_out, int n_in, int m, int batch, bool mmq, int R, int W, b
 
 int main()
 {
+    g_rs = 12345;
     run(37, 512, 3, 2, false, 4, 1, true);
     run(37, 768, 1, 1, false, 1, 1, true);
     run(9, 1280, 5, 1, false, 2, 1, false);

@@ -1,6 +1,7 @@
 // kernels/index_scores.cu on the emulator, against as_index_scores + as_index_visibility
 // (ref/indexer.c): bit-exact with fp4-quantised data.
 #include "emu.h"
+#include "emu_rand.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -17,15 +18,6 @@ extern "C" {
 #include "ref/quant.h"
 }
 
-static uint64_t g_rs;
-static uint64_t rnd()
-{
-    uint64_t z = (g_rs += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float urnd(float a) { return as_bf16((2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a); }
 
 static int g_fail;
 
