@@ -28,7 +28,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -ffp-contract=off -fopenmp \
-          -I. $(filter-out -D_XOPEN_SOURCE=600,$(PKG_CFLAGS)) -DAS_VERSION='"$(VERSION)"' -MMD -MP
+          -I. -I$(BUILD)/gen $(filter-out -D_XOPEN_SOURCE=600,$(PKG_CFLAGS)) -MMD -MP
 LDLIBS := $(PKG_LIBS) -lopenblas -fopenmp -lm -lpthread
 
 # sm_90a for Hopper (wgmma, setmaxnreg) plus PTX for compute_80 so that Ampere, Ada, Blackwell
@@ -86,6 +86,15 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+# The version header is rewritten only when `git describe` changes (model/version.c includes it).
+VERSION_H := $(BUILD)/gen/as_version_gen.h
+$(VERSION_H): FORCE
+	@mkdir -p $(dir $@)
+	@echo '#define AS_VERSION "$(VERSION)"' >$@.tmp; cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(BUILD)/obj/model/version.o: $(VERSION_H)
+.PHONY: FORCE
+FORCE:
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

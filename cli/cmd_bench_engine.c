@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "driver/driver.h"
 #include "engine/engine.h"
+#include "model/version.h"
 
 static int cmd_bench_engine(int argc, char **argv)
 {
@@ -45,9 +46,9 @@ static int cmd_bench_engine(int argc, char **argv)
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    printf("## bench-engine, %s\n\n%s, model %s (%s)\n\ncommand: attnscope bench-engine %s --context %d --steps %d "
-           "--prefill %d\n\n",
-           date, devs, m.weights_name, as_engine_build_info(), model, context, steps, prefill);
+    printf("## bench-engine, %s\n\n%sattnscope %s (%s), model %s\n\ncommand: attnscope bench-engine %s --context %d "
+           "--steps %d --prefill %d\n\n",
+           date, devs, as_version(), as_engine_build_info(), m.weights_name, model, context, steps, prefill);
     AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
                               .json_path = json};
     rc = as_engine_bench(&m, &o, stdout, &err);

@@ -6,15 +6,12 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "engine/engine.h"
-
-#ifndef AS_VERSION
-#define AS_VERSION "unknown"
-#endif
+#include "model/version.h"
 
 static void print_help(FILE *f)
 {
     fprintf(f, "attnscope %s: a step debugger for the attention of DeepSeek-V4.1 Flash\n\n"
-               "usage: attnscope [COMMAND] [OPTIONS]\n\ncommands:\n", AS_VERSION);
+               "usage: attnscope [COMMAND] [OPTIONS]\n\ncommands:\n", as_version());
     int n, width = 0;
     const AsCommand *const *cmds = as_command_list(&n);
     for (int i = 0; i < n; i++)
@@ -64,7 +61,7 @@ int main(int argc, char **argv)
     if (!strcmp(a, "help"))
         return help(argc, argv);
     if (!strcmp(a, "--version")) {
-        printf("attnscope %s (%s)\n", AS_VERSION, as_engine_build_info());
+        printf("attnscope %s (%s)\n", as_version(), as_engine_build_info());
         return 0;
     }
     const AsCommand *c = as_command_find(a);

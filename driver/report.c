@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/version.h"
+
 /* One JUnit test case: step x layer. */
 typedef struct {
     int step, layer, start_pos;
@@ -66,7 +68,7 @@ AsReport *as_report_new(const char *name, const AsModel *m, const char *checked,
     cJSON_AddStringToObject(r->root, "format", "attnscope-report");
     cJSON_AddNumberToObject(r->root, "format_version", 1);
     cJSON_AddStringToObject(r->root, "name", name);
-    cJSON_AddStringToObject(r->root, "attnscope_version", AS_VERSION);
+    cJSON_AddStringToObject(r->root, "attnscope_version", as_version());
     cJSON *model = cJSON_AddObjectToObject(r->root, "model");
     cJSON_AddStringToObject(model, "weights", m->weights_name);
     cJSON_AddStringToObject(model, "digest", m->digest);

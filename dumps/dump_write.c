@@ -16,10 +16,7 @@
 #include "dumps/dump_diff.h"
 #include "dumps/h5io.h"
 #include "model/safetensors.h"
-
-#ifndef AS_VERSION
-#define AS_VERSION "unknown"
-#endif
+#include "model/version.h"
 
 /* ---- the table of temporaries (async-signal-safe side: atomics and unlink only) -------- */
 
@@ -209,7 +206,7 @@ int as_dump_create(const char *path, const AsDumpMeta *meta, AsDumpWriter **out,
     if (!rc)
         rc = as_h5_put_str(w->file, "weights_digest", meta->weights_digest, at, err);
     if (!rc)
-        rc = as_h5_put_str(w->file, "attnscope_version", meta->version ? meta->version : AS_VERSION, at, err);
+        rc = as_h5_put_str(w->file, "attnscope_version", meta->version ? meta->version : as_version(), at, err);
     if (!rc)
         rc = as_h5_put_str(w->file, "mode", meta->mode, at, err);
     if (!rc)
