@@ -160,6 +160,47 @@ int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na,
 int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, int *tiles_per_split,
                                  size_t *ws_bytes);
 
+/* ---- the selection on the device (issue 8): kernels/topk_select.cu, test tests/gpu_topk.c ----
+ * torch's CPU top-k index set (ref/topk.c as_topk_torch_set, ties included) by an exact emulation of
+ * libstdc++'s introselect / heap select, one warp per row; rows up to AS_TOPK_MAX_WIDTH columns (the
+ * engine selects wider rows on the host). stats (optional, 3 counters): rows selected, rows whose k-th
+ * value is tied across the cut (only the exact emulation decides those), rows through partial_sort. */
+#define AS_TOPK_MAX_WIDTH 16384
+
+/* set[t][0..k) = as_topk_torch_set(v + t * n, n, k) for each of `rows` rows (k <= n). */
+int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *set, unsigned long long *stats, cudaStream_t st);
+
+/* The indexer's selection, ref/indexer.c as_index_topk after select_host.c's candidate mask: row t of
+ * the scores (ld apart) masked to -inf where cand[t] (cand_ld apart, optional) is 0 (written back: the
+ * run's iscore), its top-k set ascending, p -> p + offset when p < compress_lens[t] (prefill:
+ * (t + 1) / ratio; decode: the width), else -1, into sel (and sel2 when given), ldsel apart. width and
+ * k are read from width_d / k_d when given (at most max_width / max_k, which size the launch). */
+typedef struct {
+    as_bf16_t *score;
+    int64_t ld;
+    int s, width, max_width, k, max_k, ratio, prefill, offset;
+    const int32_t *width_d, *k_d;
+    const uint8_t *cand;
+    int64_t cand_ld;
+    int32_t *sel, *sel2;
+    int64_t ldsel;
+    unsigned long long *stats;
+} AsTopkLaunch;
+int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st);
+
+/* ref/candidates.c as_select_candidate_blocks: the candidate mask [s][width] (mask_ld apart) of the
+ * scores (ld apart), width from width_d when given (<= max_width). */
+typedef struct {
+    const as_bf16_t *score;
+    int64_t ld;
+    int s, width, max_width, ratio, prefill, bs, topk_blocks;
+    const int32_t *width_d;
+    uint8_t *mask;
+    int64_t mask_ld;
+    unsigned long long *stats;
+} AsCandLaunch;
+int as_k_candidate_blocks(const AsCandLaunch *a, cudaStream_t st);
+
 /* ---- Q2_K projections (issue 7): kernels/q8_1.cu, q2k_mmvq.cu, q2k_mmq.cu; test tests/gpu_q2k.c ----
  * Weights stay raw GGUF Q2_K blocks, activations are quantised to q8_1 blocks (model/ggml_blocks.h:
  * AsBlockQ2K, AsBlockQ8_1, passed as void *; both 4-byte aligned). Twins: model/quants.h. */

@@ -42,6 +42,19 @@ inline float __shfl_xor_sync(unsigned, float v, int o)
 {
     return emu::xchg_f32(v, (int)((threadIdx.x & 31) ^ (unsigned)o));
 }
+inline int __shfl_xor_sync(unsigned, int v, int o)
+{
+    return (int)emu::xchg_u32((uint32_t)v, (int)((threadIdx.x & 31) ^ (unsigned)o));
+}
+inline int __shfl_sync(unsigned, int v, int src) { return (int)emu::xchg_u32((uint32_t)v, src & 31); }
+// lanes below d keep their own value, as on the device
+inline int __shfl_up_sync(unsigned, int v, unsigned d)
+{
+    const int lane = (int)(threadIdx.x & 31), src = lane - (int)d;
+    const int got = (int)emu::xchg_u32((uint32_t)v, src < 0 ? lane : src);
+    return got;
+}
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 inline float __fmul_rn(float a, float b) { return a * b; }

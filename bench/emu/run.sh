@@ -9,13 +9,13 @@ mkdir -p "$B"
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 CF="-O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -fopenmp -I."
 XF="-std=c++20 -O1 -Wall -Wextra -Werror -Wno-unknown-pragmas -ffp-contract=off -I bench/emu -I . -I $CUDA_HOME/include -DAS_EMU"
-for f in attention numerics gemm threads indexer topk quant gemv window; do
+for f in attention numerics gemm threads indexer topk candidates quant gemv window; do
     # shellcheck disable=SC2086
     gcc $CF -c "ref/$f.c" -o "$B/ref_$f.o"
 done
 # shellcheck disable=SC2086
 g++ $XF -c bench/emu/emu.cpp -o "$B/emu.o"
-for k in attn scores gemv decode decode_attn decode_scores; do
+for k in attn scores gemv decode decode_attn decode_scores topk; do
     # shellcheck disable=SC2086
     g++ $XF -c "bench/emu/emu_$k.cpp" -o "$B/emu_$k.o"
 done
@@ -30,8 +30,12 @@ g++ -o "$B/emu_gemv" "$B/emu_gemv.o" "$B/emu.o" "$B/ref_gemv.o" "$B/ref_numerics
 g++ -o "$B/emu_decode" "$B/emu_decode.o" "$B/emu.o" "$B/ref_quant.o" "$B/ref_window.o" "$B/ref_numerics.o" -pthread
 g++ -o "$B/emu_decode_attn" "$B/emu_decode_attn.o" "$B/emu.o" "$B/ref_numerics.o" -pthread
 g++ -o "$B/emu_decode_scores" "$B/emu_decode_scores.o" "$B/emu.o" "$B/ref_quant.o" "$B/ref_numerics.o" -pthread
+# the selection on the device (issue 8): torch's top-k sets and the candidate blocks
+# shellcheck disable=SC2086
+g++ -o "$B/emu_topk" "$B/emu_topk.o" "$B/emu.o" "$B/ref_topk.o" "$B/ref_indexer.o" "$B/ref_candidates.o" \
+    "$B/ref_quant.o" $R -lopenblas -pthread -fopenmp
 rc=0
-for k in attn scores gemv decode decode_attn decode_scores; do
+for k in attn scores gemv decode decode_attn decode_scores topk; do
     echo "== emu_$k"
     "$B/emu_$k" || rc=1
 done

@@ -1,0 +1,496 @@
+// The selection on the device (issue 8): torch's CPU top-k index SET (SPEC 5, ref/topk.c) and the
+// candidate blocks (SPEC 3, ref/candidates.c), exact, tie order included, so that no decode step
+// needs the host.
+//
+// Why an emulation and not a radix select: the index scores are bf16, so at a real width (2048-8192
+// columns, 256 values per binade) the k-th largest value is almost always shared by several columns,
+// and WHICH of them torch keeps is decided by libstdc++'s introselect moving pairs around. So each
+// row runs that algorithm itself, step for step, on (value, index) pairs in shared memory, with one
+// warp per row:
+//   - introselect's control flow (median-of-three into `first`, the depth limit 2*floor(log2 n),
+//     insertion sort below 4 elements, heap_select at the depth limit) and partial_sort's heap_select
+//     (k * 64 <= n) run on lane 0, exactly as ref/topk.c, in O(1) or rare steps;
+//   - the expensive part, __unguarded_partition, runs on the 32 lanes. Its swap sequence has a closed
+//     form: with A = positions of the "left stoppers" (!comp(x, pivot)) in rising order and B = those
+//     of the "right stoppers" (!comp(pivot, x)) in falling order, pass m swaps A[m] and B[m] for every
+//     m below m* = the number of leading m with A[m] < B[m], and the partition returns
+//     min(A[m*], B[m*-1]) (the left scan stops at an original stopper or at the swapped-in one,
+//     whichever comes first; see the proof in docs/SELECTION.md). Stoppers are ranked with warp
+//     prefix sums, m* is a binary search (A rises, B falls), the swaps are disjoint and parallel.
+// The set (the first k pairs) is then flagged and compacted in index order: ascending, as the
+// reference sorts it. Rows wider than AS_TOPK_MAX_WIDTH are refused by the launcher (the engine then
+// selects on the host).
+#include <climits>
+
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace topk {
+
+constexpr unsigned kFull = 0xffffffffu;
+// One row's working set: f32 values, u16 indices, u16 left / right stopper positions (10 bytes a
+// column), rounded up so that what follows it stays aligned.
+__host__ __device__ constexpr size_t row_bytes(int n) { return ((size_t)n * 10 + 15) & ~(size_t)15; }
+
+__device__ __forceinline__ bool is_nan(float x) { return x != x; }
+// ref/topk.c comp(a, b): a before b. NaN first (largest), then larger values.
+__device__ __forceinline__ bool comp(float a, float b) { return (is_nan(a) && !is_nan(b)) || a > b; }
+
+struct Row {
+    float *v;
+    uint16_t *ix;
+    uint16_t *pa, *pb; // stopper positions (partition), then the set's flags
+};
+
+__device__ __forceinline__ Row row_in(uint8_t *base, int n)
+{
+    Row r;
+    r.v = (float *)base;
+    r.ix = (uint16_t *)(base + 4 * (size_t)n);
+    r.pa = r.ix + n;
+    r.pb = r.pa + n;
+    return r;
+}
+
+__device__ __forceinline__ void swap_at(const Row &r, int a, int b)
+{
+    const float tv = r.v[a];
+    r.v[a] = r.v[b];
+    r.v[b] = tv;
+    const uint16_t ti = r.ix[a];
+    r.ix[a] = r.ix[b];
+    r.ix[b] = ti;
+}
+
+__device__ __forceinline__ int warp_excl_scan(int x, int lane, int *total)
+{
+    int inc = x;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(kFull, inc, o);
+        if (lane >= o)
+            inc += y;
+    }
+    *total = __shfl_sync(kFull, inc, 31);
+    return inc - x;
+}
+
+__device__ __forceinline__ int warp_sum_int(int x)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        x += __shfl_xor_sync(kFull, x, o);
+    return x;
+}
+
+// ---- lane 0: libstdc++'s sequential pieces (ref/topk.c, same names, same order of moves) ----
+
+__device__ void push_heap(const Row &r, int base, int hole, int top, float val, uint16_t vix)
+{
+    int parent = (hole - 1) / 2;
+    while (hole > top && comp(r.v[base + parent], val)) {
+        r.v[base + hole] = r.v[base + parent];
+        r.ix[base + hole] = r.ix[base + parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    r.v[base + hole] = val;
+    r.ix[base + hole] = vix;
+}
+
+__device__ void adjust_heap(const Row &r, int base, int hole, int len, float val, uint16_t vix)
+{
+    const int top = hole;
+    int second = hole;
+    while (second < (len - 1) / 2) {
+        second = 2 * (second + 1);
+        if (comp(r.v[base + second], r.v[base + second - 1]))
+            second--;
+        r.v[base + hole] = r.v[base + second];
+        r.ix[base + hole] = r.ix[base + second];
+        hole = second;
+    }
+    if ((len & 1) == 0 && second == (len - 2) / 2) {
+        second = 2 * (second + 1);
+        r.v[base + hole] = r.v[base + second - 1];
+        r.ix[base + hole] = r.ix[base + second - 1];
+        hole = second - 1;
+    }
+    push_heap(r, base, hole, top, val, vix);
+}
+
+// [first, middle) ends up holding the middle - first pairs that compare first (as a heap).
+__device__ void heap_select(const Row &r, int first, int middle, int last)
+{
+    const int len = middle - first;
+    if (len >= 2)
+        for (int parent = (len - 2) / 2;; parent--) {
+            adjust_heap(r, first, parent, len, r.v[first + parent], r.ix[first + parent]);
+            if (parent == 0)
+                break;
+        }
+    for (int i = middle; i < last; i++)
+        if (comp(r.v[i], r.v[first])) { // pop_heap(first, middle, i)
+            const float val = r.v[i];
+            const uint16_t vix = r.ix[i];
+            r.v[i] = r.v[first];
+            r.ix[i] = r.ix[first];
+            adjust_heap(r, first, 0, len, val, vix);
+        }
+}
+
+__device__ void move_median_to_first(const Row &r, int result, int a, int b, int c)
+{
+    const float va = r.v[a], vb = r.v[b], vc = r.v[c];
+    if (comp(va, vb)) {
+        if (comp(vb, vc))
+            swap_at(r, result, b);
+        else if (comp(va, vc))
+            swap_at(r, result, c);
+        else
+            swap_at(r, result, a);
+    } else if (comp(va, vc))
+        swap_at(r, result, a);
+    else if (comp(vb, vc))
+        swap_at(r, result, c);
+    else
+        swap_at(r, result, b);
+}
+
+__device__ void insertion_sort(const Row &r, int first, int last)
+{
+    if (first == last)
+        return;
+    for (int i = first + 1; i != last; ++i) {
+        const float val = r.v[i];
+        const uint16_t vix = r.ix[i];
+        if (comp(val, r.v[first])) {
+            for (int j = i; j > first; j--) {
+                r.v[j] = r.v[j - 1];
+                r.ix[j] = r.ix[j - 1];
+            }
+            r.v[first] = val;
+            r.ix[first] = vix;
+        } else { // unguarded_linear_insert
+            int hole = i, next = i - 1;
+            while (comp(val, r.v[next])) {
+                r.v[hole] = r.v[next];
+                r.ix[hole] = r.ix[next];
+                hole = next--;
+            }
+            r.v[hole] = val;
+            r.ix[hole] = vix;
+        }
+    }
+}
+
+// ---- the warp: __unguarded_partition(lo, hi, pivot value P) in closed form ----
+
+__device__ int warp_partition(const Row &r, int lo, int hi, float P, int lane)
+{
+    const int chunk = (hi - lo + 31) >> 5;
+    const int b = min(lo + lane * chunk, hi), e = min(b + chunk, hi);
+    int ca = 0, cb = 0;
+    for (int i = b; i < e; i++) {
+        const float x = r.v[i];
+        ca += !comp(x, P);
+        cb += !comp(P, x);
+    }
+    int ta, tb;
+    int ra = warp_excl_scan(ca, lane, &ta);
+    int rb = warp_excl_scan(cb, lane, &tb);
+    for (int i = b; i < e; i++) {
+        const float x = r.v[i];
+        if (!comp(x, P))
+            r.pa[ra++] = (uint16_t)i;
+        if (!comp(P, x))
+            r.pb[tb - 1 - rb++] = (uint16_t)i;
+    }
+    __syncwarp();
+    // m*: the leading passes whose stoppers have not crossed (A rises, B falls: a prefix)
+    int m0 = 0, m1 = min(ta, tb);
+    while (m0 < m1) {
+        const int mid = (m0 + m1) >> 1;
+        if (r.pa[mid] < r.pb[mid])
+            m0 = mid + 1;
+        else
+            m1 = mid;
+    }
+    const int ms = m0;
+    int cut = ms < ta ? (int)r.pa[ms] : INT_MAX;
+    if (ms > 0 && (int)r.pb[ms - 1] < cut)
+        cut = r.pb[ms - 1];
+    for (int m = lane; m < ms; m += 32)
+        swap_at(r, r.pa[m], r.pb[m]);
+    __syncwarp();
+    return cut;
+}
+
+// std::nth_element(first, first + nth, first + n, comp): introselect.
+__device__ void warp_nth_element(const Row &r, int n, int nth, int lane)
+{
+    int first = 0, last = n;
+    int depth = 2 * (31 - __clz(n));
+    while (last - first > 3) {
+        if (depth == 0) {
+            if (lane == 0) {
+                heap_select(r, first, nth + 1, last);
+                swap_at(r, first, nth);
+            }
+            __syncwarp();
+            return;
+        }
+        --depth;
+        if (lane == 0)
+            move_median_to_first(r, first, first + 1, first + (last - first) / 2, last - 1);
+        __syncwarp();
+        const int cut = warp_partition(r, first + 1, last, r.v[first], lane);
+        if (cut <= nth)
+            first = cut;
+        else
+            last = cut;
+    }
+    if (lane == 0)
+        insertion_sort(r, first, last);
+    __syncwarp();
+}
+
+// Leaves torch's index set in r.ix[0..k) (k <= n) and counts, into stats, the row and whether its
+// k-th value is tied across the cut (the case only the exact emulation decides).
+__device__ void warp_torch_topk(const Row &r, int n, int k, int lane, unsigned long long *stats)
+{
+    if (k <= 0 || k >= n)
+        return; // nothing, or everything: no algorithm needed
+    const bool partial = (int64_t)k * 64 <= n;
+    if (partial) {
+        if (lane == 0)
+            heap_select(r, 0, k, n); // partial_sort's sort_heap orders the set, it does not change it
+        __syncwarp();
+    } else {
+        warp_nth_element(r, n, k - 1, lane);
+    }
+    if (stats) {
+        const float T = partial ? r.v[0] : r.v[k - 1]; // the k-th in comp order
+        int ge = 0;
+        for (int i = lane; i < n; i += 32)
+            ge += !comp(T, r.v[i]);
+        ge = warp_sum_int(ge);
+        if (lane == 0) {
+            atomicAdd(stats, 1ull);
+            if (ge > k)
+                atomicAdd(stats + 1, 1ull);
+            if (partial)
+                atomicAdd(stats + 2, 1ull);
+        }
+    }
+}
+
+// Flags the set (the first k indices, or all when k >= n) in r.pa and calls emit(j, p) for the j-th
+// member p in ascending order.
+template <class Emit>
+__device__ void warp_emit_set(const Row &r, int n, int k, int lane, Emit emit)
+{
+    uint16_t *flag = r.pa;
+    if (k < n) {
+        for (int i = lane; i < n; i += 32)
+            flag[i] = 0;
+        __syncwarp();
+        for (int j = lane; j < k; j += 32)
+            flag[r.ix[j]] = 1;
+    } else {
+        for (int i = lane; i < n; i += 32)
+            flag[i] = 1;
+    }
+    __syncwarp();
+    const int chunk = (n + 31) >> 5;
+    const int b = min(lane * chunk, n), e = min(b + chunk, n);
+    int c = 0;
+    for (int i = b; i < e; i++)
+        c += flag[i];
+    int total;
+    int j = warp_excl_scan(c, lane, &total);
+    for (int i = b; i < e; i++)
+        if (flag[i])
+            emit(j++, i);
+    __syncwarp();
+}
+
+__device__ __forceinline__ float load_value(const float *p) { return *p; }
+__device__ __forceinline__ float load_value(const uint16_t *p) { return as_d_bf16_to_f32(*p); }
+
+} // namespace topk
+
+// Generic rows (the fixtures' f32 values, tests): set[t][0..k) = torch's set of row t, ascending.
+__global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, unsigned long long *stats)
+{
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int t = blockIdx.x, lane = threadIdx.x;
+    const topk::Row r = topk::row_in(smem, n);
+    for (int i = lane; i < n; i += 32) {
+        r.v[i] = v[(int64_t)t * n + i];
+        r.ix[i] = (uint16_t)i;
+    }
+    __syncwarp();
+    const int kk = k < n ? k : n;
+    topk::warp_torch_topk(r, n, kk, lane, stats);
+    int32_t *out = set + (int64_t)t * k;
+    topk::warp_emit_set(r, n, kk, lane, [&](int j, int p) { out[j] = p; });
+}
+
+// The indexer's selection (ref/indexer.c as_index_topk after the candidate mask of
+// engine/select_host.c): row t of the bf16 scores (row stride ld), masked where cand says so (the
+// masked scores are written back: they are the run's iscore), torch's set of k, each p mapped to
+// p + offset when p < compress_lens[t] (prefill (t + 1) / ratio, decode the width), else -1; written
+// to sel (row stride ldsel) and, when given, sel2 (the shared selection). width / k come from width_d
+// / k_d when given (the decode graph's step parameters), else by value.
+__global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const int32_t *width_d, int k,
+                                  const int32_t *k_d, int ratio, int prefill, const uint8_t *cand, int64_t cand_ld,
+                                  int offset, int32_t *sel, int64_t ldsel, int32_t *sel2,
+                                  unsigned long long *stats)
+{
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int t = blockIdx.x, lane = threadIdx.x;
+    if (width_d)
+        width = *width_d;
+    if (k_d)
+        k = *k_d;
+    const int n = width;
+    k = k < n ? k : n;
+    const topk::Row r = topk::row_in(smem, n);
+    uint16_t *srow = score + (int64_t)t * ld;
+    const uint8_t *crow = cand ? cand + (int64_t)t * cand_ld : nullptr;
+    for (int i = lane; i < n; i += 32) {
+        float x = topk::load_value(srow + i);
+        if (crow && !crow[i]) {
+            x = -INFINITY;
+            srow[i] = 0xff80; // bf16 -inf
+        }
+        r.v[i] = x;
+        r.ix[i] = (uint16_t)i;
+    }
+    __syncwarp();
+    topk::warp_torch_topk(r, n, k, lane, stats);
+    const int clen = prefill ? (t + 1) / ratio : width;
+    int32_t *o1 = sel + (int64_t)t * ldsel;
+    int32_t *o2 = sel2 ? sel2 + (int64_t)t * ldsel : nullptr;
+    topk::warp_emit_set(r, n, k, lane, [&](int j, int p) {
+        const int32_t val = p < clen ? p + offset : -1;
+        o1[j] = val;
+        if (o2)
+            o2[j] = val;
+    });
+}
+
+// select_candidate_blocks (ref/candidates.c) for row t: block maxima over bs columns (in the
+// reference's order), the block of the newest visible position pinned to +inf (floor division), the
+// torch set of min(topk_blocks, nblocks) blocks, a kept block whose maximum is -inf dropped; mask row
+// t (stride mask_ld) marks every column of a kept block.
+__global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int width, const int32_t *width_d,
+                                        int ratio, int prefill, int bs, int topk_blocks, uint8_t *mask,
+                                        int64_t mask_ld, unsigned long long *stats)
+{
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int t = blockIdx.x, lane = threadIdx.x;
+    if (width_d)
+        width = *width_d;
+    const int nb = (width + bs - 1) / bs;
+    const int kb = topk_blocks < nb ? topk_blocks : nb;
+    const topk::Row r = topk::row_in(smem, nb);
+    float *bmax = (float *)(smem + topk::row_bytes(nb)); // the block maxima (the selection moves the pairs)
+    const uint16_t *srow = score + (int64_t)t * ld;
+    const int clen = prefill ? (t + 1) / ratio : width;
+    const int a = clen - 1;
+    const int pin = a >= 0 ? a / bs : -((-a + bs - 1) / bs);
+    for (int b = lane; b < nb; b += 32) {
+        const int end = (b + 1) * bs < width ? (b + 1) * bs : width;
+        float m = as_d_bf16_to_f32(srow[b * bs]);
+        for (int p = b * bs + 1; p < end; p++) {
+            const float x = as_d_bf16_to_f32(srow[p]);
+            m = x > m ? x : m;
+        }
+        if (b == pin)
+            m = INFINITY;
+        bmax[b] = m;
+        r.v[b] = m;
+        r.ix[b] = (uint16_t)b;
+    }
+    __syncwarp();
+    topk::warp_torch_topk(r, nb, kb, lane, stats);
+    uint16_t *kept = r.pa; // the set's flags, indexed by block
+    topk::warp_emit_set(r, nb, kb, lane, [](int, int) {});
+    uint8_t *mrow = mask + (int64_t)t * mask_ld;
+    for (int p = lane; p < width; p += 32) {
+        const int b = p / bs;
+        mrow[p] = kept[b] && bmax[b] != -INFINITY;
+    }
+}
+
+#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
+
+static size_t topk_smem(int n) { return topk::row_bytes(n); }
+
+// Shared memory above the default 48 KiB is opted into once per kernel, for the widest row allowed
+// (before any decode graph is captured: the first launches are a prefill's).
+template <class K> static int topk_allow_smem(K kernel, size_t bytes, bool *done)
+{
+    if (bytes <= 48 * 1024 || *done)
+        return 0;
+    const int rc = (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)(topk::row_bytes(AS_TOPK_MAX_WIDTH) + 4 * AS_TOPK_MAX_WIDTH));
+    *done = rc == 0;
+    return rc;
+}
+
+extern "C" int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *set, unsigned long long *stats,
+                              cudaStream_t st)
+{
+    if (rows < 0 || n < 1 || n > AS_TOPK_MAX_WIDTH || k < 0 || k > n || !v || !set)
+        return (int)cudaErrorInvalidValue;
+    if (rows == 0 || k == 0)
+        return 0;
+    const size_t smem = topk_smem(n);
+    static bool done;
+    int rc = topk_allow_smem(topk_rows_kernel, smem, &done);
+    if (rc)
+        return rc;
+    topk_rows_kernel<<<rows, 32, smem, st>>>(v, n, k, set, stats);
+    return AS_LAUNCH_RESULT();
+}
+
+extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
+{
+    const int wmax = a->width_d ? a->max_width : a->width;
+    const int kmax = a->k_d ? a->max_k : a->k;
+    if (a->s < 0 || wmax < 1 || wmax > AS_TOPK_MAX_WIDTH || kmax < 0 || a->ratio < 1 || !a->score || !a->sel ||
+        a->ld < wmax || a->ldsel < kmax || (a->cand && a->cand_ld < wmax) || a->offset < 0)
+        return (int)cudaErrorInvalidValue;
+    if (a->s == 0)
+        return 0;
+    const size_t smem = topk_smem(wmax);
+    static bool done;
+    int rc = topk_allow_smem(index_topk_kernel, smem, &done);
+    if (rc)
+        return rc;
+    index_topk_kernel<<<a->s, 32, smem, st>>>(a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
+                                              a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2,
+                                              a->stats);
+    return AS_LAUNCH_RESULT();
+}
+
+extern "C" int as_k_candidate_blocks(const AsCandLaunch *a, cudaStream_t st)
+{
+    const int wmax = a->width_d ? a->max_width : a->width;
+    if (a->s < 0 || wmax < 1 || wmax > AS_TOPK_MAX_WIDTH || a->bs < 1 || a->topk_blocks < 0 || a->ratio < 1 ||
+        !a->score || !a->mask || a->ld < wmax || a->mask_ld < wmax)
+        return (int)cudaErrorInvalidValue;
+    if (a->s == 0)
+        return 0;
+    const int nb = (wmax + a->bs - 1) / a->bs;
+    const size_t smem = topk_smem(nb) + 4 * (size_t)nb;
+    static bool done;
+    int rc = topk_allow_smem(candidate_blocks_kernel, smem, &done);
+    if (rc)
+        return rc;
+    candidate_blocks_kernel<<<a->s, 32, smem, st>>>(a->score, a->ld, a->width, a->width_d, a->ratio, a->prefill,
+                                                    a->bs, a->topk_blocks, a->mask, a->mask_ld, a->stats);
+    return AS_LAUNCH_RESULT();
+}
+#endif // AS_EMU
