@@ -12,7 +12,8 @@
 
 static int cmd_bench_engine(int argc, char **argv)
 {
-    const char *model = "flash", *json = NULL;
+    const char *model = "flash", *json = NULL, *svg = NULL;
+    bool host_select = false;
     int context = 4096, steps = 20, prefill = 4096, max_seq = 0, device = 0;
     const char *pos[1];
     int n_pos = 0;
@@ -23,6 +24,8 @@ static int cmd_bench_engine(int argc, char **argv)
         {"--max-seq", NULL, AS_OPT_INT, &max_seq, 0, 1 << 20},
         {"--device", NULL, AS_OPT_INT, &device, 0, 1023},
         {"--json", NULL, AS_OPT_STR, &json, 0, 0},
+        {"--svg", NULL, AS_OPT_STR, &svg, 0, 0},
+        {"--host-select", NULL, AS_OPT_FLAG, &host_select, 0, 0},
         {NULL, NULL, 0, NULL, 0, 0},
     };
     int rc = as_args_parse("bench-engine", argc, argv, opts, pos, 0, 1, &n_pos);
@@ -49,8 +52,11 @@ static int cmd_bench_engine(int argc, char **argv)
     printf("## bench-engine, %s\n\n%sattnscope %s (%s), model %s\n\ncommand: attnscope bench-engine %s --context %d "
            "--steps %d --prefill %d\n\n",
            date, devs, as_version(), as_engine_build_info(), m.weights_name, model, context, steps, prefill);
+    char title[512];
+    snprintf(title, sizeof title, "attnscope bench-engine, %s, attnscope %s, model %s, context %d, prefill %d, "
+             "selection on the %s", date, as_version(), m.weights_name, context, prefill, host_select ? "host" : "device");
     AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
-                              .json_path = json};
+                              .json_path = json, .svg_path = svg, .title = title, .host_select = host_select};
     rc = as_engine_bench(&m, &o, stdout, &err);
     as_model_free(&m);
     return rc ? as_cli_fail("bench-engine", &err) : 0;
@@ -59,6 +65,9 @@ static int cmd_bench_engine(int argc, char **argv)
 AS_COMMAND_NAMED(bench_engine, "bench-engine", cmd_bench_engine,
                  "benchmark the GPU engine (decode at a context, prefill) against the device's limits",
                  "bench-engine [MODEL] [--context N] [--steps N] [--prefill N] [--max-seq N] [--device N] [--json F]\n"
+                 "  [--svg F] [--host-select]\n"
                  "  MODEL: a preset (default flash) or a model directory. Prints a Markdown report: decode per layer\n"
                  "  kind against the HBM floor (N profiled steps), the decode step as one CUDA graph (N + 2 steps: two\n"
-                 "  captures, then replays), prefill per layer kind against cuBLAS and the tensor-core rate.")
+                 "  captures, then replays), prefill per layer kind against cuBLAS and the tensor-core rate. --svg F: the\n"
+                 "  per-layer chart (decode time against its floor, prefill time by stage). --host-select: the top-k\n"
+                 "  on the host with the reference's code instead of the device kernels.")

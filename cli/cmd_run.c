@@ -17,6 +17,7 @@ static int cmd_run(int argc, char **argv)
         {"--junit", NULL, AS_OPT_STR, &o.report_junit, 0, 0},
         {"--dump", NULL, AS_OPT_STR, &o.dump_path, 0, 0},
         {"--no-engine", NULL, AS_OPT_FLAG, &o.no_engine, 0, 0},
+        {"--host-select", NULL, AS_OPT_FLAG, &o.host_select, 0, 0},
         {"--bf16-model", NULL, AS_OPT_STR, &o.bf16_model, 0, 0},
         {"--quiet", "-q", AS_OPT_FLAG, &o.quiet, 0, 0},
         {NULL, NULL, 0, NULL, 0, 0},
@@ -38,10 +39,12 @@ static int cmd_run(int argc, char **argv)
 
 AS_COMMAND(run, cmd_run, "run a batch script: steps, tolerances, dumps, JSON/JUnit reports; exit code = verdict",
            "run SCRIPT.json [--report-json F] [--junit F] [--dump F.h5] [--no-engine] [--bf16-model DIR]\n"
-           "  [--quiet]\n"
+           "  [--host-select] [--quiet]\n"
            "  Runs the script (docs/BATCH.md). Exit 0: within tolerance; 1: a mismatch (or an unmet\n"
            "  expectation); 2: bad input (script, files, options); 3: a runtime failure (CUDA, memory, I/O,\n"
            "  a step the model refuses). Paths in the script are relative to the script's directory;\n"
            "  paths given here are relative to the current directory. --bf16-model DIR (script field\n"
            "  \"bf16_model\"): the bf16 source of a quantised model: its reference runs beside and the report\n"
-           "  gives each layer's quantisation error apart from the engine's diff (docs/GGUF.md).\n")
+           "  gives each layer's quantisation error apart from the engine's diff (docs/GGUF.md).\n"
+           "  --host-select: the engine's top-k and candidate blocks on the host with the reference's code\n"
+           "  instead of the device kernels (docs/SELECTION.md).\n")

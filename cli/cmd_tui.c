@@ -22,6 +22,7 @@ int as_cmd_tui(int argc, char **argv)
         {"--inputs", NULL, AS_OPT_STR, &o.drv.inputs_path, 0, 0},
         {"--mode", NULL, AS_OPT_STR, &mode, 0, 0},
         {"--no-engine", NULL, AS_OPT_FLAG, &o.drv.no_engine, 0, 0},
+        {"--host-select", NULL, AS_OPT_FLAG, &o.drv.host_select, 0, 0},
         {"--inject", NULL, AS_OPT_STR, &o.drv.inject, 0, 0},
         {"--prefill", NULL, AS_OPT_INT, &o.prefill, 0, AS_LIMIT_MAX_SEQ},
         {"--max-seq", NULL, AS_OPT_INT, &o.drv.max_seq, 0, AS_LIMIT_MAX_SEQ},
@@ -47,7 +48,7 @@ int as_cmd_tui(int argc, char **argv)
 
 AS_COMMAND(tui, as_cmd_tui, "the interactive step debugger (default command)",
            "tui [--model tiny|flash|DIR] [--seed N] [--inputs FILE] [--mode teacher|free]\n"
-           "    [--no-engine] [--inject FAULT] [--prefill N] [--max-seq N]\n\n"
+           "    [--no-engine] [--host-select] [--inject FAULT] [--prefill N] [--max-seq N]\n\n"
            "Opens the terminal interface: steps the GPU engine (when a CUDA device is present) and\n"
            "the CPU reference through prefill and decode, layer by layer, and shows where they\n"
            "differ: the layers with their roles and verdicts, each tensor's diff (heatmap and\n"
@@ -62,6 +63,7 @@ AS_COMMAND(tui, as_cmd_tui, "the interactive step debugger (default command)",
            "  --inputs FILE   token inputs from an HDF5 file ([tokens][dim]) instead of synthetic\n"
            "  --mode M        teacher (the reference takes the engine's layer inputs; default) or free\n"
            "  --no-engine     reference only, even with a device\n"
+           "  --host-select   the engine's top-k on the host (the reference's code), not the device\n"
            "  --inject FAULT  a named engine fault (ring-slot, rope-backwards, sink-ignored, ...)\n"
            "  --prefill N     prefill N tokens at start\n"
            "  --max-seq N     run capacity (default: the config's)\n\n"

@@ -165,6 +165,8 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
     dopt.quiet = o->quiet;
     if (o->no_engine)
         dopt.no_engine = true;
+    if (o->host_select)
+        dopt.host_select = true;
     if (o->bf16_model)
         dopt.bf16_model = o->bf16_model;
     Batch b = {.s = s, .dumped_step = -1, .progress = !o->quiet && isatty(2), .t0 = now()};

@@ -10,6 +10,7 @@ typedef struct {
     const char *report_json, *report_junit, *dump_path;  /* override the script's (CWD-relative) */
     bool quiet;                                          /* no progress on stderr */
     bool no_engine;
+    bool host_select;                                    /* the engine's top-k on the host */
     const char *bf16_model;                              /* overrides the script's "bf16_model" */
 } AsBatchOptions;
 

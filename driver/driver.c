@@ -54,7 +54,8 @@ static int open_got_side(AsDriver *d, AsError *err)
     }
     int devices = o->no_engine ? 0 : as_engine_device_count();
     if (devices > 0) {
-        AsEngineOptions eo = {.device = o->device, .inject = o->inject, .host_select = true, .capture_runs = true};
+        AsEngineOptions eo = {.device = o->device, .inject = o->inject, .host_select = o->host_select,
+                              .capture_runs = true};
         int rc = as_engine_create(&d->model, &eo, &d->eng, err);
         if (rc)
             return rc;

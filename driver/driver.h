@@ -32,6 +32,7 @@ typedef struct {
     int max_seq;             /* 0: the config's */
     AsMode mode;
     bool no_engine;          /* reference only even where a device is present */
+    bool host_select;        /* the engine selects top-k on the host (reference code), not the device */
     const char *inject;      /* fault name: in the engine, or in a reference twin without a device */
     int device;
     int threads;             /* reference threads (0: all cores) */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/bench_chart.h"
 #include "engine/check.h"
 #include "engine/internal.h"
 #include "model/inputs.h"
@@ -190,6 +191,15 @@ static int group_kinds(const AsEngine *e, const AsProfile *p, double scale, Kind
     return 0;
 }
 
+/* How often the device selection's exact emulation decided a tie at the cut (issue 8's question). */
+static void sel_note(FILE *md, const char *phase, const unsigned long long a[3], const unsigned long long b[3])
+{
+    const unsigned long long rows = b[0] - a[0], tied = b[1] - a[1], ps = b[2] - a[2];
+    fprintf(md, "Selection on the device (%s): %llu top-k rows, %llu (%.1f%%) with the k-th value tied across the cut "
+                "(the set decided by torch's tie order, emulated exactly), %llu through partial_sort.\n\n",
+            phase, rows, tied, rows ? 100.0 * tied / rows : 0.0, ps);
+}
+
 static int run_steps(AsEngine *e, const float *h0, int start, int s, AsError *err)
 {
     TRY(as_engine_begin_step(e, h0, start, s, err));
@@ -211,7 +221,8 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     if (o->context + o->decode_steps + graph_steps > c->max_seq || o->prefill > c->max_seq)
         return as_err(err, AS_EBADINPUT, "context %d + %d + %d steps (or prefill %d) beyond max_seq %d: pass --max-seq",
                       o->context, o->decode_steps, graph_steps, o->prefill, c->max_seq);
-    AsEngineOptions eo = {.device = o->device, .host_select = true, .profile = true};
+    AsEngineOptions eo = {.device = o->device, .host_select = o->host_select, .profile = true};
+    const char *sel_where = o->host_select ? "host" : "device";
     AsEngine *e;
     TRY(as_engine_create(m, &eo, &e, err));
     int rc = 0;
@@ -220,9 +231,12 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     const int rows = n + o->decode_steps + graph_steps + 1;
     float *h0 = malloc(sizeof(float) * (size_t)rows * c->dim);
     Kind *kinds = calloc(AS_MAX_LAYERS, sizeof(Kind));
+    AsBenchChart *chart = calloc(1, sizeof *chart);
+    char kind_names[AS_MAX_LAYERS][48];
+    unsigned long long sel0[3], sel1[3], sel2[3];
     double *g_ms = calloc((size_t)graph_steps, sizeof(double)), *g_wall = calloc((size_t)graph_steps, sizeof(double));
     AsDecodeGraph *graph = NULL;
-    if (!h0 || !kinds || !g_ms || !g_wall) {
+    if (!h0 || !kinds || !g_ms || !g_wall || !chart) {
         rc = as_err(err, AS_ERUNTIME, "out of host memory");
         goto out;
     }
@@ -238,6 +252,8 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
         goto out;
     as_prof_collect(e);
     as_prof_reset(e->prof);
+    if ((rc = as_engine_select_stats(e, sel0, err)))
+        goto out;
     double t0 = wall_ms();
     double collect_ms = 0;
     for (int i = 0; i < o->decode_steps && !rc; i++) {
@@ -252,12 +268,24 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
         goto out;
     if (e->prof->dropped)
         fprintf(md, "(profile table full: %d ops not timed)\n", e->prof->dropped);
+    if ((rc = as_engine_select_stats(e, sel1, err)))
+        goto out;
     int nk;
     group_kinds(e, e->prof, 1.0 / o->decode_steps, kinds, &nk);
+    chart->title = o->title ? o->title : "bench-engine";
+    chart->n_layers = c->n_layers;
+    for (int l = 0; l < c->n_layers; l++) {
+        const AsLayerProfile *lp = &e->prof->layer[l];
+        kind_name(&c->role[l], kind_names[l], sizeof kind_names[l]);
+        chart->kind[l] = kind_names[l];
+        chart->decode_ms[l] = lp->ms[AS_OP_LAYER] / o->decode_steps;
+        chart->decode_floor_ms[l] = (lp->bytes[AS_OP_PROJ] + lp->bytes[AS_OP_ATTN] + lp->bytes[AS_OP_ISCORE]) /
+                                    o->decode_steps / (lim.copy_gbs * 1e9) * 1e3;
+    }
     double tot_ms = 0, tot_bytes = 0, cache_bytes = 0;
     fprintf(md, "### Decode, one token at context %d (mean of %d steps)\n\n", o->context, o->decode_steps);
-    fprintf(md, "| layer kind | layers | GPU ms | proj ms | attn ms | iscore ms | host select ms | bytes read (MB) | floor ms | x floor |\n"
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    fprintf(md, "| layer kind | layers | GPU ms | proj ms | attn ms | iscore ms | select ms (%s) | bytes read (MB) | floor ms | x floor |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", sel_where);
     for (int i = 0; i < nk; i++) {
         Kind *k = &kinds[i];
         double bytes = k->bytes[AS_OP_PROJ] + k->bytes[AS_OP_ATTN] + k->bytes[AS_OP_ISCORE];
@@ -273,9 +301,11 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     fprintf(md, "| **all %d layers** | %d | **%.3f** | | | | | %.1f | %.3f | **%.2f** |\n\n", c->n_layers, c->n_layers,
             tot_ms, tot_bytes / 1e6, floor_ms, tot_ms / floor_ms);
     fprintf(md, "GPU ms: the layers' device time (events around each layer, host gaps excluded); wall time per step "
-                "including the host selection and launches: %.3f ms (%.2f x floor). Bytes: every weight once (%.1f MB) "
+                "including the selection and launches: %.3f ms (%.2f x floor). Bytes: every weight once (%.1f MB) "
                 "plus the selected cache rows and index keys (%.1f MB).\n\n",
             step_wall, step_wall / floor_ms, (tot_bytes - cache_bytes) / 1e6, cache_bytes / 1e6);
+    if (!o->host_select)
+        sel_note(md, "decode", sel0, sel1);
 
     /* ---- the same decode as one CUDA graph per step shape ---- */
     double graph_ms = 0, graph_wall = 0;
@@ -324,12 +354,21 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     /* ---- prefill ---- */
     if (o->prefill > 0) {
         as_prof_reset(e->prof);
+        if ((rc = as_engine_select_stats(e, sel1, err)))
+            goto out;
         double p0 = wall_ms();
         if ((rc = run_steps(e, h0, 0, o->prefill, err)) ||
             (rc = as_prof_collect(e) ? as_err(err, AS_ERUNTIME, "collecting the profile") : 0))
             goto out;
         double prefill_wall = wall_ms() - p0;
+        if ((rc = as_engine_select_stats(e, sel2, err)))
+            goto out;
         group_kinds(e, e->prof, 1.0, kinds, &nk);
+        chart->have_prefill = 1;
+        chart->prefill_tokens = o->prefill;
+        for (int l = 0; l < c->n_layers; l++)
+            for (int op = 0; op < AS_OP_COUNT; op++)
+                chart->prefill_ms[l][op] = e->prof->layer[l].ms[op];
         /* cuBLAS alone at the same shapes, from layer 0's weights (every layer has them) */
         const AsDevLayerWeights *w0 = &e->w[0];
         const AsDevWeight *shapes[] = {&w0->wq_a, &w0->wq_b, &w0->wkv, &w0->wo_a, &w0->wo_b};
@@ -344,8 +383,8 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
             goto out;
         double alone_tflops = alone_flops / (alone_ms * 1e-3) / 1e12;
         fprintf(md, "### Prefill, %d tokens\n\n", o->prefill);
-        fprintf(md, "| layer kind | layers | GPU ms | proj ms | proj TFLOP/s | attn ms | attn TFLOP/s | iscore ms | iscore TFLOP/s | host select ms |\n"
-                    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+        fprintf(md, "| layer kind | layers | GPU ms | proj ms | proj TFLOP/s | attn ms | attn TFLOP/s | iscore ms | iscore TFLOP/s | select ms (%s) |\n"
+                    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", sel_where);
         double T[AS_OP_COUNT] = {0}, F[AS_OP_COUNT] = {0};
         for (int i = 0; i < nk; i++) {
             Kind *k = &kinds[i];
@@ -365,9 +404,11 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                 T[AS_OP_SELECT]);
         fprintf(md, "Projections: %.0f TFLOP/s in the engine against %.0f TFLOP/s for cuBLAS alone at the same shapes "
                     "(%.0f%%). Sparse attention: %.0f TFLOP/s, %.0f%% of the tensor-core rate (%.0f); index scores: %.0f "
-                    "TFLOP/s, %.0f%%. Wall time of the prefill, host selection included: %.1f ms.\n\n",
+                    "TFLOP/s, %.0f%%. Wall time of the prefill, selection included: %.1f ms.\n\n",
                 proj_tf, alone_tflops, 100.0 * proj_tf / alone_tflops, attn_tf, 100.0 * attn_tf / lim.gemm_tflops,
                 lim.gemm_tflops, isc_tf, 100.0 * isc_tf / lim.gemm_tflops, prefill_wall);
+        if (!o->host_select)
+            sel_note(md, "prefill", sel1, sel2);
         if (o->json_path) {
             FILE *j = fopen(o->json_path, "w");
             if (j) {
@@ -382,7 +423,21 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
             }
         }
     }
+    if (o->svg_path && !rc) {
+        char tmp[1100];
+        snprintf(tmp, sizeof tmp, "%s.tmp", o->svg_path);
+        FILE *f = fopen(tmp, "w");
+        int bad = !f || as_bench_chart_svg(chart, f);
+        if (f && fclose(f))
+            bad = 1;
+        if (bad || rename(tmp, o->svg_path)) {
+            remove(tmp);
+            rc = as_err(err, AS_ERUNTIME, "cannot write the chart %s", o->svg_path);
+        } else
+            fprintf(md, "Chart: %s (per layer: decode against its floor, prefill by stage).\n\n", o->svg_path);
+    }
 out:
+    free(chart);
     as_decode_graph_destroy(graph);
     free(h0);
     free(kinds);

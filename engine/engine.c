@@ -296,6 +296,8 @@ void as_engine_destroy(AsEngine *e)
     cudaFree(e->no_sink);
     cudaFree(e->group_pos);
     cudaFree(e->sh.sel_d);
+    cudaFree(e->sh.cand_d);
+    cudaFree(e->sh.sel_stats);
     free(e->sh.sel_h);
     free(e->sh.cand_h);
     as_dev_work_free(e);

@@ -17,7 +17,7 @@ typedef struct AsEngine AsEngine;
 typedef struct {
     int device;           /* CUDA device ordinal */
     const char *inject;   /* a named fault (driver --inject), or NULL */
-    bool host_select;     /* select top-k on the host with the reference's code */
+    bool host_select;     /* select top-k on the host with the reference's code (default: the device) */
     bool capture_runs;    /* keep every intermediate for as_engine_layer_run (debugging) */
     bool profile;         /* time each stage with CUDA events (bench-engine) */
 } AsEngineOptions;
@@ -44,6 +44,9 @@ int as_engine_next_layer(AsEngine *e, int *layer, AsError *err);
 int as_engine_finish_step(AsEngine *e, AsError *err);
 /* Copies the run of the layer just executed (every tensor of ref/run.h) to the host. */
 int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err);
+/* The device selection's counters since creation: rows selected, rows whose k-th value is tied
+ * across the cut (decided by the exact emulation of torch's tie order), rows through partial_sort. */
+int as_engine_select_stats(AsEngine *e, unsigned long long out[3], AsError *err);
 /* The residual stream h ([s][dim]) entering the next layer (after the last one: the step's output). */
 int as_engine_residual(AsEngine *e, float *h, AsError *err);
 
@@ -52,7 +55,9 @@ int as_engine_residual(AsEngine *e, float *h, AsError *err);
  * token's input row and a table of per-layer step parameters (positions, index widths, selection
  * sizes: planned on the host, read on the device) are copied in by the graph's first nodes from
  * pinned buffers, so no position is baked into a graph; kernels whose work grows with the position
- * launch for the most and stop at the live length. The top-k stays on the host (the reference's
+ * launch for the most and stop at the live length. The top-k and candidate blocks run on the device
+ * (kernels/topk_select.cu, width and k read from the step parameters): no host node, no round trip;
+ * with host_select (or rows wider than AS_TOPK_MAX_WIDTH) they run on the host (the reference's
  * ref/indexer.c and ref/candidates.c) in host nodes between a copy of the score row down and a copy
  * of the selection up. A step's shape is what the host decides per layer (latents completed, keys
  * read, ...): in the released geometry and tiny the parity of start_pos (ratio-2 groups complete on
@@ -98,6 +103,9 @@ typedef struct {
     int decode_steps;   /* timed decode steps (profiled uncaptured, then as many through the graph) */
     int prefill;        /* tokens of the timed prefill (0: skip) */
     const char *json_path;
+    const char *svg_path;   /* the per-layer chart (decode against the floor, prefill by stage), or NULL */
+    const char *title;      /* the chart's title line */
+    bool host_select;       /* the selection on the host (the reference's code) instead of the device */
 } AsEngineBenchOptions;
 
 int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, AsError *err);

@@ -211,7 +211,8 @@ static int indexer(Fwd *f, int width, AsError *err)
     if (f->cap)
         return as_dev_select_graph(e, f->l, width, e->sh.index_k_cap, f->m, err);
     slot = as_prof_begin(e, AS_OP_SELECT, f->l, 0, 2.0 * s * width);
-    int rc = as_dev_select_host(e, f->l, s, width, f->sp, f->m, err);
+    int rc = as_dev_select_on_device(e, width) ? as_dev_select_device(e, f->l, s, width, f->sp, f->m, err)
+                                               : as_dev_select_host(e, f->l, s, width, f->sp, f->m, err);
     as_prof_end(e, slot);
     return rc;
 }

@@ -25,10 +25,13 @@
  * graphs rather than device-side conditionals: the parity changes launch counts and which key cache
  * is read, and capturing each shape keeps every kernel unconditional.)
  *
- * Top-k. The selection stays on the host with the reference's code (ref/indexer.c as_index_topk,
- * ref/candidates.c), in a host node: a memcpy node brings the score row down into pinned memory
- * (sized for the cache's capacity), the host node runs as_dev_select_compute over the live width, two
- * memcpy nodes take the selection (index_topk entries) up to the layer's selection and the shared one.
+ * Top-k. On the device by default (engine/select_device.c: the candidate-block and top-k kernels
+ * launched for the keys' capacity, reading the live width and k from the step parameters). With
+ * host_select, or a row wider than AS_TOPK_MAX_WIDTH, on the host with the reference's code
+ * (ref/indexer.c as_index_topk, ref/candidates.c), in a host node: a memcpy node brings the score row
+ * down into pinned memory (sized for the cache's capacity), the host node runs as_dev_select_compute
+ * over the live width, two memcpy nodes take the selection (index_topk entries) up to the layer's
+ * selection and the shared one.
  *
  * Provenance. The plan carries the shared-state bookkeeping of the step (rows_b_from, keys_from,
  * sel_from, cand_from, the caches' filled rows, the last layer's run scalars); it is applied to the
@@ -77,7 +80,7 @@ typedef struct {
     cudaGraphExec_t exec;
     GLayerSig sig[AS_MAX_LAYERS];
     unsigned char wk[sizeof(AsDevWork)];  /* the work buffers, byte for byte */
-    const void *sel_d, *scratch, *scratch_dec; /* the projections' scratch (gemm.c) */
+    const void *sel_d, *cand_d, *scratch, *scratch_dec; /* the projections' scratch (gemm.c) */
     int nodes, kernels, memcpys, memsets, hosts, others;
 } GSlot;
 
@@ -388,6 +391,8 @@ int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, AsRun *met
     AsDecodeGraph *g = e->cap->g;
     AsDevWork *wk = &e->wk;
     AsDevShared *sh = &e->sh;
+    if (as_dev_select_on_device(e, max_width))
+        return as_dev_select_device(e, l, 1, width, e->start_pos, meta, err);
     TRY(as_dev_select_book(e, l, 1, width, meta, err));
     const int k = c->index_topk < width ? c->index_topk : width;
     if (max_width > wk->cap_w || (size_t)width > sh->cand_cap || c->index_topk > sh->sel_cap)
@@ -406,6 +411,7 @@ int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, AsRun *met
     meta->k = k;
     meta->width = width;
     meta->indexer_ran = true;
+    sh->sel_on_device = false;
     sh->sel_present = true;
     sh->sel_s = 1;
     sh->sel_k = k;
@@ -429,7 +435,8 @@ static bool slot_matches(const AsDecodeGraph *g, const GSlot *sl)
 {
     const AsEngine *e = g->e;
     return sl->used && !memcmp(sl->sig, g->plan.sig, sizeof(GLayerSig) * (size_t)e->cfg.n_layers) &&
-           !memcmp(sl->wk, &e->wk, sizeof(AsDevWork)) && sl->sel_d == e->sh.sel_d && sl->scratch == e->scratch &&
+           !memcmp(sl->wk, &e->wk, sizeof(AsDevWork)) && sl->sel_d == e->sh.sel_d && sl->cand_d == e->sh.cand_d &&
+           sl->scratch == e->scratch &&
            sl->scratch_dec == e->scratch_dec;
 }
 
@@ -581,6 +588,7 @@ static int capture(AsDecodeGraph *g, GSlot *sl, AsError *err)
     memcpy(sl->sig, p->sig, sizeof sl->sig);
     memcpy(sl->wk, &e->wk, sizeof(AsDevWork));
     sl->sel_d = e->sh.sel_d;
+    sl->cand_d = e->sh.cand_d;
     sl->scratch = e->scratch;
     sl->scratch_dec = e->scratch_dec;
     count_nodes(sl);
@@ -695,6 +703,7 @@ static int reserve(AsDecodeGraph *g, AsError *err)
         g->zeroed_sel = e->sh.sel_d;
     }
     AsDevShared *sh = &e->sh;
+    TRY(as_dev_select_reserve(e, (size_t)c->max_seq, err));
     if (sh->cand_cap < (size_t)c->max_seq) {
         uint8_t *m = realloc(sh->cand_h, (size_t)c->max_seq + 1);
         if (!m)

@@ -51,7 +51,11 @@ typedef struct {
     int32_t *sel_d, *sel_h;       /* [sel_s][sel_k] */
     int sel_s, sel_k, sel_cap;
     AsProvenance sel_from;
-    uint8_t *cand_h;              /* [cand_s][cand_width] */
+    bool sel_on_device;           /* the latest selection ran on the device (select_device.c) */
+    uint8_t *cand_h;              /* [cand_s][cand_width] (host path) */
+    uint8_t *cand_d;              /* [cand_s][cand_width] (device path), cand_dcap entries */
+    size_t cand_dcap;
+    unsigned long long *sel_stats; /* device: rows selected, rows tied at the cut, partial_sort rows */
     int cand_s, cand_width;
     size_t cand_cap;
     AsProvenance cand_from;
@@ -168,6 +172,14 @@ int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRu
 int as_dev_select_book(AsEngine *e, int l, int s, int width, AsRun *meta, AsError *err);
 int as_dev_select_compute(AsEngine *e, int l, int s, int width, int start_pos, int k, int offset, AsError *err);
 int as_dev_sel_reserve(AsEngine *e, size_t n, AsError *err);
+
+/* engine/select_device.c: the selection on the device (the default; the host path where the row is
+ * wider than AS_TOPK_MAX_WIDTH or opt.host_select). Under a capture it launches for the widest row
+ * (the keys' capacity) and reads the live width and k from the step parameters. */
+bool as_dev_select_on_device(const AsEngine *e, int max_width);
+int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err);
+/* The device mask grown to mask_entries, the counters allocated (never under a capture). */
+int as_dev_select_reserve(AsEngine *e, size_t mask_entries, AsError *err);
 
 /* engine/graph.c: layer l's selection as nodes of the graph being captured (score row down, top-k in
  * a host node, the selection up), with as_dev_select_host's bookkeeping. */

@@ -38,6 +38,7 @@ static int publish_selection(AsEngine *e, int l, int s, int k, AsError *err)
     if (n)
         CU(err, cudaMemcpyAsync(sh->sel_d, sh->sel_h, sizeof(int32_t) * n, cudaMemcpyHostToDevice, e->st),
            "layer %d: publish selection %dx%d", l, s, k);
+    sh->sel_on_device = false;
     sh->sel_present = true;
     sh->sel_s = s;
     sh->sel_k = k;

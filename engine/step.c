@@ -185,9 +185,16 @@ int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err)
             TRY(get_bf16(e, out, AS_T_IQ, wk->iq, 3, s, nhi, ihd, err));
             TRY(get_bf16(e, out, AS_T_W, wk->w, 2, s, nhi, 0, err));
             TRY(get_bf16(e, out, AS_T_KEYS, e->sh.index_k, 2, m->width, ihd, 0, err));
-            TRY(put_host(out, AS_T_ISCORE, wk->score_f, sizeof(float), s, m->width, err));
-            if (role->candidate_source || (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF))
-                TRY(put_host(out, AS_T_CAND, e->sh.cand_h, 1, s, m->width, err));
+            const bool cand = role->candidate_source || (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF);
+            if (e->sh.sel_on_device) { /* the masked scores are in the score buffer, the mask on the device */
+                TRY(get_bf16(e, out, AS_T_ISCORE, wk->score, 2, s, m->width, 0, err));
+                if (cand)
+                    TRY(get_raw(e, out, AS_T_CAND, e->sh.cand_d, 1, 2, s, m->width, err));
+            } else {
+                TRY(put_host(out, AS_T_ISCORE, wk->score_f, sizeof(float), s, m->width, err));
+                if (cand)
+                    TRY(put_host(out, AS_T_CAND, e->sh.cand_h, 1, s, m->width, err));
+            }
         }
         TRY(get_raw(e, out, AS_T_CSEL, wk->csel, sizeof(int32_t), 2, s, m->k, err));
         TRY(get_bf16(e, out, AS_T_ROWS_B, e->sh.compress_kv, 2, m->rows_b_len, hd, 0, err));

@@ -9,7 +9,8 @@
 #     flash     generate the flash model there, engine vs reference at flash (prefill 512 + 64 decode),
 #               then the decode graph against the uncaptured decode at flash (bit for bit, 64 steps)
 #     flashscript  examples/gpu_flash_prefill512_decode64.json with the engine
-#     bench     bench-engine at flash (decode at 4K context, prefill 4096)
+#     bench     bench-engine at flash (decode at 4K context, prefill 4096), with its chart
+#     benchhost the same with the selection on the host (--host-select)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
 #     race      racecheck alone, on the kernels that share memory (small cases)
@@ -28,6 +29,8 @@ fi
 B=$AS/attnscope
 export ATTNSCOPE_CACHE=$AS/cache ATTNSCOPE_GPU_CACHE=$AS/cache ATTNSCOPE_BIN=$B/attnscope
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+# the torch fixtures (tests/gpu_topk.c), copied from ../shared/fixtures into the carried gpu/fixtures
+export ATTNSCOPE_FIXTURES=${ATTNSCOPE_FIXTURES:-$ROOT/gpu/fixtures}
 FLASH=$AS/flash
 SUM=$OUT/summary.txt
 : >"$SUM"
@@ -74,8 +77,14 @@ for p in "$@"; do
     bench)
         need_flash
         phase bench_engine 180 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 4096 \
-            --json "$OUT/bench_engine.json"
+            --json "$OUT/bench_engine.json" --svg "$OUT/bench_engine.svg"
         cat "$LOGS/bench_engine.log" ;;
+    benchhost)
+        # the same benchmark with the selection on the host (the reference's code): the before / after
+        need_flash
+        phase bench_engine_host 180 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 4096 \
+            --host-select --json "$OUT/bench_engine_host.json"
+        cat "$LOGS/bench_engine_host.log" ;;
     benchref)
         need_flash
         phase bench_ref 540 "$B/attnscope" bench-ref "$FLASH" --context 4096 --steps 3 --prefill 512

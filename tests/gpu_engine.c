@@ -56,7 +56,7 @@ static void tally_step(const AsDriver *d, Tally *t)
     }
 }
 
-static AsDriver *open_engine(const char *model, int max_seq)
+static AsDriver *open_engine_with(const char *model, int max_seq, bool host_select)
 {
     setenv("ATTNSCOPE_CACHE", getenv("ATTNSCOPE_GPU_CACHE") ? getenv("ATTNSCOPE_GPU_CACHE") : as_test_tmpdir(), 1);
     AsDriverOptions o;
@@ -64,12 +64,15 @@ static AsDriver *open_engine(const char *model, int max_seq)
     o.model = model;
     o.quiet = true;
     o.max_seq = max_seq;
+    o.host_select = host_select;
     AsDriver *d;
     AsError err = {0};
     REQUIRE(as_driver_open(&o, &d, &err) == 0, "open %s: %s", model, err.msg);
     REQUIRE(d->got_kind == AS_GOT_ENGINE, "the engine is not in use: %s", d->note);
     return d;
 }
+
+static AsDriver *open_engine(const char *model, int max_seq) { return open_engine_with(model, max_seq, false); }
 
 static void run_regime(AsDriver *d, const char *name, int prefill, int decode, Tally *t)
 {
@@ -113,6 +116,15 @@ GPU_TEST(gpu_engine_tiny_300_decode_steps)
     AsDriver *d = open_engine("tiny", 0);
     Tally t;
     run_regime(d, "tiny prefill 9 + 300 decode (window wraps, group boundaries, candidate narrowing)", 9, 300, &t);
+    as_driver_close(d);
+}
+
+/* The host selection path (--host-select: the reference's own top-k code on downloaded scores). */
+GPU_TEST(gpu_engine_tiny_host_select)
+{
+    AsDriver *d = open_engine_with("tiny", 0, true);
+    Tally t;
+    run_regime(d, "tiny prefill 13 + 60 decode, selection on the host", 13, 60, &t);
     as_driver_close(d);
 }
 

@@ -45,7 +45,7 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-static void pair_open(Pair *p, const AsModel *m, const char *inject, int rows)
+static void pair_open(Pair *p, const AsModel *m, const char *inject, int rows, bool host_select)
 {
     memset(p, 0, sizeof *p);
     p->m = m;
@@ -53,7 +53,7 @@ static void pair_open(Pair *p, const AsModel *m, const char *inject, int rows)
     p->rows = rows;
     p->first_bad_step = -1;
     AsError err = {0};
-    AsEngineOptions eo = {.device = 0, .inject = inject, .host_select = true};
+    AsEngineOptions eo = {.device = 0, .inject = inject, .host_select = host_select};
     REQUIRE(as_engine_create(m, &eo, &p->a, &err) == 0, "engine (uncaptured): %s", err.msg);
     REQUIRE(as_engine_create(m, &eo, &p->b, &err) == 0, "engine (graph): %s", err.msg);
     AsDecodeGraphOptions go = {.keep_layer_outs = true};
@@ -334,7 +334,7 @@ GPU_TEST(gpu_graph_tiny_300_steps)
 {
     AsModel *m = as_test_model("tiny", NULL, 7);
     Pair p;
-    pair_open(&p, m, NULL, 9 + 300 + 1);
+    pair_open(&p, m, NULL, 9 + 300 + 1, false);
     pair_prefill(&p, 9);
     bool ok = pair_decode(&p, 9, 300, false);
     CHECK(ok, "tiny: the graph and the uncaptured decode differ (first at position %d)", p.first_bad_step);
@@ -342,6 +342,25 @@ GPU_TEST(gpu_graph_tiny_300_steps)
     AsDecodeGraphInfo gi;
     as_decode_graph_info(p.g, &gi);
     CHECK(gi.replays == p.steps - 2, "tiny: %d replays for %d steps", gi.replays, p.steps);
+    CHECK(gi.hosts == 0, "tiny: %d host nodes in a graph whose selection runs on the device", gi.hosts);
+    pair_close(&p);
+    as_test_model_free(m);
+}
+
+/* The host selection path (--host-select) through the graph: top-k in host nodes. */
+GPU_TEST(gpu_graph_tiny_host_select)
+{
+    AsModel *m = as_test_model("tiny", NULL, 7);
+    Pair p;
+    pair_open(&p, m, NULL, 9 + 60 + 1, true);
+    pair_prefill(&p, 9);
+    bool ok = pair_decode(&p, 9, 60, false);
+    CHECK(ok, "tiny (host selection): the graph and the uncaptured decode differ (first at position %d)",
+          p.first_bad_step);
+    expect_shapes(&p, "tiny prefill 9 + 60 decode, selection on the host", 2);
+    AsDecodeGraphInfo gi;
+    as_decode_graph_info(p.g, &gi);
+    CHECK(gi.hosts > 0, "tiny (host selection): no host node in the graph");
     pair_close(&p);
     as_test_model_free(m);
 }
@@ -353,7 +372,7 @@ GPU_TEST(gpu_graph_tiny_mixed_and_refusal)
     AsModel *m = as_test_model("tiny", NULL, 8);
     const AsConfig *c = &m->cfg;
     Pair p;
-    pair_open(&p, m, NULL, c->max_seq + 1);
+    pair_open(&p, m, NULL, c->max_seq + 1, false);
     pair_prefill(&p, 9);
     bool ok = pair_decode(&p, 9, 10, false) && pair_decode(&p, 19, 3, true) && pair_decode(&p, 22, 10, false);
     CHECK(ok, "tiny mixed: differ at position %d", p.first_bad_step);
@@ -380,7 +399,7 @@ GPU_TEST(gpu_graph_tiny_faults)
     AsModel *m = as_test_model("tiny", NULL, 9);
     for (int f = 1; f < AS_FAULT_COUNT; f++) {
         Pair p;
-        pair_open(&p, m, as_fault_desc[f].name, 9 + 14 + 1);
+        pair_open(&p, m, as_fault_desc[f].name, 9 + 14 + 1, false);
         pair_prefill(&p, 9);
         bool ok = pair_decode(&p, 9, 14, false);
         CHECK(ok || p.first_bad_step < 0, "fault %s: the graph and the uncaptured decode differ at position %d",
@@ -401,7 +420,7 @@ GPU_TEST(gpu_graph_flash_prefill512_decode64)
     AsError err = {0};
     REQUIRE(as_model_load(dir, 1024, m, &err) == 0, "load %s: %s", dir, err.msg);
     Pair p;
-    pair_open(&p, m, NULL, 512 + 64 + 1);
+    pair_open(&p, m, NULL, 512 + 64 + 1, false);
     pair_prefill(&p, 512);
     bool ok = pair_decode(&p, 512, 64, false);
     CHECK(ok, "flash: the graph and the uncaptured decode differ (first at position %d)", p.first_bad_step);

@@ -1,0 +1,97 @@
+/* Selection on the device (issue 8, the default): the candidate blocks and the per-query top-k by
+ * kernels/topk_select.cu, an exact emulation of torch's CPU top-k (libstdc++'s introselect / heap
+ * select, tie order included), so a step never waits for the host. The candidate mask stays on the
+ * device (sh.cand_d), the masked scores are written back into the score buffer (the run's iscore),
+ * and the selection goes to the layer's csel and the shared selection in one launch. The host path
+ * (select_host.c, --host-select) remains for rows wider than AS_TOPK_MAX_WIDTH and for comparison.
+ * Both compute the same sets (tests/gpu_topk.c, tests/gpu_engine.c). */
+#include <string.h>
+
+#include "engine/check.h"
+#include "engine/internal.h"
+
+bool as_dev_select_on_device(const AsEngine *e, int max_width)
+{
+    return !e->opt.host_select && max_width <= AS_TOPK_MAX_WIDTH;
+}
+
+int as_dev_select_reserve(AsEngine *e, size_t mask_entries, AsError *err)
+{
+    AsDevShared *sh = &e->sh;
+    if (!sh->sel_stats) {
+        CU(err, cudaMalloc((void **)&sh->sel_stats, sizeof(unsigned long long) * 3), "selection counters");
+        CU(err, cudaMemsetAsync(sh->sel_stats, 0, sizeof(unsigned long long) * 3, e->st), "selection counters");
+    }
+    if (mask_entries <= sh->cand_dcap)
+        return 0;
+    CU(err, cudaStreamSynchronize(e->st), "candidate mask of %zu entries", mask_entries);
+    cudaFree(sh->cand_d);
+    sh->cand_d = NULL;
+    sh->cand_dcap = 0;
+    CU(err, cudaMalloc((void **)&sh->cand_d, mask_entries), "candidate mask of %zu entries", mask_entries);
+    sh->cand_dcap = mask_entries;
+    return 0;
+}
+
+int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    const AsLayerRole *role = &c->role[l];
+    AsDevWork *wk = &e->wk;
+    AsDevShared *sh = &e->sh;
+    const bool graph = e->cap != NULL;
+    /* a graph launches for the widest row the keys allow and reads the live width and k per replay */
+    const int max_width = graph ? sh->index_k_cap : width;
+    const int k = c->index_topk < width ? c->index_topk : width;
+    const int max_k = graph ? c->index_topk : k;
+    const int64_t ld = graph ? wk->cap_w : width;
+    TRY(as_dev_select_book(e, l, s, width, meta, err));
+    if (graph) {
+        if ((size_t)max_width > sh->cand_dcap || !sh->sel_stats || c->index_topk > sh->sel_cap || max_width > wk->cap_w)
+            return as_err(err, AS_ERUNTIME, "layer %d: decode graph buffers too small (mask %zu, selection %d of %d, "
+                          "scores %d of %d)", l, sh->cand_dcap, c->index_topk, sh->sel_cap, max_width, wk->cap_w);
+    } else {
+        TRY(as_dev_select_reserve(e, role->candidate_source ? (size_t)s * width : 0, err));
+        TRY(as_dev_sel_reserve(e, (size_t)s * k, err));
+    }
+    const AsLayerStep *dL = graph ? &e->cap->dP->layer[l] : NULL;
+    const bool prefill = start_pos == 0;
+    if (role->candidate_source) {
+        AsCandLaunch a = {.score = wk->score, .ld = ld, .s = s, .width = width, .max_width = max_width,
+                          .ratio = role->ratio, .prefill = prefill, .bs = c->candidate_block_size,
+                          .topk_blocks = c->candidate_topk_blocks, .width_d = dL ? &dL->width : NULL,
+                          .mask = sh->cand_d, .mask_ld = ld};
+        KL(err, as_k_candidate_blocks(&a, e->st), "layer %d: candidate blocks %dx%d (blocks of %d, keep %d)", l, s,
+           width, c->candidate_block_size, c->candidate_topk_blocks);
+    }
+    const bool masked = role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF;
+    AsTopkLaunch a = {.score = wk->score, .ld = ld, .s = s, .width = width, .max_width = max_width, .k = k,
+                      .max_k = max_k, .ratio = role->ratio, .prefill = prefill,
+                      .offset = e->fault == AS_FAULT_NO_OFFSET ? 0 : meta->rows_a_len,
+                      .width_d = dL ? &dL->width : NULL, .k_d = dL ? &dL->k : NULL,
+                      .cand = masked ? sh->cand_d : NULL, .cand_ld = ld, .sel = wk->csel, .sel2 = sh->sel_d,
+                      .ldsel = graph ? max_k : k, .stats = sh->sel_stats};
+    if (k > 0)
+        KL(err, as_k_index_topk(&a, e->st), "layer %d: top-%d of %dx%d index scores", l, k, s, width);
+    meta->k = k;
+    meta->width = width;
+    meta->indexer_ran = true;
+    sh->sel_on_device = true;
+    sh->sel_present = true;
+    sh->sel_s = s;
+    sh->sel_k = k;
+    sh->sel_from = (AsProvenance){l, e->step};
+    meta->sel_from = sh->sel_from;
+    return 0;
+}
+
+int as_engine_select_stats(AsEngine *e, unsigned long long out[3], AsError *err)
+{
+    memset(out, 0, sizeof(unsigned long long) * 3);
+    if (!e->sh.sel_stats)
+        return 0;
+    CU(err, cudaMemcpyAsync(out, e->sh.sel_stats, sizeof(unsigned long long) * 3, cudaMemcpyDeviceToHost, e->st),
+       "selection counters");
+    CU(err, cudaStreamSynchronize(e->st), "selection counters");
+    return 0;
+}

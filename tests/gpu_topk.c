@@ -1,0 +1,235 @@
+/* kernels/topk_select.cu against its CPU twins: torch's top-k set (ref/topk.c) on every case of the
+ * torch fixture and on rows built to stress the tie order; the indexer's selection (ref/indexer.c
+ * after select_host.c's candidate mask) at the flash and tiny shapes, prefill and decode (width and
+ * k from device parameters); the candidate blocks (ref/candidates.c) at the flash geometry and at
+ * narrowing ones. Every set must be identical; a row wider than the kernel's limit is refused. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref/candidates.h"
+#include "ref/indexer.h"
+#include "ref/numerics.h"
+#include "ref/topk.h"
+#include "tests/fixtures.h"
+#include "tests/gpu_util.h"
+#include "tests/harness.h"
+
+static uint64_t rs = 12345;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rs += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float urnd(float a) { return (2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a; }
+
+/* rows x n values on the device through as_k_topk_rows, each row's set against want(row). */
+static int64_t rows_against_ref(const float *v, int rows, int n, int k, const int32_t *want_or_null,
+                                unsigned long long stats[3], const char *what)
+{
+    float *dv = as_gpu_bytes(v, sizeof(float) * (size_t)rows * n);
+    int32_t *ds = as_gpu_alloc(sizeof(int32_t) * ((size_t)rows * k + 1));
+    const unsigned long long zero[3] = {0, 0, 0};
+    unsigned long long *dst = as_gpu_bytes(zero, sizeof zero);
+    as_gpu_check_launch(as_k_topk_rows(dv, rows, n, k, ds, dst, 0), "topk rows");
+    int32_t *got = malloc(sizeof(int32_t) * ((size_t)rows * k + 1)), *want = malloc(sizeof(int32_t) * ((size_t)k + 1));
+    as_gpu_get_bytes(got, ds, sizeof(int32_t) * (size_t)rows * k);
+    as_gpu_get_bytes(stats, dst, sizeof(unsigned long long) * 3);
+    int64_t bad = 0;
+    for (int t = 0; t < rows; t++) {
+        if (want_or_null)
+            memcpy(want, want_or_null, sizeof(int32_t) * (size_t)k);
+        else
+            as_topk_torch_set(v + (size_t)t * n, n, k, want, NULL);
+        for (int j = 0; j < k; j++)
+            if (got[(size_t)t * k + j] != want[j]) {
+                if (bad++ < 3)
+                    as_test_note("%s: n %d k %d row %d: [%d] = %d, torch %d", what, n, k, t, j, got[(size_t)t * k + j],
+                                 want[j]);
+                break;
+            }
+    }
+    free(got), free(want);
+    as_gpu_free(dv), as_gpu_free(ds), as_gpu_free(dst);
+    return bad;
+}
+
+GPU_TEST(gpu_topk_torch_fixture)
+{
+    AsTopkFixture f;
+    char err[512];
+    REQUIRE(as_fixture_load_topk(&f, err, sizeof err) == 0, "%s (carry the fixtures; ATTNSCOPE_FIXTURES)", err);
+    int ok = 0, tied = 0;
+    for (int c = 0; c < f.n_cases; c++) {
+        const AsTopkCase *tc = &f.cases[c];
+        if (tc->k == 0 || tc->n > AS_TOPK_MAX_WIDTH)
+            continue;
+        unsigned long long st[3];
+        int64_t bad = rows_against_ref(tc->values, 1, (int)tc->n, (int)tc->k, tc->set, st, tc->note);
+        CHECK(bad == 0, "fixture case %d (%s): n %lld k %lld: the device set differs from torch's", c, tc->note,
+              (long long)tc->n, (long long)tc->k);
+        ok += bad == 0;
+        tied += (int)st[1];
+    }
+    as_test_note("torch fixture (%s): %d of %d cases identical on the device (%d tied at the cut)", f.source, ok,
+                 f.n_cases, tied);
+    as_fixture_free_topk(&f);
+}
+
+/* Rows where the tie order decides: bf16 values on a narrow range, runs of -inf, NaN, all equal, sorted;
+ * widths from 1 to the kernel's limit, k on both of torch's branches. */
+GPU_TEST(gpu_topk_ties_and_shapes)
+{
+    const int ns[] = {1, 2, 3, 4, 5, 17, 64, 65, 129, 1000, 2048, 4096, 8192, AS_TOPK_MAX_WIDTH};
+    int64_t cases = 0, bad = 0;
+    unsigned long long tied = 0, partial = 0, rows_sel = 0;
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const int n = ns[ni];
+        const int rows = n >= 8192 ? 3 : 8;
+        float *v = malloc(sizeof(float) * (size_t)rows * n);
+        for (int dist = 0; dist < 6; dist++) {
+            for (int t = 0; t < rows; t++)
+                for (int i = 0; i < n; i++) {
+                    float x;
+                    switch (dist) {
+                    case 0: x = urnd(4.0f); break;
+                    case 1: x = as_bf16(1.0f + urnd(0.05f)); break;
+                    case 2: x = (rnd() & 3) ? -INFINITY : as_bf16(urnd(1.0f)); break;
+                    case 3: x = rnd() % 7 == 0 ? NAN : as_bf16(urnd(1.0f)); break;
+                    case 4: x = -INFINITY; break;
+                    default: x = as_bf16((float)(i / 3)); break;
+                    }
+                    v[(size_t)t * n + i] = x;
+                }
+            const int ks[] = {1, n / 64, n / 64 + 1, n / 8, n / 2, 512, n - 1, n};
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                const int k = ks[ki];
+                if (k < 1 || k > n)
+                    continue;
+                unsigned long long st[3];
+                int64_t b = rows_against_ref(v, rows, n, k, NULL, st, "stress");
+                CHECK(b == 0, "n %d k %d distribution %d: %ld rows differ", n, k, dist, (long)b);
+                bad += b;
+                cases += rows;
+                rows_sel += st[0], tied += st[1], partial += st[2];
+            }
+        }
+        free(v);
+    }
+    as_test_note("%ld rows, %ld differ; %llu needed an algorithm, %llu of them tied at the cut, %llu partial_sort",
+                 (long)cases, (long)bad, rows_sel, tied, partial);
+    float one = 1.0f;
+    float *d1 = as_gpu_bytes(&one, sizeof one);
+    int32_t *ds = as_gpu_alloc(sizeof(int32_t) * 2);
+    CHECK(as_k_topk_rows(d1, 1, AS_TOPK_MAX_WIDTH + 1, 1, ds, NULL, 0) != 0, "a row wider than the limit is refused");
+    as_gpu_free(d1), as_gpu_free(ds);
+}
+
+/* The indexer's selection and the candidate mask, as the engine launches them. */
+static void index_case(int s, int width, int k, int ratio, bool prefill, bool masked, int offset, bool from_device)
+{
+    const size_t n = (size_t)s * width;
+    uint16_t *score = malloc(sizeof(uint16_t) * n), *got_score = malloc(sizeof(uint16_t) * n);
+    uint8_t *cand = malloc(n);
+    float *ref = malloc(sizeof(float) * n);
+    int *clens = malloc(sizeof(int) * (size_t)s);
+    int32_t *want = malloc(sizeof(int32_t) * ((size_t)s * k + 1)), *got = malloc(sizeof(int32_t) * ((size_t)s * k + 1)),
+            *got2 = malloc(sizeof(int32_t) * ((size_t)s * k + 1));
+    for (int t = 0; t < s; t++) {
+        clens[t] = prefill ? (t + 1) / ratio : width;
+        for (int p = 0; p < width; p++) {
+            const float x = p >= clens[t] ? -INFINITY : as_bf16(urnd(0.1f));
+            score[(size_t)t * width + p] = as_bf16_bits(x);
+            cand[(size_t)t * width + p] = (uint8_t)((p / 8 + t) % 3 != 0);
+            ref[(size_t)t * width + p] = masked && !cand[(size_t)t * width + p] ? -INFINITY : x;
+        }
+    }
+    as_index_topk(ref, s, width, k, clens, offset, want);
+    uint16_t *dsc = as_gpu_bytes(score, sizeof(uint16_t) * n);
+    uint8_t *dc = as_gpu_bytes(cand, n);
+    int32_t *dsel = as_gpu_alloc(sizeof(int32_t) * ((size_t)s * k + 1)), *dsel2 = as_gpu_alloc(sizeof(int32_t) * ((size_t)s * k + 1));
+    int32_t params[2] = {width, k};
+    int32_t *dp = as_gpu_bytes(params, sizeof params);
+    AsTopkLaunch a = {.score = dsc, .ld = width, .s = s, .width = from_device ? -1 : width, .max_width = width,
+                      .k = from_device ? -1 : k, .max_k = k, .ratio = ratio, .prefill = prefill, .offset = offset,
+                      .width_d = from_device ? dp : NULL, .k_d = from_device ? dp + 1 : NULL,
+                      .cand = masked ? dc : NULL, .cand_ld = width, .sel = dsel, .sel2 = dsel2, .ldsel = k};
+    as_gpu_check_launch(as_k_index_topk(&a, 0), "index topk");
+    as_gpu_get_bytes(got, dsel, sizeof(int32_t) * (size_t)s * k);
+    as_gpu_get_bytes(got2, dsel2, sizeof(int32_t) * (size_t)s * k);
+    as_gpu_get_bytes(got_score, dsc, sizeof(uint16_t) * n);
+    int64_t bad = 0, bad_score = 0;
+    for (size_t i = 0; i < (size_t)s * k; i++)
+        if ((got[i] != want[i] || got2[i] != want[i]) && bad++ < 3)
+            as_test_note("index topk s %d width %d k %d: [%zu][%zu] = %d / %d, want %d", s, width, k, i / k, i % k,
+                         got[i], got2[i], want[i]);
+    for (size_t i = 0; i < n; i++)
+        bad_score += as_bf16_to_f32(got_score[i]) != ref[i];
+    CHECK(bad == 0 && bad_score == 0, "index topk s %d width %d k %d ratio %d %s%s%s: %ld selections, %ld masked scores "
+          "differ", s, width, k, ratio, prefill ? "prefill" : "decode", masked ? " masked" : "",
+          from_device ? " (width, k on the device)" : "", (long)bad, (long)bad_score);
+    as_gpu_free(dsc), as_gpu_free(dc), as_gpu_free(dsel), as_gpu_free(dsel2), as_gpu_free(dp);
+    free(score), free(got_score), free(cand), free(ref), free(clens), free(want), free(got), free(got2);
+}
+
+GPU_TEST(gpu_topk_index_selection)
+{
+    /* flash decode (ratio 2 at 4K, ratio 1 at 4K and 8K with the candidate mask), flash-like prefills,
+     * tiny (k 4 of up to 40: partial_sort), one token, a width below k */
+    index_case(1, 2048, 512, 2, false, false, 128, true);
+    index_case(1, 4096, 512, 1, false, true, 128, true);
+    index_case(1, 8192, 512, 1, false, true, 128, false);
+    index_case(512, 256, 256, 2, true, false, 512, false);
+    index_case(600, 600, 512, 1, true, true, 600, false);
+    index_case(40, 40, 4, 1, true, true, 8, false);
+    index_case(1, 300, 4, 1, false, true, 8, true);
+    index_case(1, 1, 1, 1, true, false, 1, false);
+    index_case(1, 5, 5, 1, false, false, 8, true);
+}
+
+static void cand_case(int s, int width, int ratio, bool prefill, int bs, int topk_blocks, bool ties, bool from_device)
+{
+    const size_t n = (size_t)s * width;
+    uint16_t *score = malloc(sizeof(uint16_t) * n);
+    float *f = malloc(sizeof(float) * n);
+    int *clens = malloc(sizeof(int) * (size_t)s);
+    uint8_t *want = malloc(n), *got = malloc(n);
+    for (int t = 0; t < s; t++) {
+        clens[t] = prefill ? (t + 1) / ratio : width;
+        for (int p = 0; p < width; p++) {
+            const float x = p >= clens[t] ? -INFINITY : as_bf16(ties ? 1.0f + urnd(0.02f) : urnd(1.0f));
+            score[(size_t)t * width + p] = as_bf16_bits(x);
+            f[(size_t)t * width + p] = x;
+        }
+    }
+    REQUIRE(as_select_candidate_blocks(f, s, width, clens, bs, topk_blocks, want) == 0, "reference candidate blocks");
+    uint16_t *dsc = as_gpu_bytes(score, sizeof(uint16_t) * n);
+    uint8_t *dm = as_gpu_alloc(n);
+    int32_t wd = width;
+    int32_t *dw = as_gpu_bytes(&wd, sizeof wd);
+    AsCandLaunch a = {.score = dsc, .ld = width, .s = s, .width = from_device ? -1 : width, .max_width = width,
+                      .ratio = ratio, .prefill = prefill, .bs = bs, .topk_blocks = topk_blocks,
+                      .width_d = from_device ? dw : NULL, .mask = dm, .mask_ld = width};
+    as_gpu_check_launch(as_k_candidate_blocks(&a, 0), "candidate blocks");
+    as_gpu_get_bytes(got, dm, n);
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += got[i] != want[i];
+    CHECK(bad == 0, "candidate blocks s %d width %d bs %d keep %d %s: %ld mask entries differ", s, width, bs, topk_blocks,
+          prefill ? "prefill" : "decode", (long)bad);
+    as_gpu_free(dsc), as_gpu_free(dm), as_gpu_free(dw);
+    free(score), free(f), free(clens), free(want), free(got);
+}
+
+GPU_TEST(gpu_topk_candidate_blocks)
+{
+    cand_case(1, 4096, 1, false, 8, 2048, false, true); /* flash decode: every block kept */
+    cand_case(256, 256, 1, true, 8, 2048, false, false);
+    cand_case(1, 100, 1, false, 8, 4, true, true);       /* narrowing, tied maxima */
+    cand_case(1, 101, 1, false, 8, 4, false, false);     /* a short last block */
+    cand_case(40, 40, 1, true, 4, 3, true, false);
+    cand_case(64, 64, 1, true, 2, 5, true, false);
+    cand_case(20, 10, 2, true, 3, 2, false, false);
+}
