@@ -50,8 +50,9 @@ static int cmd_bench_engine(int argc, char **argv)
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     printf("## bench-engine, %s\n\n%sattnscope %s (%s), model %s\n\ncommand: attnscope bench-engine %s --context %d "
-           "--steps %d --prefill %d\n\n",
-           date, devs, as_version(), as_engine_build_info(), m.weights_name, model, context, steps, prefill);
+           "--steps %d --prefill %d%s\n\n",
+           date, devs, as_version(), as_engine_build_info(), m.weights_name, model, context, steps, prefill,
+           host_select ? " --host-select" : "");
     char title[512];
     snprintf(title, sizeof title, "attnscope bench-engine, %s, attnscope %s, model %s, context %d, prefill %d, "
              "selection on the %s", date, as_version(), m.weights_name, context, prefill, host_select ? "host" : "device");

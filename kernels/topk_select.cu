@@ -16,7 +16,8 @@
 //     m below m* = the number of leading m with A[m] < B[m], and the partition returns
 //     min(A[m*], B[m*-1]) (the left scan stops at an original stopper or at the swapped-in one,
 //     whichever comes first; see the proof in docs/SELECTION.md). Stoppers are ranked with warp
-//     prefix sums, m* is a binary search (A rises, B falls), the swaps are disjoint and parallel.
+//     ballots (32 consecutive columns at a time), m* is a binary search (A rises, B falls), the swaps
+//     are disjoint and parallel.
 // The set (the first k pairs) is then flagged and compacted in index order: ascending, as the
 // reference sorts it. Rows wider than AS_TOPK_MAX_WIDTH are refused by the launcher (the engine then
 // selects on the host).
@@ -62,17 +63,8 @@ __device__ __forceinline__ void swap_at(const Row &r, int a, int b)
     r.ix[b] = ti;
 }
 
-__device__ __forceinline__ int warp_excl_scan(int x, int lane, int *total)
-{
-    int inc = x;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(kFull, inc, o);
-        if (lane >= o)
-            inc += y;
-    }
-    *total = __shfl_sync(kFull, inc, 31);
-    return inc - x;
-}
+// The lanes below this one: a flag's rank among the warp's 32 consecutive columns.
+__device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
 
 __device__ __forceinline__ int warp_sum_int(int x)
 {
@@ -184,42 +176,41 @@ __device__ void insertion_sort(const Row &r, int first, int last)
 
 // ---- the warp: __unguarded_partition(lo, hi, pivot value P) in closed form ----
 
+// A = r.pa[0..ta) and the right stoppers r.pb[0..tb) both in rising position order (B[m] is
+// pb[tb - 1 - m]), ranked with one ballot per 32 consecutive columns: lanes read consecutive words
+// (no bank conflicts) and one pass writes both lists.
 __device__ int warp_partition(const Row &r, int lo, int hi, float P, int lane)
 {
-    const int chunk = (hi - lo + 31) >> 5;
-    const int b = min(lo + lane * chunk, hi), e = min(b + chunk, hi);
-    int ca = 0, cb = 0;
-    for (int i = b; i < e; i++) {
-        const float x = r.v[i];
-        ca += !comp(x, P);
-        cb += !comp(P, x);
-    }
-    int ta, tb;
-    int ra = warp_excl_scan(ca, lane, &ta);
-    int rb = warp_excl_scan(cb, lane, &tb);
-    for (int i = b; i < e; i++) {
-        const float x = r.v[i];
-        if (!comp(x, P))
-            r.pa[ra++] = (uint16_t)i;
-        if (!comp(P, x))
-            r.pb[tb - 1 - rb++] = (uint16_t)i;
+    int ta = 0, tb = 0;
+    for (int g = lo; g < hi; g += 32) {
+        const int i = g + lane;
+        const bool in = i < hi;
+        const float x = in ? r.v[i] : 0.0f;
+        const bool sa = in && !comp(x, P), sb = in && !comp(P, x);
+        const unsigned ma = __ballot_sync(kFull, sa), mb = __ballot_sync(kFull, sb);
+        if (sa)
+            r.pa[ta + __popc(ma & lanes_below(lane))] = (uint16_t)i;
+        if (sb)
+            r.pb[tb + __popc(mb & lanes_below(lane))] = (uint16_t)i;
+        ta += __popc(ma);
+        tb += __popc(mb);
     }
     __syncwarp();
     // m*: the leading passes whose stoppers have not crossed (A rises, B falls: a prefix)
     int m0 = 0, m1 = min(ta, tb);
     while (m0 < m1) {
         const int mid = (m0 + m1) >> 1;
-        if (r.pa[mid] < r.pb[mid])
+        if (r.pa[mid] < r.pb[tb - 1 - mid])
             m0 = mid + 1;
         else
             m1 = mid;
     }
     const int ms = m0;
     int cut = ms < ta ? (int)r.pa[ms] : INT_MAX;
-    if (ms > 0 && (int)r.pb[ms - 1] < cut)
-        cut = r.pb[ms - 1];
+    if (ms > 0 && (int)r.pb[tb - ms] < cut) // B[ms - 1]
+        cut = r.pb[tb - ms];
     for (int m = lane; m < ms; m += 32)
-        swap_at(r, r.pa[m], r.pb[m]);
+        swap_at(r, r.pa[m], r.pb[tb - 1 - m]);
     __syncwarp();
     return cut;
 }
@@ -300,16 +291,15 @@ __device__ void warp_emit_set(const Row &r, int n, int k, int lane, Emit emit)
             flag[i] = 1;
     }
     __syncwarp();
-    const int chunk = (n + 31) >> 5;
-    const int b = min(lane * chunk, n), e = min(b + chunk, n);
-    int c = 0;
-    for (int i = b; i < e; i++)
-        c += flag[i];
-    int total;
-    int j = warp_excl_scan(c, lane, &total);
-    for (int i = b; i < e; i++)
-        if (flag[i])
-            emit(j++, i);
+    int j = 0;
+    for (int g = 0; g < n; g += 32) {
+        const int i = g + lane;
+        const bool f = i < n && flag[i];
+        const unsigned m = __ballot_sync(kFull, f);
+        if (f)
+            emit(j + __popc(m & lanes_below(lane)), i);
+        j += __popc(m);
+    }
     __syncwarp();
 }
 

@@ -14,6 +14,7 @@
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
 #     race      racecheck alone, on the kernels that share memory (small cases)
+#     selsan    memcheck, racecheck, initcheck on the selection kernels and the engine paths using them
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
 #     tui       the TUI on flash with the engine, screens captured through tmux
@@ -95,7 +96,8 @@ for p in "$@"; do
             phase "sanitize_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
                 "$B/attnscope_tests" 'gpu_*kernels*' 'gpu_rmsnorm*' 'gpu_rope*' 'gpu_quant*' 'gpu_window*' \
                 'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*' \
-                'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*' 'gpu_q2k*' 'gpu_build_idx*' 'gpu_convert*'
+                'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*' 'gpu_q2k*' 'gpu_build_idx*' 'gpu_convert*' \
+                'gpu_topk*'
         done
         unset AS_KTEST_SMALL ;;
     race)
@@ -103,7 +105,16 @@ for p in "$@"; do
         export AS_KTEST_SMALL=1
         phase sanitize_racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/attnscope_tests" \
             'gpu_sparse*' 'gpu_index*' 'gpu_gemv_flash*' 'gpu_rmsnorm_flash*' 'gpu_row_pipe*' 'gpu_q2k_mmq*' \
-            'gpu_q2k_odd*' 'gpu_compress*' 'gpu_build_idx*'
+            'gpu_q2k_odd*' 'gpu_compress*' 'gpu_build_idx*' 'gpu_topk*'
+        unset AS_KTEST_SMALL ;;
+    selsan)
+        # the selection kernels and the engine / graph paths that launch them, under memcheck, racecheck
+        # and initcheck (small cases)
+        export AS_KTEST_SMALL=1
+        for tool in memcheck racecheck initcheck; do
+            phase "selsan_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attnscope_tests" \
+                'gpu_topk*' 'gpu_engine_tiny_prefill*' 'gpu_graph_tiny_mixed*'
+        done
         unset AS_KTEST_SMALL ;;
     graphdiag)
         # the CUDA-graph decode's own tests alone (also part of 'tests'), for their diagnostics

@@ -53,6 +53,17 @@ uint32_t xchg_u32(uint32_t v, int src_lane)
     return r;
 }
 
+uint32_t ballot(bool pred)
+{
+    g_blk->xu[tid()][6] = pred;
+    sync_warp();
+    uint32_t m = 0;
+    for (int l = 0; l < 32; l++)
+        m |= (g_blk->xu[wbase() + l][6] ? 1u : 0u) << l;
+    sync_warp();
+    return m;
+}
+
 float xchg_f32(float v, int src_lane)
 {
     g_blk->xf[tid()][3] = v;

@@ -25,6 +25,7 @@ void sync_warp();
 void sync_named(int id, int count);
 uint32_t xchg_u32(uint32_t v, int src_lane); // value of lane src_lane (all lanes call)
 float xchg_f32(float v, int src_lane);
+uint32_t ballot(bool pred);                  // __ballot_sync over the whole warp
 void ldmatrix(uint32_t (&r)[4], uint32_t addr, bool trans);
 void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 // Runs body() on every thread of every block of the grid, block after block.
@@ -54,6 +55,8 @@ inline int __shfl_up_sync(unsigned, int v, unsigned d)
     const int got = (int)emu::xchg_u32((uint32_t)v, src < 0 ? lane : src);
     return got;
 }
+inline unsigned __ballot_sync(unsigned, int pred) { return emu::ballot(pred != 0); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
