@@ -659,7 +659,7 @@ int as_decode_graph_create(AsEngine *e, const AsDecodeGraphOptions *opt, AsDecod
         const int topk_max = c->window + c->index_topk;
         STEP((cudaError_t)as_k_sparse_attn_decode_plan(1, c->n_heads, c->head_dim, topk_max, &mma, &tps, &wsb),
              "sparse attention plan (%d heads x %d, topk %d)", c->n_heads, c->head_dim, topk_max);
-        if (mma && tps != 1) {
+        if (mma == 1 && tps != 1) {
             rc = as_err(err, AS_EREFUSED, "decode graph: a decode selection of up to %d entries would be split %d "
                         "tiles per split, and narrower ones otherwise: the graph would not equal the uncaptured step",
                         topk_max, tps);

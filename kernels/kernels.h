@@ -155,10 +155,23 @@ int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na,
                             const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
                             const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
                             size_t ws_bytes, cudaStream_t st);
-/* The decode launch's plan: *mma (the tensor-core kernel takes it), its tiles per split and the
- * workspace it needs; also sets that kernel's shared-memory limit (before a graph capture). */
+/* The decode launch's plan: *mma 1 when the tensor-core kernel takes it (with its tiles per split), 2
+ * when the one-query kernel does (kernels/attn_decode.cu), 0 for the warp kernel; the workspace it
+ * needs; also sets the tensor-core kernel's shared-memory limit (before a graph capture). */
 int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, int *tiles_per_split,
                                  size_t *ws_bytes);
+
+/* ---- one query (kernels/attn_decode.cu): the automatic path of as_k_sparse_attn and
+ * as_k_sparse_attn_decode at s = 1 where it applies (hd 256 or 512, nh a multiple of 8, 16-byte
+ * aligned q and rows). Splits of 32 entries x 8 heads per block on CUDA cores, then a combine with the
+ * sink. topk / nb by value, or read from topk_d / nb_d (at most topk / nb, which size the launch); ws
+ * at least as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null (by value only: allocated on the
+ * stream). */
+int as_k_attn_decode_applies(int nh, int hd);
+size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max);
+int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
+                     const int32_t *nb_d, const int32_t *idx, int topk, const int32_t *topk_d, const float *sink,
+                     as_bf16_t *o, int nh, int hd, float scale, void *ws, size_t ws_bytes, cudaStream_t st);
 
 /* ---- the selection on the device (issue 8): kernels/topk_select.cu, test tests/gpu_topk.c ----
  * torch's CPU top-k index set (ref/topk.c as_topk_torch_set, ties included) by an exact emulation of

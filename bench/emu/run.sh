@@ -15,7 +15,7 @@ for f in attention numerics gemm threads indexer topk candidates quant gemv wind
 done
 # shellcheck disable=SC2086
 g++ $XF -c bench/emu/emu.cpp -o "$B/emu.o"
-for k in attn scores gemv decode decode_attn decode_scores topk; do
+for k in attn scores gemv decode decode_attn decode_scores topk attn1; do
     # shellcheck disable=SC2086
     g++ $XF -c "bench/emu/emu_$k.cpp" -o "$B/emu_$k.o"
 done
@@ -34,8 +34,11 @@ g++ -o "$B/emu_decode_scores" "$B/emu_decode_scores.o" "$B/emu.o" "$B/ref_quant.
 # shellcheck disable=SC2086
 g++ -o "$B/emu_topk" "$B/emu_topk.o" "$B/emu.o" "$B/ref_topk.o" "$B/ref_indexer.o" "$B/ref_candidates.o" \
     "$B/ref_quant.o" $R -lopenblas -pthread -fopenmp
+# the one-query attention (decode)
+# shellcheck disable=SC2086
+g++ -o "$B/emu_attn1" "$B/emu_attn1.o" "$B/emu.o" "$B/ref_attention.o" $R -lopenblas -pthread -fopenmp
 rc=0
-for k in attn scores gemv decode decode_attn decode_scores topk; do
+for k in attn scores gemv decode decode_attn decode_scores topk attn1; do
     echo "== emu_$k"
     "$B/emu_$k" || rc=1
 done

@@ -41,3 +41,4 @@ inline float as_d_group_max(float v, int width)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+inline float as_d_expf(float x) { return (float)std::exp((double)x); }

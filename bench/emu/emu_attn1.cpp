@@ -1,0 +1,109 @@
+// kernels/attn_decode.cu (one query) on the emulator: against ref/attention.c as_sparse_attention by
+// SPEC 6's bf16 rule, and the launch sized for topk_max reading the live width and row count from
+// "device" memory against the launch at the live width, bit for bit (entries past the live width and
+// rows past the live count present, both ignored). Shapes: flash (64 heads x 512: window only,
+// window + 1, + 300, + 512), hd 256, a sink of -inf with nothing selected.
+#include "emu.h"
+#include "emu_rand.h"
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+// Static __shared__ arrays: one block runs at a time, so a function-level static is the block's.
+#undef __shared__
+#define __shared__ static
+#include "kernels/attn_decode.cu"
+
+extern "C" {
+#include "ref/attention.h"
+}
+
+static int g_fail;
+
+template <int HD>
+static void launch(const attn1::Args &a, int nsplit, int nh)
+{
+    if (nsplit > 0)
+        emu::launch(dim3((unsigned)nsplit, (unsigned)(nh / attn1::kHeads)), dim3(attn1::kThreads),
+                    [&] { attn1::split_kernel<HD>(a); });
+    emu::launch(dim3((unsigned)nh), dim3(HD / 4), [&] { attn1::combine_kernel<HD>(a); });
+}
+
+template <int HD>
+static void run(const char *name, int nh, int na, int nb_live, int nb_max, int topk_live, int topk_max, bool no_sink,
+                uint64_t seed)
+{
+    g_rs = seed;
+    const int nrows = na + nb_max;
+    std::vector<uint16_t> q((size_t)nh * HD), rows((size_t)nrows * HD), o_bv((size_t)nh * HD, 0x7f7f),
+        o_dec((size_t)nh * HD, 0x1234);
+    for (auto &v : q)
+        v = as_bf16_bits(urnd(2.0f));
+    for (auto &v : rows)
+        v = as_bf16_bits(urnd(2.0f));
+    std::vector<float> sink(nh);
+    for (auto &v : sink)
+        v = no_sink ? -INFINITY : urnd(2.0f);
+    std::vector<int32_t> idx(topk_max);
+    for (int j = 0; j < topk_max; j++) {
+        int v = (int)(rnd() % (uint64_t)(na + nb_max)); // some past the live row count
+        if (j < na && rnd() % 3 == 0)
+            v = -1;
+        idx[j] = v;
+    }
+    const float scale = 1.0f / std::sqrt((float)HD);
+    // by value at the live width: entries >= na + nb_live are skipped, as the reference wants them -1
+    const int ns_live = (topk_live + attn1::kSplit - 1) / attn1::kSplit;
+    const int ns_max = (topk_max + attn1::kSplit - 1) / attn1::kSplit;
+    std::vector<float> ws_bv((size_t)(ns_live > 0 ? ns_live : 1) * nh * (HD + 2), NAN),
+        ws_dec((size_t)ns_max * nh * (HD + 2), NAN);
+    attn1::Args a{q.data(), rows.data(), rows.data() + (size_t)na * HD, na, nb_live, nullptr, idx.data(), topk_live,
+                  nullptr, sink.data(), o_bv.data(), nh, scale, ns_live ? ws_bv.data() : nullptr,
+                  ns_live ? ws_bv.data() + (size_t)ns_live * nh * HD : nullptr};
+    launch<HD>(a, ns_live, nh);
+    const int32_t topk_d = topk_live, nb_d = nb_live;
+    attn1::Args d{q.data(), rows.data(), rows.data() + (size_t)na * HD, na, nb_max, &nb_d, idx.data(), topk_max,
+                  &topk_d, sink.data(), o_dec.data(), nh, scale, ws_dec.data(),
+                  ws_dec.data() + (size_t)ns_max * nh * HD};
+    launch<HD>(d, ns_max, nh);
+    long moved = 0;
+    for (size_t i = 0; i < o_bv.size(); i++)
+        moved += o_bv[i] != o_dec[i];
+    // the reference: f32 copies, entries past the live width or naming rows past the live count -> -1
+    std::vector<float> qf(q.size()), rf(rows.size()), of(q.size());
+    for (size_t i = 0; i < q.size(); i++)
+        qf[i] = as_bf16_to_f32(q[i]);
+    for (size_t i = 0; i < rows.size(); i++)
+        rf[i] = as_bf16_to_f32(rows[i]);
+    std::vector<int32_t> ridx(topk_live);
+    for (int j = 0; j < topk_live; j++)
+        ridx[j] = idx[j] < na + nb_live ? idx[j] : -1;
+    as_sparse_attention(qf.data(), rf.data(), nrows, ridx.data(), topk_live, sink.data(), of.data(), 1, nh, HD, scale);
+    float omax = 0, err = 0;
+    for (size_t i = 0; i < of.size(); i++) {
+        omax = std::fmax(omax, std::fabs(of[i]));
+        err = std::fmax(err, std::fabs(as_bf16_to_f32(o_bv[i]) - of[i]));
+    }
+    const float tol = omax * 0x1p-7f + 1e-4f;
+    const bool ok = moved == 0 && err <= tol;
+    printf("%s %s: nh %d hd %d, %d live entries of %d, %d live compressed rows of %d: device-parameter launch %s, "
+           "max |err| %.3g (tol %.3g)\n",
+           ok ? "ok  " : "FAIL", name, nh, HD, topk_live, topk_max, nb_live, nb_max,
+           moved ? "DIFFERS" : "bit-exact", err, tol);
+    g_fail += !ok;
+}
+
+int main()
+{
+    run<512>("flash, window only", 64, 128, 0, 0, 128, 128, false, 1);
+    run<512>("flash, window + 1", 64, 128, 1, 2048, 129, 640, false, 2);
+    run<512>("flash, window + 300", 64, 128, 300, 2048, 428, 640, false, 3);
+    run<512>("flash, window + 512", 64, 128, 2048, 2048, 640, 640, false, 4);
+    run<512>("flash, 33 entries (a split of one)", 64, 128, 300, 400, 33, 640, false, 5);
+    run<256>("hd 256, 16 heads", 16, 40, 70, 100, 90, 110, false, 6);
+    run<512>("nothing selected, no sink", 8, 4, 0, 0, 0, 32, true, 7);
+    printf(g_fail ? "FAIL: %d cases\n" : "attn_decode: every case within tolerance and bit-exact by device parameters\n",
+           g_fail);
+    return g_fail ? 1 : 0;
+}

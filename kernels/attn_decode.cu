@@ -1,0 +1,237 @@
+// Sparse attention with the sink for ONE query (decode, and a 1-token prefill): SPEC 3 step 7, twin
+// as_sparse_attention in ref/attention.c, tests tests/gpu_sparse_attn.c (auto path at s = 1) and
+// tests/gpu_decode_kernels.c (device parameters against by value, bit for bit).
+//
+// Why a kernel apart from sparse_attn.cu's tensor-core one: at s = 1 the work is tiny (64 heads x
+// 640 rows x 512) and the time is latency. The tensor-core kernel gives each block all 64 heads, so
+// a 640-entry selection makes 20 blocks that each load the whole Q (64 KB) and write a 128 KB partial:
+// ~36 us on the H200. Here a block takes 8 heads (one per warp) and one split of kSplit entries, so
+// the same selection makes 20 x 8 = 160 blocks, each reading 8 KB of Q and its split's rows (32 KB,
+// shared by the 8 head blocks through L2), on CUDA cores in f32:
+//   block (split j, head group g): the split's entries idx[j*kSplit ..) are resolved (-1 and rows
+//   beyond na + nb skipped), their rows staged in shared memory (16-byte loads, all threads);
+//   warp w = head h = 8g + w, lane l owns the 16-byte chunks l, l + 32, ... of the head (HD / 256
+//   chunks): z_e = (q_h . row_e) * scale (lane partial sums, xor tree: every lane holds z_e), the
+//   split's m = max z, p_e = exp(z_e - m), l = sum p_e, o = sum p_e row_e (f32, entry order);
+//   written to the workspace as [split][h][HD] and [split][h][2].
+// The combine folds the live splits and the sink for each head: M = max(sink, max_j m_j),
+// den = exp(sink - M) + sum_j l_j exp(m_j - M), o = bf16(sum_j exp(m_j - M) o_j / den) (no selected
+// row and no finite sink: o = 0). Splits are fixed blocks of kSplit entries, so a launch sized for
+// topk_max that reads the live width from device memory (the decode graph) computes exactly what a
+// launch at the live width computes.
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace attn1 {
+
+constexpr int kSplit = 32;  // selection entries per split (block)
+constexpr int kHeads = 8;   // heads per block: one warp each
+constexpr int kThreads = kHeads * 32;
+constexpr unsigned kFull = 0xffffffffu;
+
+struct Args {
+    const uint16_t *q, *rows_a, *rows_b;
+    int na, nb;
+    const int32_t *nb_d;
+    const int32_t *idx;
+    int topk;
+    const int32_t *topk_d;
+    const float *sink;
+    uint16_t *o;
+    int nh;
+    float scale;
+    float *ws_o;  // [nsplit][nh][HD]
+    float *ws_ml; // [nsplit][nh][2]
+};
+
+__device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads) split_kernel(Args a)
+{
+    constexpr int CPR = HD / 8;       // 16-byte chunks per row
+    constexpr int CPL = CPR / 32;     // chunks per lane
+    __shared__ __align__(16) uint4 rows[kSplit][CPR];
+    __shared__ int valid[kSplit];
+    const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
+    const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
+    const int split = blockIdx.x, e0 = split * kSplit;
+    if (e0 >= topk)
+        return; // past the live selection: the combine does not read it
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    if (tid < kSplit) {
+        const int e = e0 + tid;
+        const int i = e < topk ? a.idx[e] : -1;
+        valid[tid] = i >= 0 && i < a.na + nb ? i : -1;
+    }
+    __syncthreads();
+    for (int c = tid; c < kSplit * CPR; c += kThreads) {
+        const int r = c / CPR, k = c % CPR;
+        const int i = valid[r];
+        if (i >= 0) {
+            const uint16_t *src = i < a.na ? a.rows_a + (size_t)i * HD : a.rows_b + (size_t)(i - a.na) * HD;
+            rows[r][k] = __ldg((const uint4 *)src + k);
+        }
+    }
+    __syncthreads();
+    const int h = blockIdx.y * kHeads + warp;
+    if (h >= a.nh)
+        return;
+    float q[CPL][8];
+    for (int j = 0; j < CPL; j++) {
+        const uint4 v = __ldg((const uint4 *)(a.q + (size_t)h * HD) + lane + 32 * j);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        for (int t = 0; t < 4; t++) {
+            q[j][2 * t] = bf16_lo(w[t]);
+            q[j][2 * t + 1] = bf16_hi(w[t]);
+        }
+    }
+    float z[kSplit];
+    float m = -INFINITY;
+    for (int r = 0; r < kSplit; r++) {
+        float acc = 0.0f;
+        if (valid[r] >= 0) {
+            for (int j = 0; j < CPL; j++) {
+                const uint4 v = rows[r][lane + 32 * j];
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                for (int t = 0; t < 4; t++) {
+                    acc = fmaf(q[j][2 * t], bf16_lo(w[t]), acc);
+                    acc = fmaf(q[j][2 * t + 1], bf16_hi(w[t]), acc);
+                }
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1)
+            acc += __shfl_xor_sync(kFull, acc, o);
+        z[r] = valid[r] >= 0 ? acc * a.scale : -INFINITY;
+        m = fmaxf(m, z[r]);
+    }
+    float l = 0.0f;
+    float o[CPL][8];
+    for (int j = 0; j < CPL; j++)
+        for (int t = 0; t < 8; t++)
+            o[j][t] = 0.0f;
+    if (m != -INFINITY) {
+        for (int r = 0; r < kSplit; r++) {
+            if (valid[r] < 0)
+                continue;
+            const float p = as_d_expf(z[r] - m);
+            l += p;
+            for (int j = 0; j < CPL; j++) {
+                const uint4 v = rows[r][lane + 32 * j];
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                for (int t = 0; t < 4; t++) {
+                    o[j][2 * t] = fmaf(p, bf16_lo(w[t]), o[j][2 * t]);
+                    o[j][2 * t + 1] = fmaf(p, bf16_hi(w[t]), o[j][2 * t + 1]);
+                }
+            }
+        }
+    }
+    float *wo = a.ws_o + ((size_t)split * a.nh + h) * HD;
+    for (int j = 0; j < CPL; j++) {
+        float4 *dst = (float4 *)(wo + (lane + 32 * j) * 8);
+        dst[0] = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
+        dst[1] = make_float4(o[j][4], o[j][5], o[j][6], o[j][7]);
+    }
+    if (lane == 0) {
+        a.ws_ml[((size_t)split * a.nh + h) * 2] = m;
+        a.ws_ml[((size_t)split * a.nh + h) * 2 + 1] = l;
+    }
+}
+
+// One block per head, HD / 4 threads of 4 channels: the live splits folded in split order.
+template <int HD>
+__global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
+{
+    const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
+    const int nsplit = (topk + kSplit - 1) / kSplit;
+    const int h = blockIdx.x, c = threadIdx.x * 4;
+    const float sink = a.sink[h];
+    float M = sink;
+    for (int j = 0; j < nsplit; j++)
+        M = fmaxf(M, a.ws_ml[((size_t)j * a.nh + h) * 2]);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float den = 0.0f;
+    if (M != -INFINITY) {
+        den = as_d_expf(sink - M);
+        for (int j = 0; j < nsplit; j++) {
+            const float mj = a.ws_ml[((size_t)j * a.nh + h) * 2];
+            if (mj == -INFINITY)
+                continue;
+            const float f = as_d_expf(mj - M);
+            den += a.ws_ml[((size_t)j * a.nh + h) * 2 + 1] * f;
+            const float4 v = *(const float4 *)(a.ws_o + ((size_t)j * a.nh + h) * HD + c);
+            acc[0] = fmaf(v.x, f, acc[0]);
+            acc[1] = fmaf(v.y, f, acc[1]);
+            acc[2] = fmaf(v.z, f, acc[2]);
+            acc[3] = fmaf(v.w, f, acc[3]);
+        }
+    }
+    uint16_t *dst = a.o + (size_t)h * HD + c;
+    for (int t = 0; t < 4; t++)
+        dst[t] = den > 0.0f ? as_d_f32_to_bf16(acc[t] / den) : 0;
+}
+
+} // namespace attn1
+
+#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
+
+extern "C" int as_k_attn_decode_applies(int nh, int hd)
+{
+    return (hd == 256 || hd == 512) && nh % attn1::kHeads == 0 && nh > 0;
+}
+
+extern "C" size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max)
+{
+    const size_t nsplit = (size_t)(topk_max + attn1::kSplit - 1) / attn1::kSplit;
+    return sizeof(float) * nsplit * (size_t)nh * (size_t)(hd + 2);
+}
+
+// ws: at least as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null: allocated on the stream here
+// (stream-ordered, freed after the combine; never with topk_d: a graph must bring its own).
+extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
+                                const int32_t *nb_d, const int32_t *idx, int topk, const int32_t *topk_d,
+                                const float *sink, as_bf16_t *o, int nh, int hd, float scale, void *ws,
+                                size_t ws_bytes, cudaStream_t st)
+{
+    if (!as_k_attn_decode_applies(nh, hd) || topk < 0 || na < 0 || nb < 0 || !q || !o || !sink ||
+        (topk > 0 && !idx) || (na > 0 && !rows_a) || (nb > 0 && !rows_b) || ((uintptr_t)q & 15) ||
+        (na > 0 && ((uintptr_t)rows_a & 15)) || (nb > 0 && ((uintptr_t)rows_b & 15)))
+        return (int)cudaErrorInvalidValue;
+    const size_t need = as_k_attn_decode_ws_bytes(nh, hd, topk);
+    void *own = nullptr;
+    if (!ws || ws_bytes < need) {
+        if (topk_d || ws)
+            return (int)cudaErrorInvalidValue;
+        if (need && cudaMallocAsync(&own, need, st) != cudaSuccess)
+            return (int)cudaErrorMemoryAllocation;
+        ws = own;
+    }
+    const int nsplit = (topk + attn1::kSplit - 1) / attn1::kSplit;
+    float *ws_o = nsplit > 0 ? (float *)ws : nullptr;
+    attn1::Args a{q, rows_a, rows_b, na, nb, nb_d, idx, topk, topk_d, sink, o, nh, scale, ws_o,
+                  ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr};
+    int rc = 0;
+    if (nsplit > 0) {
+        dim3 grid((unsigned)nsplit, (unsigned)(nh / attn1::kHeads));
+        if (hd == 512)
+            attn1::split_kernel<512><<<grid, attn1::kThreads, 0, st>>>(a);
+        else
+            attn1::split_kernel<256><<<grid, attn1::kThreads, 0, st>>>(a);
+        rc = AS_LAUNCH_RESULT();
+    }
+    if (!rc) {
+        if (hd == 512)
+            attn1::combine_kernel<512><<<nh, 512 / 4, 0, st>>>(a);
+        else
+            attn1::combine_kernel<256><<<nh, 256 / 4, 0, st>>>(a);
+        rc = AS_LAUNCH_RESULT();
+    }
+    if (own) {
+        const cudaError_t fe = cudaFreeAsync(own, st);
+        if (!rc && fe != cudaSuccess)
+            rc = (int)fe;
+    }
+    return rc;
+}
+#endif // AS_EMU
