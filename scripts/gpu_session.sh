@@ -14,6 +14,8 @@
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
 #     race      racecheck alone, on the kernels that share memory (small cases)
+#     nsys      Nsight Systems over bench-engine's decode: the kernels' time summary (kern_sum.csv)
+#     newsan    memcheck, racecheck, initcheck on the selection and one-query attention kernels alone
 #     selsan    memcheck, racecheck, initcheck on the selection kernels and the engine paths using them
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
@@ -106,6 +108,25 @@ for p in "$@"; do
         phase sanitize_racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/attnscope_tests" \
             'gpu_sparse*' 'gpu_index*' 'gpu_gemv_flash*' 'gpu_rmsnorm_flash*' 'gpu_row_pipe*' 'gpu_q2k_mmq*' \
             'gpu_q2k_odd*' 'gpu_compress*' 'gpu_build_idx*' 'gpu_topk*'
+        unset AS_KTEST_SMALL ;;
+    nsys)
+        # where a decode step's device time goes, per kernel (Nsight Systems, when the machine has it)
+        need_flash
+        if command -v nsys >/dev/null 2>&1; then
+            phase nsys 120 nsys profile -o /tmp/as-prof --force-overwrite true --trace cuda --sample none \
+                "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 10 --prefill 0
+            nsys stats --report cuda_gpu_kern_sum --format csv /tmp/as-prof.nsys-rep >"$OUT/kern_sum.csv" 2>&1
+            head -40 "$OUT/kern_sum.csv" | tee -a "$SUM"
+        else
+            say "nsys: not on this machine"
+        fi ;;
+    newsan)
+        # the kernels new in this round alone (selection, one-query attention), every tool, small cases
+        export AS_KTEST_SMALL=1
+        for tool in memcheck racecheck initcheck; do
+            phase "newsan_$tool" 100 compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attnscope_tests" \
+                'gpu_topk*' 'gpu_decode_sparse_attn'
+        done
         unset AS_KTEST_SMALL ;;
     selsan)
         # the selection kernels and the engine / graph paths that launch them, under memcheck, racecheck
