@@ -28,6 +28,7 @@ constexpr int kSplit = 32;  // selection entries per split (block)
 constexpr int kHeads = 8;   // heads per block: one warp each
 constexpr int kThreads = kHeads * 32;
 constexpr unsigned kFull = 0xffffffffu;
+constexpr int kMaxSplits = 256; // selections up to 8192 entries
 
 struct Args {
     const uint16_t *q, *rows_a, *rows_b;
@@ -87,8 +88,8 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
             q[j][2 * t + 1] = bf16_hi(w[t]);
         }
     }
-    float z[kSplit];
-    float m = -INFINITY;
+    // lane r keeps z of entry r: the exponentials are then one per lane, not one per lane and entry
+    float zl = -INFINITY, m = -INFINITY;
     for (int r = 0; r < kSplit; r++) {
         float acc = 0.0f;
         if (valid[r] >= 0) {
@@ -103,10 +104,15 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
         }
         for (int o = 16; o > 0; o >>= 1)
             acc += __shfl_xor_sync(kFull, acc, o);
-        z[r] = valid[r] >= 0 ? acc * a.scale : -INFINITY;
-        m = fmaxf(m, z[r]);
+        const float z = valid[r] >= 0 ? acc * a.scale : -INFINITY;
+        if (lane == r)
+            zl = z;
+        m = fmaxf(m, z);
     }
-    float l = 0.0f;
+    const float pl = valid[lane] >= 0 && m != -INFINITY ? as_d_expf(zl - m) : 0.0f;
+    float l = pl;
+    for (int off = 16; off > 0; off >>= 1)
+        l += __shfl_xor_sync(kFull, l, off);
     float o[CPL][8];
     for (int j = 0; j < CPL; j++)
         for (int t = 0; t < 8; t++)
@@ -114,9 +120,8 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
     if (m != -INFINITY) {
         for (int r = 0; r < kSplit; r++) {
             if (valid[r] < 0)
-                continue;
-            const float p = as_d_expf(z[r] - m);
-            l += p;
+                continue; // the same for every lane: the shuffle below stays warp-wide
+            const float p = __shfl_sync(kFull, pl, r);
             for (int j = 0; j < CPL; j++) {
                 const uint4 v = rows[r][lane + 32 * j];
                 const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -139,27 +144,49 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
     }
 }
 
-// One block per head, HD / 4 threads of 4 channels: the live splits folded in split order.
+// One block per head, HD / 4 threads of 4 channels: the live splits folded in split order. The
+// splits' (m, l) are read once into shared memory, their factors exp(m_j - M) computed once each,
+// the denominator summed by one thread in split order.
 template <int HD>
 __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 {
+    __shared__ float fsm[3 * kMaxSplits]; // m_j, then l_j, then the factors
+    __shared__ float sM, sden;
     const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
     const int nsplit = (topk + kSplit - 1) / kSplit;
     const int h = blockIdx.x, c = threadIdx.x * 4;
-    const float sink = a.sink[h];
-    float M = sink;
-    for (int j = 0; j < nsplit; j++)
-        M = fmaxf(M, a.ws_ml[((size_t)j * a.nh + h) * 2]);
+    float *mj = fsm, *lj = fsm + nsplit, *fj = fsm + 2 * nsplit;
+    for (int j = threadIdx.x; j < nsplit; j += blockDim.x) {
+        mj[j] = a.ws_ml[((size_t)j * a.nh + h) * 2];
+        lj[j] = a.ws_ml[((size_t)j * a.nh + h) * 2 + 1];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float M = a.sink[h];
+        for (int j = 0; j < nsplit; j++)
+            M = fmaxf(M, mj[j]);
+        sM = M;
+    }
+    __syncthreads();
+    const float M = sM;
+    for (int j = threadIdx.x; j < nsplit; j += blockDim.x)
+        fj[j] = M != -INFINITY && mj[j] != -INFINITY ? as_d_expf(mj[j] - M) : 0.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float den = M != -INFINITY ? as_d_expf(a.sink[h] - M) : 0.0f;
+        for (int j = 0; j < nsplit; j++)
+            if (fj[j] != 0.0f)
+                den += lj[j] * fj[j];
+        sden = den;
+    }
+    __syncthreads();
+    const float den = sden;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float den = 0.0f;
     if (M != -INFINITY) {
-        den = as_d_expf(sink - M);
         for (int j = 0; j < nsplit; j++) {
-            const float mj = a.ws_ml[((size_t)j * a.nh + h) * 2];
-            if (mj == -INFINITY)
+            const float f = fj[j];
+            if (f == 0.0f)
                 continue;
-            const float f = as_d_expf(mj - M);
-            den += a.ws_ml[((size_t)j * a.nh + h) * 2 + 1] * f;
             const float4 v = *(const float4 *)(a.ws_o + ((size_t)j * a.nh + h) * HD + c);
             acc[0] = fmaf(v.x, f, acc[0]);
             acc[1] = fmaf(v.y, f, acc[1]);
@@ -176,9 +203,10 @@ __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 
-extern "C" int as_k_attn_decode_applies(int nh, int hd)
+extern "C" int as_k_attn_decode_applies(int nh, int hd, int topk_max)
 {
-    return (hd == 256 || hd == 512) && nh % attn1::kHeads == 0 && nh > 0;
+    return (hd == 256 || hd == 512) && nh % attn1::kHeads == 0 && nh > 0 && topk_max >= 0 &&
+           topk_max <= attn1::kSplit * attn1::kMaxSplits;
 }
 
 extern "C" size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max)
@@ -194,7 +222,7 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
                                 const float *sink, as_bf16_t *o, int nh, int hd, float scale, void *ws,
                                 size_t ws_bytes, cudaStream_t st)
 {
-    if (!as_k_attn_decode_applies(nh, hd) || topk < 0 || na < 0 || nb < 0 || !q || !o || !sink ||
+    if (!as_k_attn_decode_applies(nh, hd, topk) || na < 0 || nb < 0 || !q || !o || !sink ||
         (topk > 0 && !idx) || (na > 0 && !rows_a) || (nb > 0 && !rows_b) || ((uintptr_t)q & 15) ||
         (na > 0 && ((uintptr_t)rows_a & 15)) || (nb > 0 && ((uintptr_t)rows_b & 15)))
         return (int)cudaErrorInvalidValue;

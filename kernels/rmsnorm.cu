@@ -11,6 +11,7 @@
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kCached = 24; // values per thread kept in registers (rows up to 6144: dim 5120, q_lora 1280)
 
 __global__ void rmsnorm_kernel(const uint16_t *x, int64_t ldx, const float *w, uint16_t *y, int64_t ldy, int n,
                                float eps)
@@ -19,10 +20,28 @@ __global__ void rmsnorm_kernel(const uint16_t *x, int64_t ldx, const float *w, u
     const uint16_t *xr = x + (int64_t)blockIdx.x * ldx;
     uint16_t *yr = y + (int64_t)blockIdx.x * ldy;
 
+    // Rows up to kCached * kThreads: the thread's values are loaded first, all at once (a decode row
+    // is one block: a chain of dependent loads would cost a memory latency each), then summed in the
+    // same order as the generic loop, and reused by the output pass (no reload: y may alias x).
+    const bool cached = n <= kCached * kThreads;
+    float xv[kCached], wv[kCached];
     float acc = 0.0f;
-    for (int i = threadIdx.x; i < n; i += kThreads) {
-        float v = as_d_bf16_to_f32(xr[i]);
-        acc = __fadd_rn(acc, __fmul_rn(v, v));
+    if (cached) {
+#pragma unroll
+        for (int k = 0; k < kCached; k++) {
+            const int i = threadIdx.x + k * kThreads;
+            xv[k] = i < n ? as_d_bf16_to_f32(xr[i]) : 0.0f;
+            wv[k] = i < n ? __ldg(w + i) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < kCached; k++)
+            if (threadIdx.x + k * kThreads < n)
+                acc = __fadd_rn(acc, __fmul_rn(xv[k], xv[k]));
+    } else {
+        for (int i = threadIdx.x; i < n; i += kThreads) {
+            float v = as_d_bf16_to_f32(xr[i]);
+            acc = __fadd_rn(acc, __fmul_rn(v, v));
+        }
     }
     acc = as_d_warp_sum(acc);
     if ((threadIdx.x & 31) == 0)
@@ -34,6 +53,15 @@ __global__ void rmsnorm_kernel(const uint16_t *x, int64_t ldx, const float *w, u
 
     float ms = __fdiv_rn(sum, (float)n);
     float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+    if (cached) {
+#pragma unroll
+        for (int k = 0; k < kCached; k++) {
+            const int i = threadIdx.x + k * kThreads;
+            if (i < n)
+                yr[i] = as_d_f32_to_bf16(__fmul_rn(wv[k], __fmul_rn(xv[k], inv)));
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < n; i += kThreads) {
         float r = __fmul_rn(as_d_bf16_to_f32(xr[i]), inv);
         yr[i] = as_d_f32_to_bf16(__fmul_rn(w[i], r));

@@ -568,9 +568,9 @@ int launch_mma(AttnArgs a, int s, int want_split, void *ws_given, size_t ws_give
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-bool one_query_ok(int nh, int hd, const void *q, const void *rows_a, int na, const void *rows_b, int nb)
+bool one_query_ok(int nh, int hd, int topk, const void *q, const void *rows_a, int na, const void *rows_b, int nb)
 {
-    return as_k_attn_decode_applies(nh, hd) && aligned16(q) && (na == 0 || aligned16(rows_a)) &&
+    return as_k_attn_decode_applies(nh, hd, topk) && aligned16(q) && (na == 0 || aligned16(rows_a)) &&
            (nb == 0 || aligned16(rows_b));
 }
 
@@ -602,7 +602,7 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
     if (path == 2 && !fast_ok)
         return (int)cudaErrorInvalidValue;
     // one query: the split kernel of attn_decode.cu (8 heads x 32 entries a block), automatic path only
-    if (path == 0 && s == 1 && one_query_ok(nh, hd, q, rows_a, na, rows_b, nb))
+    if (path == 0 && s == 1 && one_query_ok(nh, hd, topk, q, rows_a, na, rows_b, nb))
         return as_k_attn_decode(q, rows_a, na, rows_b, nb, nullptr, idx, topk, nullptr, sink, o, nh, hd, scale, nullptr,
                                 0, st);
     if (path != 1 && fast_ok) {
@@ -678,7 +678,7 @@ extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows
     a.topk_d = topk_d;
     a.nb_d = nb_d;
     const int path = decode_path();
-    if (path == 0 && s == 1 && one_query_ok(nh, hd, q, rows_a, na, rows_b, nb_max))
+    if (path == 0 && s == 1 && one_query_ok(nh, hd, topk_max, q, rows_a, na, rows_b, nb_max))
         return as_k_attn_decode(q, rows_a, na, rows_b, nb_max, nb_d, idx, topk_max, topk_d, sink, o, nh, hd, scale, ws,
                                 ws_bytes, st);
     const bool fast_ok = decode_fast(nh, hd, topk_max,
@@ -709,7 +709,7 @@ extern "C" int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max,
     *ws_bytes = 0;
     if (s <= 0 || nh <= 0 || hd <= 0 || hd > 512 || topk_max < 0)
         return (int)cudaErrorInvalidValue;
-    if (decode_path() == 0 && s == 1 && as_k_attn_decode_applies(nh, hd)) {
+    if (decode_path() == 0 && s == 1 && as_k_attn_decode_applies(nh, hd, topk_max)) {
         *mma = 2;
         *ws_bytes = as_k_attn_decode_ws_bytes(nh, hd, topk_max);
         return 0;

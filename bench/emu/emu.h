@@ -48,6 +48,7 @@ inline int __shfl_xor_sync(unsigned, int v, int o)
     return (int)emu::xchg_u32((uint32_t)v, (int)((threadIdx.x & 31) ^ (unsigned)o));
 }
 inline int __shfl_sync(unsigned, int v, int src) { return (int)emu::xchg_u32((uint32_t)v, src & 31); }
+inline float __shfl_sync(unsigned, float v, int src) { return emu::xchg_f32(v, src & 31); }
 // lanes below d keep their own value, as on the device
 inline int __shfl_up_sync(unsigned, int v, unsigned d)
 {
