@@ -14,6 +14,7 @@
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
 #     race      racecheck alone, on the kernels that share memory (small cases)
+#     q2kflash  flash as a Q2_K GGUF: convert, engine vs reference (prefill 512 + 16 decode), bench-engine
 #     nsys      Nsight Systems over bench-engine's decode: the kernels' time summary (kern_sum.csv)
 #     newsan    memcheck, racecheck, initcheck on the selection and one-query attention kernels alone
 #     selsan    memcheck, racecheck, initcheck on the selection kernels and the engine paths using them
@@ -109,6 +110,16 @@ for p in "$@"; do
             'gpu_sparse*' 'gpu_index*' 'gpu_gemv_flash*' 'gpu_rmsnorm_flash*' 'gpu_row_pipe*' 'gpu_q2k_mmq*' \
             'gpu_q2k_odd*' 'gpu_compress*' 'gpu_build_idx*' 'gpu_topk*'
         unset AS_KTEST_SMALL ;;
+    q2kflash)
+        # issue 7 at the flash geometry: the flash preset converted to a Q2_K GGUF, the engine against
+        # the reference (quantised tolerance), then its decode / prefill benchmark (bf16: the bench phase)
+        need_flash
+        Q2K=$AS/flash-q2k.gguf
+        [ -f "$Q2K" ] || phase convert_q2k 300 "$B/attnscope" convert --to gguf --quant q2_k "$FLASH" "$Q2K"
+        ATTNSCOPE_FLASH_Q2K=$Q2K phase gpu_q2k_flash 300 "$B/attnscope_tests" 'gpu_q2k_engine_flash*'
+        phase bench_engine_q2k 180 "$B/attnscope" bench-engine "$Q2K" --context 4096 --steps 20 --prefill 4096 \
+            --json "$OUT/bench_engine_q2k.json" --svg "$OUT/bench_engine_q2k.svg"
+        cat "$LOGS/bench_engine_q2k.log" ;;
     nsys)
         # where a decode step's device time goes, per kernel (Nsight Systems, when the machine has it)
         need_flash

@@ -568,3 +568,33 @@ GPU_TEST(gpu_q2k_engine_gguf_tiny_q)
     as_model_free(&src);
 }
 #endif
+
+/* The flash geometry from a Q2_K GGUF ($ATTNSCOPE_FLASH_Q2K, written by `attnscope convert --to gguf
+ * --quant q2_k` from the flash preset; scripts/gpu_session.sh q2kflash): a 512-token prefill and 16
+ * decode steps, every layer within the quantised tolerance. */
+GPU_TEST(gpu_q2k_engine_flash_prefill512_decode16)
+{
+    const char *path = getenv("ATTNSCOPE_FLASH_Q2K");
+    if (!path || !*path)
+        as_test_skip("ATTNSCOPE_FLASH_Q2K not set (a flash model converted to a Q2_K GGUF)");
+    AsError err = {0};
+    AsDriverOptions dopt;
+    as_driver_options_default(&dopt);
+    dopt.model = path;
+    dopt.quiet = true;
+    dopt.max_seq = 1024;
+    AsDriver *d;
+    REQUIRE(as_driver_open(&dopt, &d, &err) == 0, "open %s: %s", path, err.msg);
+    REQUIRE(d->got_kind == AS_GOT_ENGINE, "the engine is not in use: %s", d->note);
+    EngTally t = {0};
+    REQUIRE(as_driver_prefill(d, 512, &err) == 0, "prefill 512: %s", err.msg);
+    eng_tally(d, &t);
+    for (int k = 0; k < 16; k++) {
+        REQUIRE(as_driver_decode(d, 1, &err) == 0, "decode %d: %s", k + 1, err.msg);
+        eng_tally(d, &t);
+    }
+    as_test_note("flash Q2_K GGUF: prefill 512 + 16 decode: %d layer runs, %d within the quantised tolerance, %d not",
+                 t.layer_runs, t.ok, t.mismatch);
+    CHECK(t.mismatch == 0, "flash Q2_K: first failure: %s", t.first_bad);
+    as_driver_close(d);
+}
