@@ -408,15 +408,7 @@ int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, AsRun *met
     CU(err, cudaMemcpyAsync(sh->sel_d, wk->csel_h, sizeof(int32_t) * (size_t)c->index_topk, cudaMemcpyHostToDevice,
                             e->st),
        "layer %d: decode graph: publish the selection (%d)", l, c->index_topk);
-    meta->k = k;
-    meta->width = width;
-    meta->indexer_ran = true;
-    sh->sel_on_device = false;
-    sh->sel_present = true;
-    sh->sel_s = 1;
-    sh->sel_k = k;
-    sh->sel_from = (AsProvenance){l, e->step};
-    meta->sel_from = sh->sel_from;
+    as_dev_sel_published(e, l, 1, k, width, false, meta);
     return 0;
 }
 

@@ -172,6 +172,9 @@ int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRu
 int as_dev_select_book(AsEngine *e, int l, int s, int width, AsRun *meta, AsError *err);
 int as_dev_select_compute(AsEngine *e, int l, int s, int width, int start_pos, int k, int offset, AsError *err);
 int as_dev_sel_reserve(AsEngine *e, size_t n, AsError *err);
+/* The bookkeeping once a selection of s x k (over width columns) is in wk.csel and the shared
+ * selection: the run's k, width and provenance, the shared slot's size and provenance. */
+void as_dev_sel_published(AsEngine *e, int l, int s, int k, int width, bool on_device, AsRun *meta);
 
 /* engine/select_device.c: the selection on the device (the default; the host path where the row is
  * wider than AS_TOPK_MAX_WIDTH or opt.host_select). Under a capture it launches for the widest row

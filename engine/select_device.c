@@ -73,15 +73,7 @@ int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, As
                       .ldsel = graph ? max_k : k, .stats = sh->sel_stats};
     if (k > 0)
         KL(err, as_k_index_topk(&a, e->st), "layer %d: top-%d of %dx%d index scores", l, k, s, width);
-    meta->k = k;
-    meta->width = width;
-    meta->indexer_ran = true;
-    sh->sel_on_device = true;
-    sh->sel_present = true;
-    sh->sel_s = s;
-    sh->sel_k = k;
-    sh->sel_from = (AsProvenance){l, e->step};
-    meta->sel_from = sh->sel_from;
+    as_dev_sel_published(e, l, s, k, width, true, meta);
     return 0;
 }
 

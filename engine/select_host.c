@@ -29,6 +29,20 @@ int as_dev_sel_reserve(AsEngine *e, size_t n, AsError *err)
     return 0;
 }
 
+void as_dev_sel_published(AsEngine *e, int l, int s, int k, int width, bool on_device, AsRun *meta)
+{
+    AsDevShared *sh = &e->sh;
+    meta->k = k;
+    meta->width = width;
+    meta->indexer_ran = true;
+    sh->sel_on_device = on_device;
+    sh->sel_present = true;
+    sh->sel_s = s;
+    sh->sel_k = k;
+    sh->sel_from = (AsProvenance){l, e->step};
+    meta->sel_from = sh->sel_from;
+}
+
 static int publish_selection(AsEngine *e, int l, int s, int k, AsError *err)
 {
     AsDevShared *sh = &e->sh;
@@ -38,11 +52,6 @@ static int publish_selection(AsEngine *e, int l, int s, int k, AsError *err)
     if (n)
         CU(err, cudaMemcpyAsync(sh->sel_d, sh->sel_h, sizeof(int32_t) * n, cudaMemcpyHostToDevice, e->st),
            "layer %d: publish selection %dx%d", l, s, k);
-    sh->sel_on_device = false;
-    sh->sel_present = true;
-    sh->sel_s = s;
-    sh->sel_k = k;
-    sh->sel_from = (AsProvenance){l, e->step};
     return 0;
 }
 
@@ -120,10 +129,7 @@ int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRu
     if (k)
         CU(err, cudaMemcpyAsync(wk->csel, wk->csel_h, sizeof(int32_t) * (size_t)s * k, cudaMemcpyHostToDevice, e->st),
            "layer %d: upload the selection %dx%d", l, s, k);
-    meta->k = k;
-    meta->width = width;
-    meta->indexer_ran = true;
     TRY(publish_selection(e, l, s, k, err));
-    meta->sel_from = e->sh.sel_from;
+    as_dev_sel_published(e, l, s, k, width, false, meta);
     return 0;
 }

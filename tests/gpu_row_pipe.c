@@ -18,6 +18,7 @@
 #include "ref/rope.h"
 #include "tests/gpu_util.h"
 #include "tests/harness.h"
+#include "tests/rand.h"
 
 static void *xmalloc(size_t bytes)
 {
@@ -26,15 +27,6 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-static uint64_t g_rs;
-static uint64_t rnd(void)
-{
-    uint64_t z = (g_rs += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float urnd(float a) { return (2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a; }
 
 typedef struct {
     AsRopeTable t;

@@ -14,16 +14,8 @@
 #include "tests/fixtures.h"
 #include "tests/gpu_util.h"
 #include "tests/harness.h"
+#include "tests/rand.h"
 
-static uint64_t rs = 12345;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rs += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float urnd(float a) { return (2.0f * (float)(rnd() >> 40) / 16777216.0f - 1.0f) * a; }
 
 /* rows x n values on the device through as_k_topk_rows, each row's set against want(row). */
 static int64_t rows_against_ref(const float *v, int rows, int n, int k, const int32_t *want_or_null,
@@ -95,6 +87,7 @@ GPU_TEST(gpu_topk_ties_and_shapes)
     int64_t cases = 0, bad = 0;
     unsigned long long tied = 0, partial = 0, rows_sel = 0;
     const bool small = small_run();
+    g_rs = 12345;
     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
         const int n = ns[ni];
         if (small && n > 4096)
@@ -188,6 +181,7 @@ static void index_case(int s, int width, int k, int ratio, bool prefill, bool ma
 
 GPU_TEST(gpu_topk_index_selection)
 {
+    g_rs = 23456;
     /* flash decode (ratio 2 at 4K, ratio 1 at 4K and 8K with the candidate mask), flash-like prefills,
      * tiny (k 4 of up to 40: partial_sort), one token, a width below k */
     index_case(1, 2048, 512, 2, false, false, 128, true);
@@ -237,6 +231,7 @@ static void cand_case(int s, int width, int ratio, bool prefill, int bs, int top
 
 GPU_TEST(gpu_topk_candidate_blocks)
 {
+    g_rs = 34567;
     cand_case(1, 4096, 1, false, 8, 2048, false, true); /* flash decode: every block kept */
     cand_case(256, 256, 1, true, 8, 2048, false, false);
     cand_case(1, 100, 1, false, 8, 4, true, true);       /* narrowing, tied maxima */
