@@ -53,9 +53,15 @@ static int cmd_bench_engine(int argc, char **argv)
            "--steps %d --prefill %d%s\n\n",
            date, devs, as_version(), as_engine_build_info(), m.weights_name, model, context, steps, prefill,
            host_select ? " --host-select" : "");
-    char title[512];
-    snprintf(title, sizeof title, "attnscope bench-engine, %s, attnscope %s, model %s, context %d, prefill %d, "
-             "selection on the %s", date, as_version(), m.weights_name, context, prefill, host_select ? "host" : "device");
+    /* the chart's title: date, device and driver (the description's lines joined), version, command */
+    char dev1[sizeof devs];
+    memcpy(dev1, devs, sizeof dev1);
+    for (char *p = dev1; *p; p++)
+        if (*p == '\n')
+            *p = p[1] ? ';' : '\0';
+    char title[3072];
+    snprintf(title, sizeof title, "%s; %s; attnscope %s; bench-engine %s --context %d --steps %d --prefill %d%s", date,
+             dev1, as_version(), m.weights_name, context, steps, prefill, host_select ? " --host-select" : "");
     AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
                               .json_path = json, .svg_path = svg, .title = title, .host_select = host_select};
     rc = as_engine_bench(&m, &o, stdout, &err);
