@@ -1,5 +1,6 @@
 // attnscope_kbench: micro-benchmark of the heavy kernels (kernels/gemv.cu, index_scores.cu,
-// sparse_attn.cu, and the Q2_K projections q8_1.cu, q2k_mmvq.cu, q2k_mmq.cu) at the DeepSeek-V4.1
+// sparse_attn.cu + attn_decode.cu, topk_select.cu, and the Q2_K projections q8_1.cu, q2k_mmvq.cu,
+// q2k_mmq.cu) at the DeepSeek-V4.1
 // Flash shapes, against the measured ceilings of the device
 // (device-to-device copy bandwidth, cuBLAS bf16 GEMM rate) and against cuBLAS at the same shapes.
 //
@@ -575,6 +576,39 @@ void bench_attn(cublasHandle_t cb, int s, int na, int nb, int topk, bool quick, 
     CK(cudaFree(o));
 }
 
+// The selection (kernels/topk_select.cu): torch's top-k set of k of n per row, one warp a row, on
+// scores drawn as the indexer's are (bf16 on a narrow range: the k-th value tied across the cut in
+// most rows); bytes: the scores read once, the set written once.
+void bench_topk(int rows, int n, int k, bool quick)
+{
+    const int nset = 4, batch = quick ? 4 : 20, reps = quick ? 3 : 7;
+    std::vector<float> h((size_t)rows * n);
+    uint64_t s = 0x1234 + (uint64_t)n;
+    for (auto &v : h) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const float u = (float)(s >> 40) / 16777216.0f;
+        uint32_t bits;
+        const float x = 1.0f + 0.05f * u;
+        memcpy(&bits, &x, 4);
+        bits &= 0xffff0000u; // bf16 values
+        memcpy(&v, &bits, 4);
+    }
+    void *v[nset];
+    for (int i = 0; i < nset; i++) {
+        v[i] = dalloc(sizeof(float) * h.size());
+        CK(cudaMemcpy(v[i], h.data(), sizeof(float) * h.size(), cudaMemcpyHostToDevice));
+    }
+    int32_t *set = (int32_t *)dalloc(sizeof(int32_t) * (size_t)rows * k);
+    const double us = time_us([&](int i) { CKL(as_k_topk_rows((const float *)v[i % nset], rows, n, k, set, nullptr, 0)); },
+                              batch, reps);
+    char shape[128];
+    snprintf(shape, sizeof shape, "%d rows, top %d of %d", rows, k, n);
+    report("topk (torch's tie order)", shape, us, 4.0 * rows * n + 4.0 * rows * k, 0, -1);
+    for (int i = 0; i < nset; i++)
+        CK(cudaFree(v[i]));
+    CK(cudaFree(set));
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -648,6 +682,11 @@ int main(int argc, char **argv)
     bench_attn(cb, 64, 64, 4096, 640, quick, true);
     bench_attn(cb, 512, 512, 512, 640, quick, false);
     bench_attn(cb, 4096, 4096, 4096, 640, quick, false);
+
+    printf("\n== selection (torch's top-k set, ties at the cut)\n");
+    bench_topk(1, 2048, 512, quick);
+    bench_topk(1, 4096, 512, quick);
+    bench_topk(4096, 4096, 512, quick);
 
     cublasDestroy(cb);
     printf("\n== summary (copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s)\n", g_ceil.copy_gbs, g_ceil.gemm_tfs);
