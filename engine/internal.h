@@ -55,7 +55,7 @@ typedef struct {
     uint8_t *cand_h;              /* [cand_s][cand_width] (host path) */
     uint8_t *cand_d;              /* [cand_s][cand_width] (device path), cand_dcap entries */
     size_t cand_dcap;
-    unsigned long long *sel_stats; /* device: rows selected, rows tied at the cut, partial_sort rows */
+    unsigned long long *sel_stats; /* device, profiling engines only: rows selected, tied at the cut, partial_sort */
     int cand_s, cand_width;
     size_t cand_cap;
     AsProvenance cand_from;

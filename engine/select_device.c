@@ -18,7 +18,7 @@ bool as_dev_select_on_device(const AsEngine *e, int max_width)
 int as_dev_select_reserve(AsEngine *e, size_t mask_entries, AsError *err)
 {
     AsDevShared *sh = &e->sh;
-    if (!sh->sel_stats) {
+    if (e->prof && !sh->sel_stats) { /* the counters are the benchmark's: an extra pass over each row */
         CU(err, cudaMalloc((void **)&sh->sel_stats, sizeof(unsigned long long) * 3), "selection counters");
         CU(err, cudaMemsetAsync(sh->sel_stats, 0, sizeof(unsigned long long) * 3, e->st), "selection counters");
     }
@@ -47,7 +47,8 @@ int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, As
     const int64_t ld = graph ? wk->cap_w : width;
     TRY(as_dev_select_book(e, l, s, width, meta, err));
     if (graph) {
-        if ((size_t)max_width > sh->cand_dcap || !sh->sel_stats || c->index_topk > sh->sel_cap || max_width > wk->cap_w)
+        if ((size_t)max_width > sh->cand_dcap || (e->prof && !sh->sel_stats) || c->index_topk > sh->sel_cap ||
+            max_width > wk->cap_w)
             return as_err(err, AS_ERUNTIME, "layer %d: decode graph buffers too small (mask %zu, selection %d of %d, "
                           "scores %d of %d)", l, sh->cand_dcap, c->index_topk, sh->sel_cap, max_width, wk->cap_w);
     } else {
@@ -70,7 +71,7 @@ int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, As
                       .offset = e->fault == AS_FAULT_NO_OFFSET ? 0 : meta->rows_a_len,
                       .width_d = dL ? &dL->width : NULL, .k_d = dL ? &dL->k : NULL,
                       .cand = masked ? sh->cand_d : NULL, .cand_ld = ld, .sel = wk->csel, .sel2 = sh->sel_d,
-                      .ldsel = graph ? max_k : k, .stats = sh->sel_stats};
+                      .ldsel = graph ? max_k : k, .stats = e->prof ? sh->sel_stats : NULL};
     if (k > 0)
         KL(err, as_k_index_topk(&a, e->st), "layer %d: top-%d of %dx%d index scores", l, k, s, width);
     as_dev_sel_published(e, l, s, k, width, true, meta);
