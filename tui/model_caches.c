@@ -26,6 +26,21 @@ static void as_of(const TuiData *d, const AsRun *r, int l, TuiLine *line)
         tl_add(line, TC_DIM, "  (as of step %d)", r->step);
 }
 
+/* A cache's line: layer, ratio, rows filled (the layer's state tensor `id`) against max_seq / ratio.
+ * NULL when out of memory; *rows_out, *cap_out receive the two counts. */
+static TuiLine *cache_line(const TuiData *d, TuiPanel *p, int l, AsTensorId id, int *rows_out, int *cap_out)
+{
+    const AsLayerRole *role = &d->cfg->role[l];
+    TuiLine *line = tls_new(&p->lines);
+    if (!line)
+        return NULL;
+    const AsHostTensor *t = &d->ref[l].t[id];
+    *cap_out = role->ratio > 0 ? d->cfg->max_seq / role->ratio : 0;
+    *rows_out = t->data ? (int)t->shape[0] : 0;
+    tl_add(line, TC_NORMAL, "  %3d  r%d  %6d / %-5d ", l, role->ratio, *rows_out, *cap_out);
+    return line;
+}
+
 void tui_model_caches(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p)
 {
     const AsConfig *cfg = d->cfg;
@@ -42,13 +57,10 @@ void tui_model_caches(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPan
         if (!role->kv_source)
             continue;
         const AsRun *r = &d->ref[l];
-        TuiLine *line = tls_new(&p->lines);
+        int rows, cap;
+        TuiLine *line = cache_line(d, p, l, AS_T_ST_CCACHE, &rows, &cap);
         if (!line)
             break;
-        int cap = role->ratio > 0 ? cfg->max_seq / role->ratio : 0;
-        const AsHostTensor *cc = &r->t[AS_T_ST_CCACHE];
-        int rows = cc->data ? (int)cc->shape[0] : 0;
-        tl_add(line, TC_NORMAL, "  %3d  r%d  %6d / %-5d ", l, role->ratio, rows, cap);
         gauge(line, g, rows, cap, 8);
         if (role->ratio == 2 && r->s > 0) {
             int end = r->start_pos + r->s, wait = end % 2;
@@ -73,13 +85,10 @@ void tui_model_caches(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPan
         if (!role->key_owner)
             continue;
         const AsRun *r = &d->ref[l];
-        TuiLine *line = tls_new(&p->lines);
+        int rows, cap;
+        TuiLine *line = cache_line(d, p, l, AS_T_ST_IKCACHE, &rows, &cap);
         if (!line)
             break;
-        int cap = role->ratio > 0 ? cfg->max_seq / role->ratio : 0;
-        const AsHostTensor *ik = &r->t[AS_T_ST_IKCACHE];
-        int rows = ik->data ? (int)ik->shape[0] : 0;
-        tl_add(line, TC_NORMAL, "  %3d  r%d  %6d / %-5d ", l, role->ratio, rows, cap);
         if (r->s <= 0)
             tl_put(line, TC_DIM, "not run yet");
         else if (r->n_new > 0)
