@@ -119,4 +119,33 @@ struct Args {
     int b16; // mmq: the q8_1 token rows are 16-byte aligned for every kb (mmq_b16): 16-byte copies
 };
 
+#ifndef AS_EMU
+inline bool aligned(const void *p, uintptr_t n) { return ((uintptr_t)p & (n - 1)) == 0; }
+
+// Both launchers' checks of the operands: cudaErrorInvalidValue for unusable ones, else 0 with
+// *empty set when there is nothing to compute (the launcher then returns 0 without launching).
+inline int check_args(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const void *xq, int64_t ldx,
+                      int64_t strideX, int m, const void *y, int64_t ldy, int64_t strideY, int y_f32, int batch,
+                      bool *empty)
+{
+    *empty = false;
+    if (n_out < 0 || n_in < 0 || n_in % AS_QK_K || m < 0 || batch < 0)
+        return (int)cudaErrorInvalidValue;
+    if (n_out == 0 || m == 0 || batch == 0) {
+        *empty = true;
+        return 0;
+    }
+    const int64_t nb = n_in / AS_QK_K, nx = n_in / AS_QK8_1;
+    if (n_in == 0 || !W || !xq || !y || ldw < nb || ldx < nx || ldy < n_out)
+        return (int)cudaErrorInvalidValue;
+    if (!aligned(W, 4) || !aligned(xq, 4) || !aligned(y, y_f32 ? 4 : 2))
+        return (int)cudaErrorInvalidValue;
+    if (batch > 1 && (strideW < 0 || strideX < 0 || strideY < 0))
+        return (int)cudaErrorInvalidValue;
+    if (batch > 65535 || n_in > (1 << 30))
+        return (int)cudaErrorInvalidValue;
+    return 0;
+}
+#endif // AS_EMU
+
 } // namespace q2k

@@ -274,7 +274,6 @@ __global__ void __launch_bounds__(kMqThreads) q2k_mmq_kernel(q2k::Args a)
 }
 
 #ifndef AS_EMU
-bool aligned(const void *p, uintptr_t n) { return ((uintptr_t)p & (n - 1)) == 0; }
 #endif
 
 } // namespace
@@ -284,19 +283,13 @@ extern "C" int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_o
                             int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32,
                             int batch, cudaStream_t st)
 {
-    if (n_out < 0 || n_in < 0 || n_in % AS_QK_K || m < 0 || batch < 0)
-        return (int)cudaErrorInvalidValue;
-    if (n_out == 0 || m == 0 || batch == 0)
-        return 0;
-    const int64_t nb = n_in / AS_QK_K, nx = n_in / AS_QK8_1;
-    if (n_in == 0 || !W || !xq || !y || ldw < nb || ldx < nx || ldy < n_out)
-        return (int)cudaErrorInvalidValue;
-    if (!aligned(W, 4) || !aligned(xq, 4) || !aligned(y, y_f32 ? 4 : 2))
-        return (int)cudaErrorInvalidValue;
-    if (batch > 1 && (strideW < 0 || strideX < 0 || strideY < 0))
-        return (int)cudaErrorInvalidValue;
+    bool empty;
+    const int bad = q2k::check_args(W, ldw, strideW, n_out, n_in, xq, ldx, strideX, m, y, ldy, strideY, y_f32, batch,
+                                    &empty);
+    if (bad || empty)
+        return bad;
     const int64_t gx = ((int64_t)n_out + kBM - 1) / kBM, gy = ((int64_t)m + kBN - 1) / kBN;
-    if (batch > 65535 || gy > 65535 || gx > 0x7fffffff || n_in > (1 << 30))
+    if (gy > 65535 || gx > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
     const q2k::Args a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
                     ldy, strideY, y_f32 ? 1 : 0, mmq_b16(xq, ldx, strideX, batch) ? 1 : 0};

@@ -209,7 +209,6 @@ int launch_m(const q2k::Args &a, int batch, int w_warps, cudaStream_t st)
     return AS_LAUNCH_RESULT();
 }
 
-bool aligned(const void *p, uintptr_t n) { return ((uintptr_t)p & (n - 1)) == 0; }
 #endif // AS_EMU
 
 } // namespace
@@ -221,19 +220,13 @@ extern "C" int as_k_q2k_mmvq_cfg(const void *W, int64_t ldw, int64_t strideW, in
                                  int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32,
                                  int batch, int R, int Wn, cudaStream_t st)
 {
-    if (n_out < 0 || n_in < 0 || n_in % AS_QK_K || m < 0 || m > 8 || batch < 0)
+    if (m > 8)
         return (int)cudaErrorInvalidValue;
-    if (n_out == 0 || m == 0 || batch == 0)
-        return 0;
-    const int64_t nb = n_in / AS_QK_K, nx = n_in / AS_QK8_1;
-    if (n_in == 0 || !W || !xq || !y || ldw < nb || ldx < nx || ldy < n_out)
-        return (int)cudaErrorInvalidValue;
-    if (!aligned(W, 4) || !aligned(xq, 4) || !aligned(y, y_f32 ? 4 : 2))
-        return (int)cudaErrorInvalidValue;
-    if (batch > 1 && (strideW < 0 || strideX < 0 || strideY < 0))
-        return (int)cudaErrorInvalidValue;
-    if (batch > 65535 || n_in > (1 << 30))
-        return (int)cudaErrorInvalidValue;
+    bool empty;
+    const int bad = q2k::check_args(W, ldw, strideW, n_out, n_in, xq, ldx, strideX, m, y, ldy, strideY, y_f32, batch,
+                                    &empty);
+    if (bad || empty)
+        return bad;
     if ((R != 0 && R != 1 && R != 2 && R != 4) || (Wn != 0 && Wn != 1 && Wn != 2 && Wn != 4 && Wn != 8))
         return (int)cudaErrorInvalidValue;
     int r = R, w = Wn;
