@@ -567,7 +567,6 @@ GPU_TEST(gpu_q2k_engine_gguf_tiny_q)
     }
     as_model_free(&src);
 }
-#endif
 
 /* The flash geometry from a Q2_K GGUF ($ATTNSCOPE_FLASH_Q2K, written by `attnscope convert --to gguf
  * --quant q2_k` from the flash preset; scripts/gpu_session.sh q2kflash): a 512-token prefill and 16
@@ -598,3 +597,4 @@ GPU_TEST(gpu_q2k_engine_flash_prefill512_decode16)
     CHECK(t.mismatch == 0, "flash Q2_K: first failure: %s", t.first_bad);
     as_driver_close(d);
 }
+#endif

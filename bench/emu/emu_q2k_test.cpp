@@ -74,8 +74,8 @@ int as_k_q2k_mmvq_cfg(const void *W, int64_t ldw, int64_t strideW, int n_out, in
         return (int)cudaErrorInvalidValue;
     std::lock_guard<std::mutex> lk(g_launch);
     const int r = R ? R : (n_out >= 64 ? 4 : 1), w = Wn ? Wn : 1; // small shapes: the device picks by SM count
-    const MmvqArgs a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
-                     ldy, strideY, y_f32 ? 1 : 0};
+    const q2k::Args a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
+                      ldy, strideY, y_f32 ? 1 : 0, 0};
     const int gpb = kWarps / w, groups = (n_out + r - 1) / r;
     const dim3 grid((unsigned)((groups + gpb - 1) / gpb), (unsigned)batch);
     const int M = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
@@ -97,7 +97,7 @@ int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_i
     if (n_in % 256)
         return (int)cudaErrorInvalidValue;
     std::lock_guard<std::mutex> lk(g_launch);
-    const MmqArgs a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
+    const q2k::Args a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
                     ldy, strideY, y_f32 ? 1 : 0, mmq_b16(xq, ldx, strideX, batch) ? 1 : 0};
     emu::launch(dim3((unsigned)((n_out + kBM - 1) / kBM), (unsigned)((m + kBN - 1) / kBN), (unsigned)batch),
                 dim3(kMqThreads), [&] { q2k_mmq_kernel(a); });
