@@ -417,15 +417,17 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
 
 static size_t topk_smem(int n) { return topk::row_bytes(n); }
 
-// Shared memory above the default 48 KiB is opted into once per kernel, for the widest row allowed
-// (before any decode graph is captured: the first launches are a prefill's).
-template <class K> static int topk_allow_smem(K kernel, size_t bytes, bool *done)
+// Shared memory above the default 48 KiB is opted into once per kernel (one flag per kernel, by the
+// template argument), for the widest row allowed (before any decode graph is captured: the first
+// launches are a prefill's).
+template <auto Kernel> static int topk_allow_smem(size_t bytes)
 {
-    if (bytes <= 48 * 1024 || *done)
+    static bool done;
+    if (bytes <= 48 * 1024 || done)
         return 0;
-    const int rc = (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const int rc = (int)cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)(topk::row_bytes(AS_TOPK_MAX_WIDTH) + 4 * AS_TOPK_MAX_WIDTH));
-    *done = rc == 0;
+    done = rc == 0;
     return rc;
 }
 
@@ -437,8 +439,7 @@ extern "C" int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *s
     if (rows == 0 || k == 0)
         return 0;
     const size_t smem = topk_smem(n);
-    static bool done;
-    int rc = topk_allow_smem(topk_rows_kernel, smem, &done);
+    int rc = topk_allow_smem<topk_rows_kernel>(smem);
     if (rc)
         return rc;
     topk_rows_kernel<<<rows, 32, smem, st>>>(v, n, k, set, stats);
@@ -455,8 +456,7 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
     if (a->s == 0)
         return 0;
     const size_t smem = topk_smem(wmax);
-    static bool done;
-    int rc = topk_allow_smem(index_topk_kernel, smem, &done);
+    int rc = topk_allow_smem<index_topk_kernel>(smem);
     if (rc)
         return rc;
     index_topk_kernel<<<a->s, 32, smem, st>>>(a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
@@ -475,8 +475,7 @@ extern "C" int as_k_candidate_blocks(const AsCandLaunch *a, cudaStream_t st)
         return 0;
     const int nb = (wmax + a->bs - 1) / a->bs;
     const size_t smem = topk_smem(nb) + 4 * (size_t)nb;
-    static bool done;
-    int rc = topk_allow_smem(candidate_blocks_kernel, smem, &done);
+    int rc = topk_allow_smem<candidate_blocks_kernel>(smem);
     if (rc)
         return rc;
     candidate_blocks_kernel<<<a->s, 32, smem, st>>>(a->score, a->ld, a->width, a->width_d, a->ratio, a->prefill,
