@@ -21,28 +21,33 @@
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
 #     tui       the TUI on flash with the engine, screens captured through tmux
+#     enginesan memcheck, racecheck, initcheck over a whole engine run (tiny: prefill 16, decode 4)
+# AS_BUNDLE (default dist/attnscope.tar.xz) and AS_DIR (default /tmp/as) pick another bundle, so one
+# device call can run two builds (main and a branch); AS_TAG suffixes their phase names; the flash
+# model is shared (AS_FLASH, default /tmp/as-flash).
 # The summary goes to stdout and $OUT/summary.txt; every phase's whole log streams into $OUT/full.log.
 set -u
 OUT=${OUT:-/tmp/as-out}
 mkdir -p "$OUT"
 ROOT=$(pwd)
-AS=/tmp/as
+AS=${AS_DIR:-/tmp/as}
+BUNDLE=${AS_BUNDLE:-dist/attnscope.tar.xz}
 if [ ! -x "$AS/attnscope/attnscope" ]; then
-    mkdir -p "$AS" && tar -C "$AS" -xJf dist/attnscope.tar.xz || { echo "no bundle (dist/attnscope.tar.xz)"; exit 3; }
+    mkdir -p "$AS" && tar -C "$AS" -xJf "$BUNDLE" || { echo "no bundle ($BUNDLE)"; exit 3; }
 fi
 B=$AS/attnscope
 export ATTNSCOPE_CACHE=$AS/cache ATTNSCOPE_GPU_CACHE=$AS/cache ATTNSCOPE_BIN=$B/attnscope
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 # the torch fixtures (tests/gpu_topk.c), copied from ../shared/fixtures into the carried gpu/fixtures
 export ATTNSCOPE_FIXTURES=${ATTNSCOPE_FIXTURES:-$ROOT/gpu/fixtures}
-FLASH=$AS/flash
+FLASH=${AS_FLASH:-/tmp/as-flash}
 SUM=$OUT/summary.txt
-: >"$SUM"
+touch "$SUM"   # appended to: several invocations in one call share it
 say() { echo "$*" | tee -a "$SUM"; }
 LOGS=/tmp/as-logs
 mkdir -p "$LOGS"
 phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound; its log is appended to $OUT/full.log
-    local name=$1 secs=$2
+    local name=$1${AS_TAG:+_$AS_TAG} secs=$2
     shift 2
     local t0=$(date +%s)
     # streamed into full.log as it runs: a call cut short still brings back what ran
@@ -121,7 +126,7 @@ for p in "$@"; do
         # issue 7 at the flash geometry: the flash preset converted to a Q2_K GGUF, the engine against
         # the reference (quantised tolerance), then its decode / prefill benchmark (bf16: the bench phase)
         need_flash
-        Q2K=$AS/flash-q2k.gguf
+        Q2K=${FLASH}-q2k.gguf
         [ -f "$Q2K" ] || phase convert_q2k 300 "$B/attnscope" convert --to gguf --quant q2_k "$FLASH" "$Q2K"
         ATTNSCOPE_FLASH_Q2K=$Q2K phase gpu_q2k_flash 300 "$B/attnscope_tests" 'gpu_q2k_engine_flash*'
         phase bench_engine_q2k 180 "$B/attnscope" bench-engine "$Q2K" --context 4096 --steps 20 --prefill 4096 \
@@ -143,7 +148,7 @@ for p in "$@"; do
         export AS_KTEST_SMALL=1
         for tool in memcheck racecheck initcheck; do
             phase "newsan_$tool" 100 compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attnscope_tests" \
-                'gpu_topk*' 'gpu_decode_sparse_attn'
+                'gpu_topk*' 'gpu_decode_sparse_attn' 'gpu_rmsnorm*'
         done
         unset AS_KTEST_SMALL ;;
     selsan)
@@ -182,6 +187,16 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
         phase tui_tiny 240 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope"
         need_flash
         phase tui_flash 300 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope" --flash "$FLASH" ;;
+    enginesan)
+        # a whole engine run (every kernel, cuBLAS, the selection, prefill and decode) under each tool
+        cat >/tmp/as-enginesan.json <<'JSON'
+{"name": "enginesan: tiny, prefill 16, decode 4", "model": "tiny", "inputs": {"seed": 1},
+ "mode": "teacher", "steps": [{"prefill": 16}, {"decode": 4}]}
+JSON
+        for tool in memcheck racecheck initcheck; do
+            phase "enginesan_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+                "$B/attnscope" run -q /tmp/as-enginesan.json
+        done ;;
     *) say "unknown phase $p" ;;
     esac
 done
