@@ -145,9 +145,18 @@ if [ "${2:-}" = "--flash" ]; then
     exit $?
 fi
 
-echo "== start: $BIN tui --model tiny in 80x24 (reference only)"
+# On a GPU host the same script runs with the engine on (ENG=1): the checks that name the engine
+# column expect it filled (verdicts pass, the engine's top-k set, |diff| heatmaps) instead of absent.
+echo "== start: $BIN tui --model tiny in 80x24"
 start "'$BIN' tui --model tiny"
-expect "the interface opens (tiny generated on first use) and says how it runs" "reference only: no CUDA device"
+ENG=0
+if wait_for "no step yet" && screen | grep -qF "engine on CUDA device"; then
+    ENG=1
+    echo "   (a CUDA device: the engine is on; engine-side checks replace the reference-only ones)"
+    ok "the interface opens (tiny generated on first use) and says it runs the engine"
+else
+    expect "the interface opens (tiny generated on first use) and says how it runs" "reference only: no CUDA device"
+fi
 expect "the status line names the model and says nothing ran yet" "attnscope  tiny  no step yet"
 if line 24 | grep -q "q Quit" && line 24 | grep -q "? Help"; then
     ok "the last line is the key line (q Quit, ? Help)"
@@ -163,7 +172,11 @@ type_text 5
 keys Enter
 wait_idle
 expect "prefill 5 runs every layer" "prefill of 5 tokens: 10 layers run"
-expect "status: step 0 prefill, start_pos 0, 5 tokens, teacher, no engine" "step 0 prefill  start_pos 0  tokens 5  teacher  no engine"
+if [ $ENG = 1 ]; then
+    expect "status: step 0 prefill, start_pos 0, 5 tokens, teacher, engine" "step 0 prefill  start_pos 0  tokens 5  teacher  engine"
+else
+    expect "status: step 0 prefill, start_pos 0, 5 tokens, teacher, no engine" "step 0 prefill  start_pos 0  tokens 5  teacher  no engine"
+fi
 keys d
 expect "d asks for the decode count" "decode steps"
 type_text 6
@@ -171,12 +184,21 @@ keys Enter
 wait_idle
 expect "decode 6 runs steps 1..6" "decode: 6 steps run (steps 1..6), next position 11"
 expect "status: step 6 decode at start_pos 10, one token" "step 6 decode  start_pos 10  tokens 1"
-if [ "$(screen | grep -c 'ref only')" -eq 10 ]; then
-    ok "all 10 layers' verdicts say ref only"
+if [ $ENG = 1 ]; then
+    if [ "$(screen | grep -cE ' r[012] .* pass +│')" -eq 10 ]; then
+        ok "all 10 layers' verdicts say pass (engine against reference)"
+    else
+        bad "all 10 layers' verdicts say pass"
+    fi
+    expect_not "with the engine no layer says ref only" "ref only"
 else
-    bad "all 10 layers' verdicts say ref only"
+    if [ "$(screen | grep -c 'ref only')" -eq 10 ]; then
+        ok "all 10 layers' verdicts say ref only"
+    else
+        bad "all 10 layers' verdicts say ref only"
+    fi
+    expect_not "without an engine no layer claims a pass" " pass "
 fi
-expect_not "without an engine no layer claims a pass" " pass "
 
 echo "== views"
 keys 3
@@ -195,7 +217,12 @@ expect "top-k view: layer 5's own scores, the cut is the 8th largest" "cut (8th 
 expect "top-k view: reference picks position 7" "|     7     0.82031"
 expect "top-k view: reference picks position 9" "|     9   -0.044434"
 expect_not "top-k view: position 6 is not picked" "|     6 "
-expect "top-k view: the engine column says no engine" "no engine"
+if [ $ENG = 1 ]; then
+    expect "top-k view: the engine column holds the engine's 8" "engine: 8 picked"
+    expect "top-k view: the engine's set is the reference's" "query 0: the sets agree"
+else
+    expect "top-k view: the engine column says no engine" "no engine"
+fi
 keys 5
 expect "candidates view: layer 5's block grid for query 0" "candidate blocks: layer 5 (source), query 0 (position 10)"
 expect "candidates view: the newest block is pinned" "pinned (newest visible, kept)"
@@ -203,11 +230,27 @@ keys T
 expect "T asks for a tensor" "tensor name"
 type_text q
 keys Enter
-expect "tensor view: |ref| heatmap of q without an engine, a row per token and head" "|ref| q, layer 5, 4 heads per token"
-expect "tensor view: the inspector's engine column says no engine" "engine     no engine"
-expect "the cursor opens on the largest |ref| (head 1, channel 46)" "cursor     token 0, head 1, channel 46"
-keys '>'
-expect "> moves the cursor to the next head" "cursor     token 0, head 2, channel 46"
+if [ $ENG = 1 ]; then
+    expect "tensor view: |diff| heatmap of q, a row per token and head" "|diff| q, layer 5, 4 heads per token"
+    expect "tensor view: the inspector shows the diff at the cursor" " diff       "
+    expect_not "tensor view: the inspector's engine column is filled" "engine     no engine"
+    # the cursor opens on the largest |diff|, which depends on the GPU: move away from it, whichever head
+    CUR=$(screen | grep -o 'cursor     token 0, head [0-9]*' | head -1)
+    case "$CUR" in *" head 0") K='>' ;; *) K='<' ;; esac
+    keys "$K"
+    sleep 0.3
+    if [ -n "$CUR" ] && ! screen | grep -qF "$CUR," && screen | grep -q 'cursor     token 0, head'; then
+        ok "$K moves the cursor to another head (from '$CUR')"
+    else
+        bad "$K moves the cursor to another head (from '$CUR')"
+    fi
+else
+    expect "tensor view: |ref| heatmap of q without an engine, a row per token and head" "|ref| q, layer 5, 4 heads per token"
+    expect "tensor view: the inspector's engine column says no engine" "engine     no engine"
+    expect "the cursor opens on the largest |ref| (head 1, channel 46)" "cursor     token 0, head 1, channel 46"
+    keys '>'
+    expect "> moves the cursor to the next head" "cursor     token 0, head 2, channel 46"
+fi
 keys Escape
 expect "Esc returns to the layers view" "layers (10): step 6 decode, 10 of 10 run"
 keys '?'
