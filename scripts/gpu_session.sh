@@ -10,6 +10,7 @@
 #               then the decode graph against the uncaptured decode at flash (bit for bit, 64 steps)
 #     flashscript  examples/gpu_flash_prefill512_decode64.json with the engine
 #     bench     bench-engine at flash (decode at 4K context, prefill 4096), with its chart
+#     benchdecode  bench-engine's decode half alone (quick A/B of a switch)
 #     benchhost the same with the selection on the host (--host-select)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
@@ -59,6 +60,7 @@ phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound; its log is a
     grep -E "passed, .* failed|^FAIL|ERROR SUMMARY|RACECHECK SUMMARY|verdict:|caught at|mismatch|layer runs" "$LOGS/$name.log" | head -40 | tee -a "$SUM"
     return $rc
 }
+logf() { echo "$LOGS/$1${AS_TAG:+_$AS_TAG}.log"; }  # a phase's log, by its untagged name
 need_flash() {
     [ -f "$FLASH/model.safetensors" ] || phase gen_flash 150 "$B/attnscope" gen --preset flash --seed 1 -o "$FLASH"
 }
@@ -67,7 +69,7 @@ for p in "$@"; do
     case $p in
     info)
         phase info 60 sh -c "nvidia-smi; '$B/attnscope' --version; '$B/attnscope' devices; '$B/attnscope' gen --preset tiny -o $AS/tiny >/dev/null; '$B/attnscope' info $AS/tiny"
-        grep -E "H200|CUDA|attnscope |Driver" "$LOGS/info.log" | head -8 | tee -a "$SUM" ;;
+        grep -E "H200|CUDA|attnscope |Driver" "$(logf info)" | head -8 | tee -a "$SUM" ;;
     tests)
         phase gpu_tests 240 "$B/attnscope_tests" 'gpu_*'
         for f in examples/0*.json; do
@@ -87,17 +89,22 @@ for p in "$@"; do
         need_flash
         phase bench_engine 180 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 4096 \
             --json "$OUT/bench_engine.json" --svg "$OUT/bench_engine.svg"
-        cat "$LOGS/bench_engine.log" ;;
+        cat "$(logf bench_engine)" ;;
+    benchdecode)
+        # the decode half alone (an A/B of one switch, e.g. ATTNSCOPE_PDL=0, in seconds)
+        need_flash
+        phase bench_decode 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
+        grep -E "all 40 layers|\*\*graph\*\*|uncaptured" "$(logf bench_decode)" | tee -a "$SUM" ;;
     benchhost)
         # the same benchmark with the selection on the host (the reference's code): the before / after
         need_flash
         phase bench_engine_host 180 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 4096 \
             --host-select --json "$OUT/bench_engine_host.json"
-        cat "$LOGS/bench_engine_host.log" ;;
+        cat "$(logf bench_engine_host)" ;;
     benchref)
         need_flash
         phase bench_ref 540 "$B/attnscope" bench-ref "$FLASH" --context 4096 --steps 3 --prefill 512
-        cat "$LOGS/bench_ref.log" ;;
+        cat "$(logf bench_ref)" ;;
     sanitize)
         export AS_KTEST_SMALL=1
         for tool in memcheck racecheck initcheck; do
@@ -131,7 +138,7 @@ for p in "$@"; do
         ATTNSCOPE_FLASH_Q2K=$Q2K phase gpu_q2k_flash 300 "$B/attnscope_tests" 'gpu_q2k_engine_flash*'
         phase bench_engine_q2k 180 "$B/attnscope" bench-engine "$Q2K" --context 4096 --steps 20 --prefill 4096 \
             --json "$OUT/bench_engine_q2k.json" --svg "$OUT/bench_engine_q2k.svg"
-        cat "$LOGS/bench_engine_q2k.log" ;;
+        cat "$(logf bench_engine_q2k)" ;;
     nsys)
         # where a decode step's device time goes, per kernel (Nsight Systems, when the machine has it)
         need_flash
@@ -178,10 +185,10 @@ for side in ('engine', 'ref'):
 e, r = lay['engine']['o'][()], lay['ref']['o'][()]
 print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['diff/o'].attrs['verdict'])
 "
-        cat "$LOGS/h5py.log" ;;
+        cat "$(logf h5py)" ;;
     kbench)
         LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 150 "$B/bin/attnscope_kbench"
-        sed -n '/== summary/,$p' "$LOGS/kbench.log" | tee -a "$SUM" ;;
+        sed -n '/== summary/,$p' "$(logf kbench)" | tee -a "$SUM" ;;
     tui)
         # the CI script with the engine on (tiny), then every view at flash (screens in the log)
         phase tui_tiny 240 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope"
