@@ -219,6 +219,12 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         goto fail;
     STEP(cudaSetDevice(e->device) ? as_err(err, AS_ERUNTIME, "cudaSetDevice(%d)", e->device) : 0);
     STEP(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking) ? as_err(err, AS_ERUNTIME, "cudaStreamCreate") : 0);
+    STEP(cudaStreamCreateWithFlags(&e->st_kv, cudaStreamNonBlocking) ? as_err(err, AS_ERUNTIME, "cudaStreamCreate (kv)")
+                                                                      : 0);
+    STEP(cudaEventCreateWithFlags(&e->ev_x, cudaEventDisableTiming) ||
+                 cudaEventCreateWithFlags(&e->ev_kv, cudaEventDisableTiming)
+             ? as_err(err, AS_ERUNTIME, "cudaEventCreate (the kv branch's fork and join)")
+             : 0);
     STEP(cublasCreate(&e->cublas) ? as_err(err, AS_ERUNTIME, "cublasCreate failed on device %d", e->device) : 0);
     STEP(cublasSetStream(e->cublas, e->st) ? as_err(err, AS_ERUNTIME, "cublasSetStream") : 0);
     /* f32 GEMMs must stay f32: no TF32 */
@@ -308,6 +314,12 @@ void as_engine_destroy(AsEngine *e)
         cublasDestroy(e->cublas);
     if (e->st)
         cudaStreamDestroy(e->st);
+    if (e->st_kv)
+        cudaStreamDestroy(e->st_kv);
+    if (e->ev_x)
+        cudaEventDestroy(e->ev_x);
+    if (e->ev_kv)
+        cudaEventDestroy(e->ev_kv);
     free(e);
 }
 

@@ -115,6 +115,11 @@ struct AsEngine {
     AsFault fault;
     int device;
     cudaStream_t st;
+    /* a decode's kv branch (wkv GEMV, then its row pipeline into the ring) runs on st_kv, forked from
+     * st after x (ev_x) and joined after q's RoPE (ev_kv), so that it overlaps the q branch; a graph
+     * captures the two as parallel branches */
+    cudaStream_t st_kv;
+    cudaEvent_t ev_x, ev_kv;
     cublasHandle_t cublas;
     AsDevLayerWeights w[AS_MAX_LAYERS];
     AsDevLayerState ls[AS_MAX_LAYERS];
