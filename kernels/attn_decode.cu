@@ -51,6 +51,7 @@ __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u 
 template <int HD>
 __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 {
+    as_d_pdl_wait();
     constexpr int CPR = HD / 8;       // 16-byte chunks per row
     constexpr int CPL = CPR / 32;     // chunks per lane
     __shared__ __align__(16) uint4 rows[kSplit][CPR];
@@ -150,6 +151,7 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 template <int HD>
 __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 {
+    as_d_pdl_wait();
     __shared__ float fsm[3 * kMaxSplits]; // m_j, then l_j, then the factors
     __shared__ float sM, sden;
     const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
@@ -243,16 +245,16 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
     if (nsplit > 0) {
         dim3 grid((unsigned)nsplit, (unsigned)(nh / attn1::kHeads));
         if (hd == 512)
-            attn1::split_kernel<512><<<grid, attn1::kThreads, 0, st>>>(a);
+            as_launch(attn1::split_kernel<512>, grid, attn1::kThreads, 0, st, a);
         else
-            attn1::split_kernel<256><<<grid, attn1::kThreads, 0, st>>>(a);
+            as_launch(attn1::split_kernel<256>, grid, attn1::kThreads, 0, st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (!rc) {
         if (hd == 512)
-            attn1::combine_kernel<512><<<nh, 512 / 4, 0, st>>>(a);
+            as_launch(attn1::combine_kernel<512>, nh, 512 / 4, 0, st, a);
         else
-            attn1::combine_kernel<256><<<nh, 256 / 4, 0, st>>>(a);
+            as_launch(attn1::combine_kernel<256>, nh, 256 / 4, 0, st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (own) {

@@ -8,6 +8,7 @@
 __global__ void build_idx_kernel(const int32_t *widx, int cols, const int32_t *csel, int k, int s, int nrows,
                                  int32_t *idx, int *bad, unsigned long long *valid)
 {
+    as_d_pdl_wait();
     int topk = cols + k;
     int64_t n = (int64_t)s * topk;
     unsigned long long mine = 0;
@@ -36,7 +37,7 @@ extern "C" int as_k_build_idx(const int32_t *widx, int cols, const int32_t *csel
     if (n == 0)
         return 0;
     int blocks = (int)((n + 255) / 256 < 2048 ? (n + 255) / 256 : 2048);
-    build_idx_kernel<<<blocks, 256, 0, st>>>(widx, cols, csel, k, s, nrows, idx, bad, valid);
+    as_launch(build_idx_kernel, blocks, 256, 0, st, widx, cols, csel, k, s, nrows, idx, bad, valid);
     return AS_LAUNCH_RESULT();
 }
 #endif // AS_EMU
@@ -50,6 +51,7 @@ __global__ void build_idx_decode_kernel(int32_t *widx, int win, int sp, const in
                                         const int32_t *k_d, int kmax, int nrows, const int32_t *nrows_d, int32_t *idx,
                                         int *bad, unsigned long long *valid)
 {
+    as_d_pdl_wait();
     if (sp_d)
         sp = *sp_d;
     if (k_d)
@@ -91,8 +93,8 @@ extern "C" int as_k_build_idx_decode(int32_t *widx, int win, int sp, const int32
         return (int)cudaErrorInvalidValue;
     const int64_t n = (int64_t)win + kmax;
     const int blocks = (int)((n + 255) / 256 < 2048 ? (n + 255) / 256 : 2048);
-    build_idx_decode_kernel<<<blocks, 256, 0, st>>>(widx, win, sp, sp_d, csel, k, k_d, kmax, nrows, nrows_d, idx, bad,
-                                                    valid);
+    as_launch(build_idx_decode_kernel, blocks, 256, 0, st, widx, win, sp, sp_d, csel, k, k_d, kmax, nrows, nrows_d, idx, bad,
+              valid);
     return AS_LAUNCH_RESULT();
 }
 #endif // AS_EMU

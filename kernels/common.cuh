@@ -135,3 +135,38 @@ __device__ __forceinline__ float as_d_warp_max(float v)
 }
 
 #define AS_LAUNCH_RESULT() ((int)cudaGetLastError())
+
+// Programmatic dependent launch (Hopper). Every kernel calls as_d_pdl_wait() first: launched with
+// the attribute, it may be scheduled while the previous kernel of its stream still runs (its launch
+// latency and block set-up overlap that kernel's tail) and waits here until that kernel has
+// finished and its writes are visible; launched without it, the wait returns at once. Nothing is
+// read or written before the wait, so the order of effects is the plain stream order.
+__device__ __forceinline__ void as_d_pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Whether launches carry the attribute: a device of compute capability 9.0 or later, unless
+// ATTNSCOPE_PDL=0 (read once; kernels/pdl.cu).
+extern "C" int as_pdl_enabled(void);
+
+// kernel<<<grid, block, smem, st>>>(args...) through cudaLaunchKernelEx, with programmatic stream
+// serialisation where as_pdl_enabled(); the launch error is left for AS_LAUNCH_RESULT().
+template <typename... KArgs, typename... Args>
+static inline void as_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                             Args &&...args)
+{
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = attr;
+    cfg.numAttrs = as_pdl_enabled() ? 1 : 0;
+    (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}

@@ -42,6 +42,7 @@ __device__ float pool_channel(const float *kv, const float *sc, int r, int64_t l
 __global__ void pool_prefill_kernel(const float *ckv, const float *csc, int s, int r, int hd, float *part_kv,
                                     float *part_sc, uint16_t *latent)
 {
+    as_d_pdl_wait();
     const int groups = s / r;
     const int rest = s - groups * r;
     const int64_t total = (int64_t)(groups + rest) * hd;
@@ -64,6 +65,7 @@ __global__ void pool_prefill_kernel(const float *ckv, const float *csc, int s, i
 __global__ void pool_decode_kernel(const float *ckv, const float *csc, int r, int hd, int start_pos, float *part_kv,
                                    float *part_sc, uint16_t *latent, const int32_t *sp_d = nullptr)
 {
+    as_d_pdl_wait();
     if (sp_d)
         start_pos = *sp_d;
     const int slot = start_pos % r;
@@ -79,6 +81,7 @@ __global__ void pool_decode_kernel(const float *ckv, const float *csc, int r, in
 
 __global__ void state_reset_kernel(float *part_kv, float *part_sc, int n)
 {
+    as_d_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         part_kv[i] = 0.0f;
         part_sc[i] = -INFINITY;
@@ -98,13 +101,13 @@ extern "C" int as_k_compress_pool(const float *ckv, const float *csc, int s, int
         const int groups = s / r, rest = s % r;
         if (groups > 0 && !latent) // latent may be NULL only when no group completes
             return (int)cudaErrorInvalidValue;
-        pool_prefill_kernel<<<as_grid_1d((int64_t)(groups + rest) * hd, kThreads), kThreads, 0, st>>>(
-            ckv, csc, s, r, hd, part_kv, part_sc, latent);
+        as_launch(pool_prefill_kernel, as_grid_1d((int64_t)(groups + rest) * hd, kThreads), kThreads, 0, st,
+                  ckv, csc, s, r, hd, part_kv, part_sc, latent);
     } else {
         if (start_pos % r == r - 1 && !latent)
             return (int)cudaErrorInvalidValue;
-        pool_decode_kernel<<<as_grid_1d(hd, kThreads), kThreads, 0, st>>>(ckv, csc, r, hd, start_pos, part_kv,
-                                                                          part_sc, latent);
+        as_launch(pool_decode_kernel, as_grid_1d(hd, kThreads), kThreads, 0, st, ckv, csc, r, hd, start_pos, part_kv,
+                  part_sc, latent, nullptr);
     }
     return AS_LAUNCH_RESULT();
 }
@@ -116,8 +119,8 @@ extern "C" int as_k_compress_pool_decode(const float *ckv, const float *csc, int
 {
     if (r < 2 || hd <= 0 || !sp_d || !ckv || !csc || !part_kv || !part_sc || !latent)
         return (int)cudaErrorInvalidValue;
-    pool_decode_kernel<<<as_grid_1d(hd, kThreads), kThreads, 0, st>>>(ckv, csc, r, hd, 0, part_kv, part_sc, latent,
-                                                                      sp_d);
+    as_launch(pool_decode_kernel, as_grid_1d(hd, kThreads), kThreads, 0, st, ckv, csc, r, hd, 0, part_kv, part_sc, latent,
+              sp_d);
     return AS_LAUNCH_RESULT();
 }
 
@@ -127,6 +130,6 @@ extern "C" int as_k_compress_state_reset(float *part_kv, float *part_sc, int n, 
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return 0;
-    state_reset_kernel<<<as_grid_1d(n, kThreads), kThreads, 0, st>>>(part_kv, part_sc, n);
+    as_launch(state_reset_kernel, as_grid_1d(n, kThreads), kThreads, 0, st, part_kv, part_sc, n);
     return AS_LAUNCH_RESULT();
 }

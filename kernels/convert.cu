@@ -4,6 +4,7 @@
 
 __global__ void f32_to_bf16_kernel(const float *x, uint16_t *y, int64_t n)
 {
+    as_d_pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] = as_d_f32_to_bf16(x[i]);
 }
@@ -15,6 +16,6 @@ extern "C" int as_k_f32_to_bf16(const float *x, as_bf16_t *y, int64_t n, cudaStr
     if (n == 0)
         return 0;
     int blocks = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-    f32_to_bf16_kernel<<<blocks, 256, 0, st>>>(x, y, n);
+    as_launch(f32_to_bf16_kernel, blocks, 256, 0, st, x, y, n);
     return AS_LAUNCH_RESULT();
 }

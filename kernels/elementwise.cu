@@ -13,18 +13,21 @@ constexpr int kThreads = 256;
 
 __global__ void bf16_to_f32_kernel(const uint16_t *x, float *y, int64_t n)
 {
+    as_d_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] = as_d_bf16_to_f32(x[i]);
 }
 
 __global__ void scale_bf16_kernel(uint16_t *w, int64_t n, float c)
 {
+    as_d_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         w[i] = as_d_f32_to_bf16(__fmul_rn(as_d_bf16_to_f32(w[i]), c));
 }
 
 __global__ void residual_add_kernel(uint16_t *h, const uint16_t *out, int64_t n)
 {
+    as_d_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         h[i] = as_d_f32_to_bf16(__fadd_rn(as_d_bf16_to_f32(h[i]), as_d_bf16_to_f32(out[i])));
 }
@@ -37,7 +40,7 @@ extern "C" int as_k_bf16_to_f32(const as_bf16_t *x, float *y, int64_t n, cudaStr
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return 0;
-    bf16_to_f32_kernel<<<as_grid_1d(n, kThreads), kThreads, 0, st>>>(x, y, n);
+    as_launch(bf16_to_f32_kernel, as_grid_1d(n, kThreads), kThreads, 0, st, x, y, n);
     return AS_LAUNCH_RESULT();
 }
 
@@ -47,7 +50,7 @@ extern "C" int as_k_scale_bf16(as_bf16_t *w, int64_t n, float c, cudaStream_t st
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return 0;
-    scale_bf16_kernel<<<as_grid_1d(n, kThreads), kThreads, 0, st>>>(w, n, c);
+    as_launch(scale_bf16_kernel, as_grid_1d(n, kThreads), kThreads, 0, st, w, n, c);
     return AS_LAUNCH_RESULT();
 }
 
@@ -57,6 +60,6 @@ extern "C" int as_k_residual_add(as_bf16_t *h, const as_bf16_t *out, int64_t n, 
         return (int)cudaErrorInvalidValue;
     if (n == 0)
         return 0;
-    residual_add_kernel<<<as_grid_1d(n, kThreads), kThreads, 0, st>>>(h, out, n);
+    as_launch(residual_add_kernel, as_grid_1d(n, kThreads), kThreads, 0, st, h, out, n);
     return AS_LAUNCH_RESULT();
 }

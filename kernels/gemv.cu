@@ -100,6 +100,7 @@ struct GemvArgs {
 template <typename TW, int R, int M>
 __global__ void __launch_bounds__(kThreads, 1) gemv_vec_kernel(GemvArgs a, int w_warps)
 {
+    as_d_pdl_wait();
     __shared__ float red[kWarps][R * M];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int groups_per_block = kWarps / w_warps;
@@ -189,6 +190,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_vec_kernel(GemvArgs a, int w
 template <typename TW>
 __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
 {
+    as_d_pdl_wait();
     const int lane = threadIdx.x & 31;
     const int o = (int)blockIdx.x * kWarps + (threadIdx.x >> 5);
     const int64_t b = blockIdx.y;
@@ -252,13 +254,13 @@ int launch_vec_m(const GemvArgs &a, int batch, int w_warps, cudaStream_t st)
     const int64_t groups = (a.n_out + R - 1) / R;
     dim3 grid((unsigned)((groups + groups_per_block - 1) / groups_per_block), (unsigned)batch);
     if (a.m <= 1)
-        gemv_vec_kernel<TW, R, 1><<<grid, kThreads, 0, st>>>(a, w_warps);
+        as_launch(gemv_vec_kernel<TW, R, 1>, grid, kThreads, 0, st, a, w_warps);
     else if (a.m <= 2)
-        gemv_vec_kernel<TW, R, 2><<<grid, kThreads, 0, st>>>(a, w_warps);
+        as_launch(gemv_vec_kernel<TW, R, 2>, grid, kThreads, 0, st, a, w_warps);
     else if (a.m <= 4)
-        gemv_vec_kernel<TW, R, 4><<<grid, kThreads, 0, st>>>(a, w_warps);
+        as_launch(gemv_vec_kernel<TW, R, 4>, grid, kThreads, 0, st, a, w_warps);
     else
-        gemv_vec_kernel<TW, R, 8><<<grid, kThreads, 0, st>>>(a, w_warps);
+        as_launch(gemv_vec_kernel<TW, R, 8>, grid, kThreads, 0, st, a, w_warps);
     return AS_LAUNCH_RESULT();
 }
 
@@ -287,7 +289,7 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
                      (batch == 1 || (a.strideW % 8 == 0 && a.strideX % 8 == 0));
     if (!vec) {
         dim3 grid((unsigned)((a.n_out + kWarps - 1) / kWarps), (unsigned)batch);
-        gemv_scalar_kernel<TW><<<grid, kThreads, 0, st>>>(a);
+        as_launch(gemv_scalar_kernel<TW>, grid, kThreads, 0, st, a);
         return AS_LAUNCH_RESULT();
     }
     int r = R, w = W;

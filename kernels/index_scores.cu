@@ -60,6 +60,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                             const uint16_t *__restrict__ w, int s, int width, int start_pos, int ratio,
                             int tiles_per_block, uint16_t *__restrict__ score, const int32_t *width_d = nullptr)
 {
+    as_d_pdl_wait();
     if (width_d) // the decode graph's live width (the grid covers `width`, the most it can be)
         width = min(width, max(0, *width_d));
     using SM = ScoreSmem<IHD>;
@@ -227,6 +228,7 @@ __global__ void index_scores_scalar_kernel(const uint16_t *__restrict__ iq, cons
                                            int start_pos, int ratio, uint16_t *__restrict__ score,
                                            const int32_t *width_d = nullptr)
 {
+    as_d_pdl_wait();
     if (width_d) // the decode graph's live width (at most `width`)
         width = min(width, max(0, *width_d));
     const int64_t n = (int64_t)s * width;
@@ -287,8 +289,8 @@ int launch_mma(const uint16_t *iq, const uint16_t *keys, const uint16_t *w, int 
     if (qgroups > 0x7fffffff || ychunks > 65535)
         return (int)cudaErrorInvalidValue;
     dim3 grid((unsigned)qgroups, (unsigned)ychunks);
-    index_scores_mma_kernel<IHD><<<grid, kThreads, smem, st>>>(iq, keys, w, s, width, start_pos, ratio, tpb, score,
-                                                               width_d);
+    as_launch(index_scores_mma_kernel<IHD>, grid, kThreads, smem, st, iq, keys, w, s, width, start_pos, ratio, tpb, score,
+              width_d);
     return AS_LAUNCH_RESULT();
 }
 
@@ -319,8 +321,8 @@ int index_scores_impl(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_
                           : launch_mma<64>(iq, keys, w, s, width, start_pos, ratio, score, width_d, st);
     const int64_t n = (int64_t)s * width;
     const int blocks = (int)((n + 255) / 256 < 8192 ? (n + 255) / 256 : 8192);
-    index_scores_scalar_kernel<<<blocks, 256, 0, st>>>(iq, keys, w, s, nh, ihd, width, start_pos, ratio, score,
-                                                       width_d);
+    as_launch(index_scores_scalar_kernel, blocks, 256, 0, st, iq, keys, w, s, nh, ihd, width, start_pos, ratio, score,
+              width_d);
     return AS_LAUNCH_RESULT();
 }
 } // namespace

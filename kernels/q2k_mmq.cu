@@ -141,6 +141,7 @@ __device__ __forceinline__ void load_stage(Stage &st, const q2k::Args &a, const 
 
 __global__ void __launch_bounds__(kMqThreads) q2k_mmq_kernel(q2k::Args a)
 {
+    as_d_pdl_wait();
     __shared__ Stage sm[2];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const int64_t b = blockIdx.z;
@@ -293,7 +294,7 @@ extern "C" int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_o
         return (int)cudaErrorInvalidValue;
     const q2k::Args a{(const AsBlockQ2K *)W, ldw, strideW, n_out, n_in, (const AsBlockQ8_1 *)xq, ldx, strideX, m, y,
                     ldy, strideY, y_f32 ? 1 : 0, mmq_b16(xq, ldx, strideX, batch) ? 1 : 0};
-    q2k_mmq_kernel<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)batch), kMqThreads, 0, st>>>(a);
+    as_launch(q2k_mmq_kernel, dim3((unsigned)gx, (unsigned)gy, (unsigned)batch), kMqThreads, 0, st, a);
     return AS_LAUNCH_RESULT();
 }
 #endif

@@ -113,6 +113,7 @@ __device__ __forceinline__ void term_accumulate(const TermW<R> &w, const TermX<M
 template <int R, int M>
 __global__ void __launch_bounds__(kThreads, 1) q2k_mmvq_kernel(q2k::Args a, int w_warps)
 {
+    as_d_pdl_wait();
     constexpr int kUnroll = M == 1 ? 4 : M <= 4 ? 2 : 1; // terms per lane per iteration
 
     __shared__ float red[kWarps][R * M];
@@ -199,13 +200,13 @@ int launch_m(const q2k::Args &a, int batch, int w_warps, cudaStream_t st)
     const int64_t groups = (a.n_out + R - 1) / R;
     const dim3 grid((unsigned)((groups + groups_per_block - 1) / groups_per_block), (unsigned)batch);
     if (a.m <= 1)
-        q2k_mmvq_kernel<R, 1><<<grid, kThreads, 0, st>>>(a, w_warps);
+        as_launch(q2k_mmvq_kernel<R, 1>, grid, kThreads, 0, st, a, w_warps);
     else if (a.m <= 2)
-        q2k_mmvq_kernel<R, 2><<<grid, kThreads, 0, st>>>(a, w_warps);
+        as_launch(q2k_mmvq_kernel<R, 2>, grid, kThreads, 0, st, a, w_warps);
     else if (a.m <= 4)
-        q2k_mmvq_kernel<R, 4><<<grid, kThreads, 0, st>>>(a, w_warps);
+        as_launch(q2k_mmvq_kernel<R, 4>, grid, kThreads, 0, st, a, w_warps);
     else
-        q2k_mmvq_kernel<R, 8><<<grid, kThreads, 0, st>>>(a, w_warps);
+        as_launch(q2k_mmvq_kernel<R, 8>, grid, kThreads, 0, st, a, w_warps);
     return AS_LAUNCH_RESULT();
 }
 

@@ -19,6 +19,7 @@ constexpr int kQ8Threads = 256;
 __global__ void __launch_bounds__(kQ8Threads) q8_1_kernel(const uint16_t *x, int64_t ldx, int rows, int nblk,
                                                         AsBlockQ8_1 *y, int64_t ldy)
 {
+    as_d_pdl_wait();
     const int64_t blk = (int64_t)blockIdx.x * (kQ8Threads / 32) + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (blk >= (int64_t)rows * nblk) // whole warps leave together: the shuffles below stay full
@@ -53,7 +54,7 @@ extern "C" int as_k_quantize_q8_1(const as_bf16_t *x, int64_t ldx, int rows, int
     const int64_t grid = (blocks + kQ8Threads / 32 - 1) / (kQ8Threads / 32);
     if (grid > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
-    q8_1_kernel<<<(unsigned)grid, kQ8Threads, 0, st>>>(x, ldx, rows, n / AS_QK8_1, (AsBlockQ8_1 *)y, ldy);
+    as_launch(q8_1_kernel, (unsigned)grid, kQ8Threads, 0, st, x, ldx, rows, n / AS_QK8_1, (AsBlockQ8_1 *)y, ldy);
     return AS_LAUNCH_RESULT();
 }
 #endif

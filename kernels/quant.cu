@@ -21,6 +21,7 @@ constexpr int kThreads = 256;
 template <int Kind>
 __global__ void quant_kernel(uint16_t *x, uint16_t *pre, int64_t n)
 {
+    as_d_pdl_wait();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const bool valid = i < n;
     const uint16_t bits = valid ? x[i] : (uint16_t)0;
@@ -52,9 +53,9 @@ extern "C" int as_k_quant(as_bf16_t *x, as_bf16_t *pre, int64_t n, int kind, cud
     if (blocks > INT_MAX)
         return (int)cudaErrorInvalidValue;
     switch (kind) {
-    case AS_KQ_FP8: quant_kernel<AS_KQ_FP8><<<(int)blocks, kThreads, 0, st>>>(x, pre, n); break;
-    case AS_KQ_FP4_E8M0: quant_kernel<AS_KQ_FP4_E8M0><<<(int)blocks, kThreads, 0, st>>>(x, pre, n); break;
-    default: quant_kernel<AS_KQ_FP4_E4M3><<<(int)blocks, kThreads, 0, st>>>(x, pre, n); break;
+    case AS_KQ_FP8: as_launch(quant_kernel<AS_KQ_FP8>, (int)blocks, kThreads, 0, st, x, pre, n); break;
+    case AS_KQ_FP4_E8M0: as_launch(quant_kernel<AS_KQ_FP4_E8M0>, (int)blocks, kThreads, 0, st, x, pre, n); break;
+    default: as_launch(quant_kernel<AS_KQ_FP4_E4M3>, (int)blocks, kThreads, 0, st, x, pre, n); break;
     }
     return AS_LAUNCH_RESULT();
 }

@@ -16,6 +16,7 @@ constexpr int kCached = 24; // values per thread kept in registers (rows up to 6
 __global__ void rmsnorm_kernel(const uint16_t *x, int64_t ldx, const float *w, uint16_t *y, int64_t ldy, int n,
                                float eps)
 {
+    as_d_pdl_wait();
     __shared__ float part[kThreads / 32];
     const uint16_t *xr = x + (int64_t)blockIdx.x * ldx;
     uint16_t *yr = y + (int64_t)blockIdx.x * ldy;
@@ -82,6 +83,6 @@ extern "C" int as_k_rmsnorm(const as_bf16_t *x, int64_t ldx, const float *w, as_
     // y aliasing x is only meaningful row for row (same rows, same stride).
     if ((const void *)x == (const void *)y && ldx != ldy)
         return (int)cudaErrorInvalidValue;
-    rmsnorm_kernel<<<rows, kThreads, 0, st>>>(x, ldx, w, y, ldy, n, eps);
+    as_launch(rmsnorm_kernel, rows, kThreads, 0, st, x, ldx, w, y, ldy, n, eps);
     return AS_LAUNCH_RESULT();
 }

@@ -20,6 +20,7 @@ constexpr int kThreads = 256;
 __global__ void rope_kernel(uint16_t *x, int64_t ld, int rows, int heads, int width, int rd, int pos0,
                             const int32_t *pos, const float *cos_t, const float *sin_t, int inverse)
 {
+    as_d_pdl_wait();
     const int half = rd / 2;
     const int64_t per_row = (int64_t)heads * half;
     const int64_t total = (int64_t)rows * per_row;
@@ -58,7 +59,7 @@ extern "C" int as_k_rope(as_bf16_t *x, int64_t ld, int rows, int heads, int widt
     if (!x || !cos_t || !sin_t)
         return (int)cudaErrorInvalidValue;
     const int64_t total = (int64_t)rows * heads * (rd / 2);
-    rope_kernel<<<as_grid_1d(total, kThreads), kThreads, 0, st>>>(x, ld, rows, heads, width, rd, pos0, pos, cos_t,
-                                                                  sin_t, inverse);
+    as_launch(rope_kernel, as_grid_1d(total, kThreads), kThreads, 0, st, x, ld, rows, heads, width, rd, pos0, pos, cos_t,
+              sin_t, inverse);
     return AS_LAUNCH_RESULT();
 }

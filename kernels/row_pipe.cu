@@ -31,6 +31,7 @@ constexpr int kMaxN = 12288;
 
 template <int Q> __global__ void __launch_bounds__(kThreads) row_pipe_kernel(AsRowPipe p)
 {
+    as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
     float *part = (float *)smem;                  // [8] warp partials of the rmsnorm
     uint16_t *v = (uint16_t *)(smem + 64);        // [n] the sub-row, bf16 bits
@@ -161,10 +162,10 @@ extern "C" int as_k_row_pipe(const AsRowPipe *p, cudaStream_t st)
         return (int)cudaErrorInvalidValue;
     const size_t smem = 64 + sizeof(uint16_t) * (size_t)p->n;
     switch (p->quant) {
-    case 0: row_pipe_kernel<0><<<(unsigned)grid, kThreads, smem, st>>>(*p); break;
-    case AS_KQ_FP8: row_pipe_kernel<AS_KQ_FP8><<<(unsigned)grid, kThreads, smem, st>>>(*p); break;
-    case AS_KQ_FP4_E8M0: row_pipe_kernel<AS_KQ_FP4_E8M0><<<(unsigned)grid, kThreads, smem, st>>>(*p); break;
-    default: row_pipe_kernel<AS_KQ_FP4_E4M3><<<(unsigned)grid, kThreads, smem, st>>>(*p); break;
+    case 0: as_launch(row_pipe_kernel<0>, (unsigned)grid, kThreads, smem, st, *p); break;
+    case AS_KQ_FP8: as_launch(row_pipe_kernel<AS_KQ_FP8>, (unsigned)grid, kThreads, smem, st, *p); break;
+    case AS_KQ_FP4_E8M0: as_launch(row_pipe_kernel<AS_KQ_FP4_E8M0>, (unsigned)grid, kThreads, smem, st, *p); break;
+    default: as_launch(row_pipe_kernel<AS_KQ_FP4_E4M3>, (unsigned)grid, kThreads, smem, st, *p); break;
     }
     return AS_LAUNCH_RESULT();
 }

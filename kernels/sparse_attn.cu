@@ -112,6 +112,7 @@ __device__ __forceinline__ int64_t live_nrows(const AttnArgs &a)
 template <int HD>
 __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a)
 {
+    as_d_pdl_wait();
     using SM = AttnSmem<HD>;
     constexpr int HH = HD / 2;   // hd half of a warp
     constexpr int CPR = HD / 8;  // 16-byte chunks per row
@@ -371,6 +372,7 @@ __global__ void sparse_attn_combine_kernel(const float *__restrict__ ws_o, const
                                            int nsplit, const int32_t *topk_d = nullptr, int topk_max = 0,
                                            int tps = 1)
 {
+    as_d_pdl_wait();
     const int t = blockIdx.x, h = blockIdx.y;
     int count = nsplit;
     if (topk_d) {
@@ -412,6 +414,7 @@ __global__ void sparse_attn_combine_kernel(const float *__restrict__ ws_o, const
 constexpr int kWarpE = 16;
 __global__ void __launch_bounds__(128) sparse_attn_warp_kernel(AttnArgs a, int s, int hd)
 {
+    as_d_pdl_wait();
     const int lane = threadIdx.x & 31;
     const int64_t pair = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
     if (pair >= (int64_t)s * a.nh)
@@ -549,13 +552,13 @@ int launch_mma(AttnArgs a, int s, int want_split, void *ws_given, size_t ws_give
         rc = (int)cudaErrorInvalidValue;
     if (!rc) {
         dim3 grid((unsigned)s, (unsigned)nsplit, (unsigned)nhb);
-        sparse_attn_mma_kernel<HD><<<grid, kThreads, AttnSmem<HD>::kBytes, st>>>(a);
+        as_launch(sparse_attn_mma_kernel<HD>, grid, kThreads, AttnSmem<HD>::kBytes, st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (a.ws_o && !rc) {
         dim3 cgrid((unsigned)s, (unsigned)a.nh);
-        sparse_attn_combine_kernel<<<cgrid, 128, 0, st>>>(a.ws_o, a.ws_ml, a.sink, a.o, a.nh, HD, nsplit, a.topk_d,
-                                                          a.topk, tps);
+        as_launch(sparse_attn_combine_kernel, cgrid, 128, 0, st, a.ws_o, a.ws_ml, a.sink, a.o, a.nh, HD, nsplit, a.topk_d,
+                  a.topk, tps);
         rc = AS_LAUNCH_RESULT();
     }
     if (ws) {
@@ -616,7 +619,7 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
     const int64_t warps = (int64_t)s * nh;
     if ((warps + 3) / 4 > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
-    sparse_attn_warp_kernel<<<(unsigned)((warps + 3) / 4), 128, 0, st>>>(a, s, hd);
+    as_launch(sparse_attn_warp_kernel, (unsigned)((warps + 3) / 4), 128, 0, st, a, s, hd);
     return AS_LAUNCH_RESULT();
 }
 
@@ -697,7 +700,7 @@ extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows
     const int64_t warps = (int64_t)s * nh;
     if ((warps + 3) / 4 > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
-    sparse_attn_warp_kernel<<<(unsigned)((warps + 3) / 4), 128, 0, st>>>(a, s, hd);
+    as_launch(sparse_attn_warp_kernel, (unsigned)((warps + 3) / 4), 128, 0, st, a, s, hd);
     return AS_LAUNCH_RESULT();
 }
 

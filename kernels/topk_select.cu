@@ -311,6 +311,7 @@ __device__ __forceinline__ float load_value(const uint16_t *p) { return as_d_bf1
 // Generic rows (the fixtures' f32 values, tests): set[t][0..k) = torch's set of row t, ascending.
 __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, unsigned long long *stats)
 {
+    as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
     const int t = blockIdx.x, lane = threadIdx.x;
     const topk::Row r = topk::row_in(smem, n);
@@ -336,6 +337,7 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
                                   int offset, int32_t *sel, int64_t ldsel, int32_t *sel2,
                                   unsigned long long *stats)
 {
+    as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
     const int t = blockIdx.x, lane = threadIdx.x;
     if (width_d)
@@ -377,6 +379,7 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
                                         int ratio, int prefill, int bs, int topk_blocks, uint8_t *mask,
                                         int64_t mask_ld, unsigned long long *stats)
 {
+    as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
     const int t = blockIdx.x, lane = threadIdx.x;
     if (width_d)
@@ -442,7 +445,7 @@ extern "C" int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *s
     int rc = topk_allow_smem<topk_rows_kernel>(smem);
     if (rc)
         return rc;
-    topk_rows_kernel<<<rows, 32, smem, st>>>(v, n, k, set, stats);
+    as_launch(topk_rows_kernel, rows, 32, smem, st, v, n, k, set, stats);
     return AS_LAUNCH_RESULT();
 }
 
@@ -459,9 +462,9 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
     int rc = topk_allow_smem<index_topk_kernel>(smem);
     if (rc)
         return rc;
-    index_topk_kernel<<<a->s, 32, smem, st>>>(a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
-                                              a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2,
-                                              a->stats);
+    as_launch(index_topk_kernel, a->s, 32, smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
+              a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2,
+              a->stats);
     return AS_LAUNCH_RESULT();
 }
 
@@ -478,8 +481,8 @@ extern "C" int as_k_candidate_blocks(const AsCandLaunch *a, cudaStream_t st)
     int rc = topk_allow_smem<candidate_blocks_kernel>(smem);
     if (rc)
         return rc;
-    candidate_blocks_kernel<<<a->s, 32, smem, st>>>(a->score, a->ld, a->width, a->width_d, a->ratio, a->prefill,
-                                                    a->bs, a->topk_blocks, a->mask, a->mask_ld, a->stats);
+    as_launch(candidate_blocks_kernel, a->s, 32, smem, st, a->score, a->ld, a->width, a->width_d, a->ratio, a->prefill,
+              a->bs, a->topk_blocks, a->mask, a->mask_ld, a->stats);
     return AS_LAUNCH_RESULT();
 }
 #endif // AS_EMU

@@ -18,6 +18,7 @@ constexpr int kThreads = 256;
 __global__ void ring_store_kernel(uint16_t *ring, int win, int hd, const uint16_t *kv, int first, int rows,
                                   int kv_row0_pos)
 {
+    as_d_pdl_wait();
     const int64_t total = (int64_t)rows * hd;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int j = (int)(i / hd);
@@ -31,6 +32,7 @@ __global__ void ring_store_kernel(uint16_t *ring, int win, int hd, const uint16_
 
 __global__ void select_prefill_kernel(int32_t *widx, int s, int win, int cols)
 {
+    as_d_pdl_wait();
     const int64_t total = (int64_t)s * cols;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / cols;
@@ -43,6 +45,7 @@ __global__ void select_prefill_kernel(int32_t *widx, int s, int win, int cols)
 
 __global__ void select_decode_kernel(int32_t *widx, int win, int start_pos)
 {
+    as_d_pdl_wait();
     const int64_t newest = start_pos % win;
     for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < win; c += (int64_t)gridDim.x * blockDim.x) {
         const int64_t slot = (newest + 1 + c) % win;
@@ -65,8 +68,8 @@ extern "C" int as_k_ring_store(as_bf16_t *ring, int win, int hd, const as_bf16_t
         first = 0;
         rows = 1;
     }
-    ring_store_kernel<<<as_grid_1d((int64_t)rows * hd, kThreads), kThreads, 0, st>>>(ring, win, hd, kv, first, rows,
-                                                                                     start_pos);
+    as_launch(ring_store_kernel, as_grid_1d((int64_t)rows * hd, kThreads), kThreads, 0, st, ring, win, hd, kv, first, rows,
+              start_pos);
     return AS_LAUNCH_RESULT();
 }
 
@@ -76,9 +79,9 @@ extern "C" int as_k_window_select(int32_t *widx, int s, int win, int start_pos, 
         return (int)cudaErrorInvalidValue;
     if (start_pos == 0) {
         const int cols = s < win ? s : win;
-        select_prefill_kernel<<<as_grid_1d((int64_t)s * cols, kThreads), kThreads, 0, st>>>(widx, s, win, cols);
+        as_launch(select_prefill_kernel, as_grid_1d((int64_t)s * cols, kThreads), kThreads, 0, st, widx, s, win, cols);
     } else {
-        select_decode_kernel<<<as_grid_1d(win, kThreads), kThreads, 0, st>>>(widx, win, start_pos);
+        as_launch(select_decode_kernel, as_grid_1d(win, kThreads), kThreads, 0, st, widx, win, start_pos);
     }
     return AS_LAUNCH_RESULT();
 }

@@ -42,3 +42,4 @@ inline float as_d_group_max(float v, int width)
     return v;
 }
 inline float as_d_expf(float x) { return (float)std::exp((double)x); }
+inline void as_d_pdl_wait() {}
