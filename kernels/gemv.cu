@@ -100,7 +100,6 @@ struct GemvArgs {
 template <typename TW, int R, int M>
 __global__ void __launch_bounds__(kThreads, 1) gemv_vec_kernel(GemvArgs a, int w_warps)
 {
-    as_d_pdl_wait();
     __shared__ float red[kWarps][R * M];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int groups_per_block = kWarps / w_warps;
@@ -117,6 +116,14 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_vec_kernel(GemvArgs a, int w
         int o = row0 + r < a.n_out ? row0 + r : a.n_out - 1; // clamped: loaded, never stored
         wrow[r] = Wb + (int64_t)o * a.ldw;
     }
+    // The weights do not depend on the kernels before this one: launched early (PDL), the block
+    // streams its rows into L2 while the kernel before still runs, then waits for x.
+    if (li == 0 && row0 < a.n_out) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            as_d_prefetch_l2(wrow[r], (uint32_t)((int64_t)a.n_in * (int64_t)sizeof(TW)));
+    }
+    as_d_pdl_wait();
 
     // Token rows t >= m (M rounds m up) read row 0 again: computed, never stored.
     const uint16_t *xrow[M];
