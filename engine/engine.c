@@ -219,8 +219,12 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         goto fail;
     STEP(cudaSetDevice(e->device) ? as_err(err, AS_ERUNTIME, "cudaSetDevice(%d)", e->device) : 0);
     STEP(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking) ? as_err(err, AS_ERUNTIME, "cudaStreamCreate") : 0);
-    STEP(cudaStreamCreateWithFlags(&e->st_kv, cudaStreamNonBlocking) ? as_err(err, AS_ERUNTIME, "cudaStreamCreate (kv)")
-                                                                      : 0);
+    /* ATTNSCOPE_KV_FORK=0: no second stream, the kv branch runs in line (an A/B switch) */
+    const char *kvf = getenv("ATTNSCOPE_KV_FORK");
+    if (!(kvf && !strcmp(kvf, "0")))
+        STEP(cudaStreamCreateWithFlags(&e->st_kv, cudaStreamNonBlocking)
+                 ? as_err(err, AS_ERUNTIME, "cudaStreamCreate (kv)")
+                 : 0);
     STEP(cudaEventCreateWithFlags(&e->ev_x, cudaEventDisableTiming) ||
                  cudaEventCreateWithFlags(&e->ev_kv, cudaEventDisableTiming)
              ? as_err(err, AS_ERUNTIME, "cudaEventCreate (the kv branch's fork and join)")

@@ -141,8 +141,7 @@ __device__ __forceinline__ float as_d_warp_max(float v)
 // latency and block set-up overlap that kernel's tail) and waits here until that kernel has
 // finished and its writes are visible; launched without it, the wait returns at once. Nothing that
 // an earlier kernel writes is read, and nothing is written, before the wait, so the order of effects
-// is the plain stream order (the one exception: weights, constant for the engine's life, may be
-// prefetched into L2 before it, as_d_prefetch_l2).
+// is the plain stream order.
 // Once past the wait, a block lets the next kernel launch (launch_dependents): when every block of
 // this grid has done so, the next grid's blocks may take the SMs this one frees and run up to their
 // own wait, which still returns only when this grid has completed and its writes are visible. So a
@@ -155,19 +154,6 @@ __device__ __forceinline__ void as_d_pdl_wait()
 #endif
 }
 
-// A hint: [p, p + bytes) into L2 with one bulk prefetch (sm_90; bytes rounded down to 16, p 16-byte
-// aligned). Only for data no kernel of the stream writes (weights): it may run before as_d_pdl_wait.
-__device__ __forceinline__ void as_d_prefetch_l2(const void *p, uint32_t bytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    bytes &= ~15u;
-    if (bytes)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
 
 // Whether launches carry the attribute: a device of compute capability 9.0 or later, unless
 // ATTNSCOPE_PDL=0 (read once; kernels/pdl.cu).

@@ -43,4 +43,3 @@ inline float as_d_group_max(float v, int width)
 }
 inline float as_d_expf(float x) { return (float)std::exp((double)x); }
 inline void as_d_pdl_wait() {}
-inline void as_d_prefetch_l2(const void *, uint32_t) {}
