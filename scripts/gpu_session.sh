@@ -22,7 +22,7 @@
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
 #     tui       the TUI on flash with the engine, screens captured through tmux
-#     enginesan memcheck, racecheck, initcheck over a whole engine run (tiny: prefill 16, decode 4)
+#     enginesan memcheck, racecheck, initcheck over a whole engine run (tiny: prefill 16 / 8, decode 4)
 # AS_BUNDLE (default dist/attnscope.tar.xz) and AS_DIR (default /tmp/as) pick another bundle, so one
 # device call can run two builds (main and a branch); AS_TAG suffixes their phase names; the flash
 # model is shared (AS_FLASH, default /tmp/as-flash).
@@ -195,15 +195,28 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
         need_flash
         phase tui_flash 300 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope" --flash "$FLASH" ;;
     enginesan)
-        # a whole engine run (every kernel, cuBLAS, the selection, prefill and decode) under each tool
-        cat >/tmp/as-enginesan.json <<'JSON'
-{"name": "enginesan: tiny, prefill 16, decode 4", "model": "tiny", "inputs": {"seed": 1},
- "mode": "teacher", "steps": [{"prefill": 16}, {"decode": 4}]}
+        # a whole engine run (every kernel, the selection, prefill and decode) under each tool: memcheck
+        # and racecheck with a 16-token prefill (cuBLAS GEMMs included), initcheck with an 8-token one
+        # (every projection through attnscope's own GEMV); then initcheck at 16 tokens again, reported
+        # per reading kernel, not failing the phase: it flags reads of cuBLAS's outputs
+        for n in 16 8; do
+            cat >/tmp/as-enginesan-$n.json <<JSON
+{"name": "enginesan: tiny, prefill $n, decode 4", "model": "tiny", "inputs": {"seed": 1},
+ "mode": "teacher", "steps": [{"prefill": $n}, {"decode": 4}]}
 JSON
-        for tool in memcheck racecheck initcheck; do
+        done
+        for tool in memcheck racecheck; do
             phase "enginesan_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-                "$B/attnscope" run -q /tmp/as-enginesan.json
-        done ;;
+                "$B/attnscope" run -q /tmp/as-enginesan-16.json
+        done
+        phase enginesan_initcheck 150 compute-sanitizer --tool initcheck --error-exitcode 9 \
+            "$B/attnscope" run -q /tmp/as-enginesan-8.json
+        phase enginesan_initcheck_gemm 150 compute-sanitizer --tool initcheck --print-limit 2000 \
+            "$B/attnscope" run -q /tmp/as-enginesan-16.json
+        { echo "initcheck, prefill 16: reads flagged, by reading kernel and by the engine call that launched it";
+          grep "Device Frame" "$(logf enginesan_initcheck_gemm)" | sed 's/.*Device Frame: //; s/+0x[0-9a-f]*//' | sort | uniq -c;
+          grep -E "Host Frame: [a-z_]+ in (forward|gemm)\.c" "$(logf enginesan_initcheck_gemm)" |
+              sed 's/.*Host Frame: //; s/ \[0x[0-9a-f]*\]//' | sort | uniq -c; } | tee -a "$SUM" ;;
     *) say "unknown phase $p" ;;
     esac
 done
