@@ -61,6 +61,16 @@ phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound; its log is a
     return $rc
 }
 logf() { echo "$LOGS/$1${AS_TAG:+_$AS_TAG}.log"; }  # a phase's log, by its untagged name
+# sanitized NAME SECONDS PATTERN...: the GPU tests matching the patterns (small cases) under memcheck,
+# racecheck and initcheck, one phase a tool (NAME_TOOL)
+sanitized() {
+    local name=$1 secs=$2 tool
+    shift 2
+    for tool in memcheck racecheck initcheck; do
+        AS_KTEST_SMALL=1 phase "${name}_$tool" "$secs" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            "$B/attnscope_tests" "$@"
+    done
+}
 need_flash() {
     [ -f "$FLASH/model.safetensors" ] || phase gen_flash 150 "$B/attnscope" gen --preset flash --seed 1 -o "$FLASH"
 }
@@ -106,15 +116,10 @@ for p in "$@"; do
         phase bench_ref 540 "$B/attnscope" bench-ref "$FLASH" --context 4096 --steps 3 --prefill 512
         cat "$(logf bench_ref)" ;;
     sanitize)
-        export AS_KTEST_SMALL=1
-        for tool in memcheck racecheck initcheck; do
-            phase "sanitize_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-                "$B/attnscope_tests" 'gpu_*kernels*' 'gpu_rmsnorm*' 'gpu_rope*' 'gpu_quant*' 'gpu_window*' \
-                'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*' \
-                'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*' 'gpu_q2k*' 'gpu_build_idx*' 'gpu_convert*' \
-                'gpu_topk*'
-        done
-        unset AS_KTEST_SMALL ;;
+        sanitized sanitize 150 'gpu_*kernels*' 'gpu_rmsnorm*' 'gpu_rope*' 'gpu_quant*' 'gpu_window*' \
+            'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*' \
+            'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*' 'gpu_q2k*' 'gpu_build_idx*' 'gpu_convert*' \
+            'gpu_topk*' ;;
     race)
         # racecheck on the kernels that share memory between threads (small cases), one group a phase
         # so that a slow group's time bound does not cost the others their result
@@ -151,22 +156,11 @@ for p in "$@"; do
             say "nsys: not on this machine"
         fi ;;
     newsan)
-        # the kernels new in this round alone (selection, one-query attention), every tool, small cases
-        export AS_KTEST_SMALL=1
-        for tool in memcheck racecheck initcheck; do
-            phase "newsan_$tool" 100 compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attnscope_tests" \
-                'gpu_topk*' 'gpu_decode_sparse_attn' 'gpu_rmsnorm*'
-        done
-        unset AS_KTEST_SMALL ;;
+        # the kernels new in this round alone (selection, one-query attention, row RMSNorm)
+        sanitized newsan 100 'gpu_topk*' 'gpu_decode_sparse_attn' 'gpu_rmsnorm*' ;;
     selsan)
-        # the selection kernels and the engine / graph paths that launch them, under memcheck, racecheck
-        # and initcheck (small cases)
-        export AS_KTEST_SMALL=1
-        for tool in memcheck racecheck initcheck; do
-            phase "selsan_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/attnscope_tests" \
-                'gpu_topk*' 'gpu_engine_tiny_prefill*' 'gpu_graph_tiny_mixed*'
-        done
-        unset AS_KTEST_SMALL ;;
+        # the selection kernels and the engine / graph paths that launch them
+        sanitized selsan 150 'gpu_topk*' 'gpu_engine_tiny_prefill*' 'gpu_graph_tiny_mixed*' ;;
     graphdiag)
         # the CUDA-graph decode's own tests alone (also part of 'tests'), for their diagnostics
         phase graph_diag 60 "$B/attnscope_tests" 'gpu_graph_tiny*' ;;
