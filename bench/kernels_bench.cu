@@ -4,7 +4,7 @@
 // Flash shapes, against the measured ceilings of the device
 // (device-to-device copy bandwidth, cuBLAS bf16 GEMM rate) and against cuBLAS at the same shapes.
 //
-//   make BUILD=build kbench && ./build/attnscope_kbench [--quick]
+//   make BUILD=build kbench && ./build/attnscope_kbench [--quick] [--attn: ceilings + sparse attention only]
 //
 // Method (METHOD.md): CUDA events; warm-up launches first; each timing is the median over `reps`
 // batches of `batch` back-to-back launches (per-launch time = batch time / batch, so launch gaps
@@ -559,6 +559,14 @@ void bench_attn(cublasHandle_t cb, int s, int na, int nb, int topk, bool quick, 
     snprintf(shape, sizeof shape, "s=%d topk=%d rows=%d+%d", s, topk, na, nb);
     const double us = time_us([&](int i) { run(0, 0, i); }, batch, reps);
     report("sparse_attn auto", shape, us, bytes, flops, cub);
+    if (s >= 512) { // prefill: both tensor-core kernels by name (auto takes wgmma on sm_90)
+        const double u1 = time_us([&](int i) { run(2, -1, i); }, batch, reps);
+        report("sparse_attn mma, 1 split", shape, u1, bytes, flops, -1);
+        if (as_k_sparse_attn_wgmma_applies(nh, hd, topk, q[0], o, rows[0], na, rows[0], nb)) {
+            const double u3 = time_us([&](int i) { run(3, -1, i); }, batch, reps);
+            report("sparse_attn wgmma", shape, u3, bytes, flops, -1);
+        }
+    }
     if (variants) {
         const double u1 = time_us([&](int i) { run(2, -1, i); }, batch, reps);
         report("sparse_attn mma, 1 split", shape, u1, bytes, flops, -1);
@@ -609,25 +617,9 @@ void bench_topk(int rows, int n, int k, bool quick)
     CK(cudaFree(set));
 }
 
-} // namespace
-
-int main(int argc, char **argv)
+// The decode GEMVs (bf16, then Q2_K) and the index scores.
+void bench_projections_and_scores(cublasHandle_t cb, bool quick)
 {
-    bool quick = false;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--quick"))
-            quick = true;
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    printf("device: %s, %d SMs, L2 %d MB, smem/block optin %zu KB, cc %d.%d\n", prop.name, prop.multiProcessorCount,
-           prop.l2CacheSize >> 20, prop.sharedMemPerBlockOptin >> 10, prop.major, prop.minor);
-    cublasHandle_t cb;
-    if (cublasCreate(&cb) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "kbench: cublasCreate failed\n");
-        return 1;
-    }
-    measure_ceilings(cb, quick);
-
     printf("\n== decode GEMV (floor = bytes / copy bandwidth; target > 85%% of it)\n");
     const GemvShape shapes[] = {
         {"wq_a", 1280, 5120, 1, 5120, 0, 1280, 0, false},
@@ -660,7 +652,40 @@ int main(int argc, char **argv)
     bench_scores(cb, 512, 512, 0, 1, quick);
     bench_scores(cb, 4096, 2048, 0, 2, quick);
     bench_scores(cb, 4096, 4096, 0, 1, quick);
+}
 
+void bench_selection(bool quick)
+{
+    printf("\n== selection (torch's top-k set, ties at the cut)\n");
+    bench_topk(1, 2048, 512, quick);
+    bench_topk(1, 4096, 512, quick);
+    bench_topk(4096, 4096, 512, quick);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    bool quick = false, attn_only = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = true;
+        else if (!strcmp(argv[i], "--attn"))
+            attn_only = true; // the ceilings and the sparse attention only
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs, L2 %d MB, smem/block optin %zu KB, cc %d.%d\n", prop.name, prop.multiProcessorCount,
+           prop.l2CacheSize >> 20, prop.sharedMemPerBlockOptin >> 10, prop.major, prop.minor);
+    cublasHandle_t cb;
+    if (cublasCreate(&cb) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "kbench: cublasCreate failed\n");
+        return 1;
+    }
+    measure_ceilings(cb, quick);
+
+    if (!attn_only)
+        bench_projections_and_scores(cb, quick);
     printf("\n== sparse attention (nh 64, hd 512; every selected entry valid)\n");
     bench_attn(cb, 1, 128, 4096, 640, quick, true);
     {
@@ -683,11 +708,8 @@ int main(int argc, char **argv)
     bench_attn(cb, 512, 512, 512, 640, quick, false);
     bench_attn(cb, 4096, 4096, 4096, 640, quick, false);
 
-    printf("\n== selection (torch's top-k set, ties at the cut)\n");
-    bench_topk(1, 2048, 512, quick);
-    bench_topk(1, 4096, 512, quick);
-    bench_topk(4096, 4096, 512, quick);
-
+    if (!attn_only)
+        bench_selection(quick);
     cublasDestroy(cb);
     printf("\n== summary (copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s)\n", g_ceil.copy_gbs, g_ceil.gemm_tfs);
     printf("%-28s %-44s %10s %9s %6s %9s %6s %10s\n", "kernel", "shape", "us", "GB/s", "%bw", "TFLOP/s", "%mma",

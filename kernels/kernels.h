@@ -80,6 +80,16 @@ int as_k_sparse_attn(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const 
                      const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
                      float scale, cudaStream_t st);
 
+/* The hd-512 sm_90a form of as_k_sparse_attn (kernels/sparse_attn_wgmma.cu, warpgroup MMA, no split
+ * of the selection): as_k_sparse_attn takes it by itself for prefill; _applies says whether it runs
+ * here (hd 512, nh a multiple of 16, topk > 0, 16-byte aligned tensors, a compute capability 9.0
+ * device); where it does not, as_k_sparse_attn_wgmma returns cudaErrorInvalidValue. */
+int as_k_sparse_attn_wgmma_applies(int nh, int hd, int topk, const void *q, const void *o, const void *rows_a, int na,
+                                   const void *rows_b, int nb);
+int as_k_sparse_attn_wgmma(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
+                           const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
+                           float scale, cudaStream_t st);
+
 /* Decode GEMV, batched: for b < batch, t < m (m <= 8): y_b[t][o] = sum_i x_b[t][i] * W_b[o][i] over
  * n_in, o < n_out; W_b = W + b * strideW (rows ldw apart), x_b = x + b * strideX (rows ldx apart),
  * y_b = y + b * strideY (rows ldy apart). bf16 weights; y is bf16 (rounded) or, with y_f32, f32. */

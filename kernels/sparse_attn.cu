@@ -41,8 +41,11 @@
 //   single live split finalises in place, the combine folds the live splits only; the workspace is the
 //   caller's (no allocation in a captured graph). At the live width it computes what as_k_sparse_attn
 //   computes whenever both split one tile per split (as_k_sparse_attn_decode_plan reports it).
-// Environment: ATTNSCOPE_ATTN_PATH=auto|mma|warp (read once by as_k_sparse_attn) forces a path for
-//   diagnosis; "mma" fails (cudaErrorInvalidValue) where the tensor-core kernel does not apply.
+// Prefill on sm_90 (hd 512, s x head blocks >= #SMs): kernels/sparse_attn_wgmma.cu, the same math on
+//   warpgroup MMA.
+// Environment: ATTNSCOPE_ATTN_PATH=auto|mma|wgmma|warp (read once by as_k_sparse_attn) forces a path
+//   for diagnosis; "mma" and "wgmma" fail (cudaErrorInvalidValue) where their kernel does not apply
+//   (decode keeps its own choice under "wgmma").
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -581,8 +584,8 @@ bool one_query_ok(int nh, int hd, int topk, const void *q, const void *rows_a, i
 } // namespace
 #ifndef AS_EMU
 
-// path: 0 automatic, 1 force the warp kernel, 2 force the tensor-core kernel (fails with
-// cudaErrorInvalidValue where it does not apply). split: -1 never split, 0 automatic, n > 0 at most
+// path: 0 automatic, 1 force the warp kernel, 2 force the tensor-core kernel, 3 force the wgmma
+// kernel (2 and 3 fail with cudaErrorInvalidValue where they do not apply). split: -1 never split, 0 automatic, n > 0 at most
 // n splits. For the tests and the benchmark; not part of kernels.h.
 extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b,
                                      int nb, const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s,
@@ -604,10 +607,16 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
                          (na == 0 || aligned16(rows_a)) && (nb == 0 || aligned16(rows_b));
     if (path == 2 && !fast_ok)
         return (int)cudaErrorInvalidValue;
+    if (path == 3) // the wgmma kernel (kernels/sparse_attn_wgmma.cu) or cudaErrorInvalidValue
+        return as_k_sparse_attn_wgmma(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, st);
     // one query: the split kernel of attn_decode.cu (8 heads x 32 entries a block), automatic path only
     if (path == 0 && s == 1 && one_query_ok(nh, hd, topk, q, rows_a, na, rows_b, nb))
         return as_k_attn_decode(q, rows_a, na, rows_b, nb, nullptr, idx, topk, nullptr, sink, o, nh, hd, scale, nullptr,
                                 0, st);
+    // enough queries to fill the device without splitting the selection (prefill) on sm_90: wgmma
+    if (path == 0 && split == 0 && (int64_t)s * ((nh + kHB - 1) / kHB) >= as_sm_count() &&
+        as_k_sparse_attn_wgmma_applies(nh, hd, topk, q, o, rows_a, na, rows_b, nb))
+        return as_k_sparse_attn_wgmma(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, st);
     if (path != 1 && fast_ok) {
         switch (hd) {
         case 64: return launch_mma<64>(a, s, split, nullptr, 0, st);
@@ -624,8 +633,9 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
 }
 
 namespace {
-// ATTNSCOPE_ATTN_PATH (read once): "auto" (default), "mma" (the tensor-core kernel; a geometry it does
-// not apply to fails with cudaErrorInvalidValue) or "warp" (the per-(t, h) f32 kernel everywhere).
+// ATTNSCOPE_ATTN_PATH (read once): "auto" (default), "mma" (the mma.sync kernel), "wgmma" (the sm_90a
+// kernel; for both, a geometry or device it does not apply to fails with cudaErrorInvalidValue) or
+// "warp" (the per-(t, h) f32 kernel everywhere).
 // For diagnosis: an engine mismatch in o that moves with the path is the kernel's; one that does not
 // is upstream (e.g. a quantisation flip of a window row, see bench/KERNELS.md).
 int env_attn_path()
@@ -637,7 +647,9 @@ int env_attn_path()
         return 1;
     if (!strcmp(e, "mma"))
         return 2;
-    fprintf(stderr, "attnscope: ATTNSCOPE_ATTN_PATH=%s is not auto, mma or warp: using auto\n", e);
+    if (!strcmp(e, "wgmma"))
+        return 3;
+    fprintf(stderr, "attnscope: ATTNSCOPE_ATTN_PATH=%s is not auto, mma, wgmma or warp: using auto\n", e);
     return 0;
 }
 } // namespace

@@ -21,6 +21,9 @@
 #     selsan    memcheck, racecheck, initcheck on the selection kernels and the engine paths using them
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
+#     attn      the sparse-attention tests alone (every path, the wgmma kernel included), then the
+#               micro-benchmark's attention part (kbench --attn)
+#     attnsan   memcheck, racecheck, initcheck on the sparse-attention tests (small cases)
 #     tui       the TUI on flash with the engine, screens captured through tmux
 #     enginesan memcheck, racecheck, initcheck over a whole engine run (tiny: prefill 16 / 8, decode 4)
 # AS_BUNDLE (default dist/attnscope.tar.xz) and AS_DIR (default /tmp/as) pick another bundle, so one
@@ -183,6 +186,13 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
     kbench)
         LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 150 "$B/bin/attnscope_kbench"
         sed -n '/== summary/,$p' "$(logf kbench)" | tee -a "$SUM" ;;
+    attn)
+        phase gpu_attn 120 "$B/attnscope_tests" 'gpu_sparse*' 'gpu_decode_sparse_attn'
+        grep -E "worst max-err|wgmma" "$(logf gpu_attn)" | head -20 | tee -a "$SUM"
+        LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench_attn 120 "$B/bin/attnscope_kbench" --attn
+        sed -n '/== summary/,$p' "$(logf kbench_attn)" | tee -a "$SUM" ;;
+    attnsan)
+        sanitized attnsan 120 'gpu_sparse*' ;;
     tui)
         # the CI script with the engine on (tiny), then every view at flash (screens in the log)
         phase tui_tiny 240 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope"

@@ -2,7 +2,9 @@
  * (ref/attention.c), SPEC 6 rule: max|got - want| <= max|want| * 2^-7 + 1e-4 over the tensor.
  *
  * Each case runs every path that applies: the automatic choice, the tensor-core kernel without a
- * split and with 3 splits (s <= 64), and the per-(t, h) warp kernel (s <= 64); the automatic launch
+ * split and with 3 splits (s <= 64), the per-(t, h) warp kernel (s <= 64) and, on a compute
+ * capability 9.0 device, the wgmma kernel (hd 512: kernels/sparse_attn_wgmma.cu, at every s, so also
+ * 1 token, partial 64-row tiles, 48 and 128 heads, wide selections); the automatic launch
  * runs twice and must give the same bits (a moving result is a race). Outputs are poisoned (bf16
  * NaN) before every launch. Each check prints the achieved max error and its ratio to the
  * tolerance (the tensor-core kernel rounds the softmax weights to bf16 for P.R: this is where that
@@ -22,7 +24,8 @@
 #include "tests/gpu_util.h"
 #include "tests/harness.h"
 
-/* Not in kernels.h: path 0 auto / 1 warp kernel / 2 tensor-core kernel; split -1 none / 0 auto / n. */
+/* Not in kernels.h: path 0 auto / 1 warp kernel / 2 tensor-core kernel / 3 wgmma kernel; split -1 none / 0
+ * auto / n. */
 int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                           const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
                           float scale, int path, int split, cudaStream_t st);
@@ -236,14 +239,20 @@ static void run_attn(const AttnCase *c, uint64_t seed)
     uint16_t *got = xmalloc(sizeof(uint16_t) * (size_t)nq), *got2 = xmalloc(sizeof(uint16_t) * (size_t)nq);
 
     const int fast = nh % 16 == 0 && (hd == 64 || hd == 128 || hd == 256 || hd == 512) && topk > 0;
+    const int wgmma = as_k_sparse_attn_wgmma_applies(nh, hd, topk, dq, dout, da, na, db, nb);
+    if (!wgmma && hd == 512 && nh % 16 == 0 && topk > 0)
+        as_test_note("%s: the wgmma kernel does not run on this device (not compute capability 9.0)", c->name);
     struct {
         int path, split;
         const char *name;
-    } variants[] = {{0, 0, "auto"}, {2, -1, "mma, 1 split"}, {2, 3, "mma, 3 splits"}, {1, 0, "warp kernel"}};
-    for (int v = 0; v < 4; v++) {
+    } variants[] = {{0, 0, "auto"},          {2, -1, "mma, 1 split"}, {2, 3, "mma, 3 splits"},
+                    {1, 0, "warp kernel"}, {3, -1, "wgmma"}};
+    for (int v = 0; v < 5; v++) {
         if (v >= 1 && v <= 2 && !fast)
             continue;
         if ((v == 2 || v == 3) && s > 64)
+            continue;
+        if (v == 4 && !wgmma)
             continue;
         char what[256];
         snprintf(what, sizeof what, "%s [%s] s=%d nh=%d hd=%d na=%d nb=%d topk=%d (%lld valid entries)", c->name,
