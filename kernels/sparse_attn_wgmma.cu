@@ -63,6 +63,15 @@ __device__ __forceinline__ uint32_t tile_off(int row, int ch)
     return (uint32_t)((ch >> 3) * kBlk + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
 }
 
+// 2^x (MUFU.EX2; relative error ~2^-22, flushes results below 2^-126 to 0: weights that small vanish
+// against the row's largest, which is 1).
+__device__ __forceinline__ float ex2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 struct WgArgs {
     const uint16_t *q;
     const uint16_t *rows_a;
@@ -85,11 +94,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     // 1024-aligned base (the swizzle atoms' alignment, descriptor base offset 0)
     const uint32_t raw = smem_u32(smem_raw), pad = ((raw + 1023u) & ~1023u) - raw;
     uint8_t *smem = smem_raw + pad;
-    uint8_t *sq = smem;                                       // Q, later the bf16 output
-    uint8_t *sr = smem + kQBytes;                             // [2][64 rows][512]
-    float4 *sx = (float4 *)(smem + kQBytes + 2 * kRBytes);    // [2 wg][8][128 threads]
-    int *sflag = (int *)(smem + kQBytes + 2 * kRBytes + kXBytes); // [2][64]: row valid
-    const uint32_t sq_a = smem_u32(sq), sr_a = smem_u32(sr);
+    uint8_t *sq = smem;                                            // Q, later the bf16 output
+    float4 *sx = (float4 *)(smem + kQBytes + 2 * kRBytes);         // [2 wg][8][128 threads]
+    float *sbias = (float *)(smem + kQBytes + 2 * kRBytes + kXBytes); // [2][64]: 0, or -inf for a skipped row
+    const uint32_t sq_a = smem_u32(sq), sr_a = sq_a + kQBytes;
 
     const int tid = threadIdx.x, wg = tid >> 7, tig = tid & 127, lane = tid & 31;
     const int wi = tig >> 5, g = lane >> 2, c4 = lane & 3;
@@ -98,48 +106,39 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     const int ntiles = (a.topk + kTR - 1) / kTR;
     const int32_t *sel = a.idx + (int64_t)t * a.topk;
 
-    // The copy pattern of a 64-row tile: thread tid moves chunk (tid % 64) of rows tid / 64 + 4 i.
-    const int cp_ch = tid & 63, cp_r0 = tid >> 6;
+    // The copy pattern of a 64-row tile: thread tid moves chunks cq + 4 i (i < 16) of row tid / 4, so
+    // one selection entry a thread a tile, and four lanes cover 64 contiguous bytes of a row.
+    const int cp_row = tid >> 2, cq = tid & 3;
+    // destination of chunk cq + 4 i: column block i / 2, 16-byte slot (cq + 4 (i & 1)) ^ (row % 8)
+    const uint32_t dst_row = (uint32_t)cp_row * 128, dst_even = (uint32_t)((cq ^ (cp_row & 7)) << 4),
+                   dst_odd = (uint32_t)(((cq + 4) ^ (cp_row & 7)) << 4);
+    auto copy_row = [&](uint32_t tile, const uint16_t *src, bool ok) { // src: the row's first element
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            cp_async16(tile + (uint32_t)(i >> 1) * kBlk + dst_row + ((i & 1) ? dst_odd : dst_even),
+                       src + (cq + 4 * i) * 8, ok ? 16 : 0);
+    };
     {
-        const uint16_t *qt = a.q + ((int64_t)t * a.nh + h0) * kHD;
-#pragma unroll
-        for (int i = 0; i < 16; i++) {
-            const int r = cp_r0 + 4 * i;
-            const bool ok = h0 + r < a.nh;
-            cp_async16(sq_a + tile_off(r, cp_ch), ok ? qt + (int64_t)r * kHD + cp_ch * 8 : a.q, ok ? 16 : 0);
-        }
+        const bool ok = h0 + cp_row < a.nh;
+        copy_row(sq_a, ok ? a.q + ((int64_t)t * a.nh + h0 + cp_row) * kHD : a.q, ok);
     }
-    int ent[16]; // this thread's 16 selection entries of the next tile to load
-    auto read_entries = [&](int it) {
-#pragma unroll
-        for (int i = 0; i < 16; i++) {
-            const int e = it * kTR + cp_r0 + 4 * i;
-            ent[i] = e < a.topk ? __ldg(sel + e) : -1;
-        }
+    auto entry = [&](int it) { // this thread's selection entry of tile `it`
+        const int e = it * kTR + cp_row;
+        return e < a.topk ? __ldg(sel + e) : -1;
     };
-    auto load_tile = [&](int it) {
+    auto load_tile = [&](int it, int v) {
         const int stage = it & 1;
-        const uint32_t dst = sr_a + stage * kRBytes;
-#pragma unroll
-        for (int i = 0; i < 16; i++) {
-            const int r = cp_r0 + 4 * i;
-            const int64_t v = ent[i];
-            const bool ok = v >= 0 && v < nrows;
-            const uint16_t *src = a.q; // any valid address: nothing is read for a skipped row
-            if (ok)
-                src = (v < a.na ? a.rows_a + v * kHD : a.rows_b + (v - a.na) * kHD) + cp_ch * 8;
-            cp_async16(dst + tile_off(r, cp_ch), src, ok ? 16 : 0);
-            if (cp_ch == 0)
-                sflag[stage * kTR + r] = ok;
-        }
+        const bool ok = v >= 0 && v < nrows;
+        // a skipped row reads nothing (zero-fill); its source only has to be a valid address
+        const uint16_t *src = !ok ? a.q : v < a.na ? a.rows_a + (int64_t)v * kHD : a.rows_b + (int64_t)(v - a.na) * kHD;
+        copy_row(sr_a + stage * kRBytes, src, ok);
+        if (cq == 0)
+            sbias[stage * kTR + cp_row] = ok ? 0.0f : -INFINITY;
     };
-    if (ntiles > 0) {
-        read_entries(0);
-        load_tile(0);
-    }
+    int ent_next = ntiles > 1 ? entry(1) : -1; // the entry of the next tile to load
+    if (ntiles > 0)
+        load_tile(0, entry(0));
     cp_async_commit(); // group: Q + tile 0
-    if (ntiles > 1)
-        read_entries(1);
 
     float acc_o[128];
 #pragma unroll
@@ -147,21 +146,20 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         acc_o[i] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}; // rows g, g + 8 of warp wi: heads 16 wi + g, + 8
     float l_run[2] = {0.0f, 0.0f};           // this thread's part of the row sums
+    // Descriptors of this warpgroup's hd half: Q (K-major), a stage's rows (K-major for S, MN-major for O).
+    // A k-step adds its byte offset / 16 to the start-address field (no carry: shared addresses < 256 KB).
+    const uint64_t dq = aswg::desc_sw128(sq_a + (uint32_t)(4 * wg) * kBlk, 16, 1024);
+    const uint64_t ds0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, 16, 1024);
+    const uint64_t do0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, kBlk, 1024);
 
     for (int it = 0; it < ntiles; it++) {
         const int stage = it & 1;
+        const uint64_t stage_step = (uint64_t)(stage * kRBytes) >> 4;
         cp_async_wait<0>();
         aswg::fence_proxy_async();
         __syncthreads(); // tile `it` (and Q) landed and visible to wgmma; everyone is done with tile it - 1
-        if (it + 1 < ntiles) {
-            load_tile(it + 1);
-            cp_async_commit();
-            if (it + 2 < ntiles)
-                read_entries(it + 2);
-        }
-        const uint32_t rt = sr_a + stage * kRBytes;
 
-        // ---- S_w = Q[:, half w] . R[:, half w]^T (64 heads x 64 rows, K = 256)
+        // ---- S_w = Q[:, half w] . R[:, half w]^T (64 heads x 64 rows, K = 256), issued first
         float s[32];
 #pragma unroll
         for (int i = 0; i < 32; i++)
@@ -170,10 +168,16 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         aswg::fence();
 #pragma unroll
         for (int k = 0; k < 16; k++) {
-            const uint32_t off = (uint32_t)(4 * wg + (k >> 2)) * kBlk + (uint32_t)(k & 3) * 32;
-            aswg::wgmma_m64n64k16_ss(s, aswg::desc_sw128(sq_a + off, 16, 1024), aswg::desc_sw128(rt + off, 16, 1024));
+            const uint64_t step = (uint64_t)((k >> 2) * kBlk + (k & 3) * 32) >> 4;
+            aswg::wgmma_m64n64k16_ss(s, dq + step, ds0 + stage_step + step);
         }
         aswg::commit();
+        // ---- while it runs: the next tile's rows into the other stage, the entry after it into a register
+        if (it + 1 < ntiles) {
+            load_tile(it + 1, ent_next);
+            cp_async_commit();
+            ent_next = it + 2 < ntiles ? entry(it + 2) : -1;
+        }
         aswg::wait<0>();
         aswg::pin(s);
 
@@ -182,41 +186,42 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         for (int j = 0; j < 8; j++)
             sx[(wg * 8 + j) * 128 + tig] = make_float4(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
         asmma::bar_named(1, kThreads);
-        const int *valid = sflag + stage * kTR;
-        float z[32];
+        const float *bias = sbias + stage * kTR + 2 * c4;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const float4 o4 = sx[((1 - wg) * 8 + j) * 128 + tig];
-            const bool v0 = valid[j * 8 + 2 * c4] != 0, v1 = valid[j * 8 + 2 * c4 + 1] != 0;
-            z[4 * j + 0] = v0 ? (s[4 * j + 0] + o4.x) * a.scale : -INFINITY;
-            z[4 * j + 1] = v1 ? (s[4 * j + 1] + o4.y) * a.scale : -INFINITY;
-            z[4 * j + 2] = v0 ? (s[4 * j + 2] + o4.z) * a.scale : -INFINITY;
-            z[4 * j + 3] = v1 ? (s[4 * j + 3] + o4.w) * a.scale : -INFINITY;
+            const float2 b2 = *(const float2 *)(bias + 8 * j);
+            // z = S * scale (one rounding: the fma's addend is 0), or -inf for a skipped row
+            s[4 * j + 0] = fmaf(s[4 * j + 0] + o4.x, a.scale, b2.x);
+            s[4 * j + 1] = fmaf(s[4 * j + 1] + o4.y, a.scale, b2.y);
+            s[4 * j + 2] = fmaf(s[4 * j + 2] + o4.z, a.scale, b2.x);
+            s[4 * j + 3] = fmaf(s[4 * j + 3] + o4.w, a.scale, b2.y);
         }
         // ---- online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3)
-        float alpha[2], m_use[2];
+        float alpha[2], mc[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             float mx = -INFINITY;
 #pragma unroll
             for (int j = 0; j < 8; j++)
-                mx = fmaxf(mx, fmaxf(z[4 * j + 2 * r], z[4 * j + 2 * r + 1]));
+                mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float m_new = fmaxf(m_run[r], mx);
-            m_use[r] = m_new == -INFINITY ? 0.0f : m_new; // nothing seen yet: exp(-inf - 0) = 0
-            alpha[r] = exp2f((m_run[r] - m_use[r]) * kLog2e);
+            const float m_use = m_new == -INFINITY ? 0.0f : m_new; // nothing seen yet: exp(-inf - 0) = 0
+            alpha[r] = ex2_approx((m_run[r] - m_use) * kLog2e);
+            mc[r] = m_use * kLog2e;
             m_run[r] = m_new;
         }
 #pragma unroll
         for (int i = 0; i < 32; i++)
-            z[i] = exp2f((z[i] - m_use[(i >> 1) & 1]) * kLog2e); // z now holds p
+            s[i] = ex2_approx(fmaf(s[i], kLog2e, -mc[(i >> 1) & 1])); // s now holds p
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             float ls = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; j++)
-                ls += z[4 * j + 2 * r] + z[4 * j + 2 * r + 1];
+                ls += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
             l_run[r] = l_run[r] * alpha[r] + ls;
         }
 #pragma unroll
@@ -230,10 +235,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         uint32_t pf[4][4];
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            pf[kk][0] = pack_bf16x2(z[8 * kk + 0], z[8 * kk + 1]); // row g, rows 16 kk + 2 c4 (+1)
-            pf[kk][1] = pack_bf16x2(z[8 * kk + 2], z[8 * kk + 3]); // row g + 8
-            pf[kk][2] = pack_bf16x2(z[8 * kk + 4], z[8 * kk + 5]); // row g, rows 16 kk + 8 + 2 c4
-            pf[kk][3] = pack_bf16x2(z[8 * kk + 6], z[8 * kk + 7]); // row g + 8
+            pf[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]); // row g, rows 16 kk + 2 c4 (+1)
+            pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]); // row g + 8
+            pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]); // row g, rows 16 kk + 8 + 2 c4
+            pf[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]); // row g + 8
         }
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
@@ -242,9 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         aswg::fence();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
-            aswg::wgmma_m64n256k16_rs(acc_o, pf[kk],
-                                      aswg::desc_sw128(rt + (uint32_t)(4 * wg) * kBlk + (uint32_t)kk * 16 * 128, kBlk,
-                                                       1024));
+            aswg::wgmma_m64n256k16_rs(acc_o, pf[kk], do0 + stage_step + (uint64_t)(kk * 16 * 128 >> 4));
         aswg::commit();
         aswg::wait<0>();
         aswg::pin(acc_o);
@@ -279,15 +282,14 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
             *(uint32_t *)(sq + tile_off(hl[r], wg * 32 + j) + c4 * 4) =
                 pack_bf16x2(acc_o[4 * j + 2 * r] * f[r], acc_o[4 * j + 2 * r + 1] * f[r]);
     __syncthreads();
-    uint16_t *ot = a.o + ((int64_t)t * a.nh + h0) * kHD;
+    if (h0 + cp_row < a.nh) { // row cp_row, chunks cq + 4 i: the copy pattern of the loads
+        uint16_t *orow = a.o + ((int64_t)t * a.nh + h0 + cp_row) * kHD;
 #pragma unroll
-    for (int i = 0; i < 16; i++) {
-        const int r = cp_r0 + 4 * i;
-        if (h0 + r < a.nh)
-            *(uint4 *)(ot + (int64_t)r * kHD + cp_ch * 8) = *(const uint4 *)(sq + tile_off(r, cp_ch));
+        for (int i = 0; i < 16; i++)
+            *(uint4 *)(orow + (cq + 4 * i) * 8) = *(const uint4 *)(sq + tile_off(cp_row, cq + 4 * i));
     }
 #else
-    (void)a, (void)kLog2e, (void)tile_off(0, 0);
+    (void)a, (void)kLog2e, (void)tile_off(0, 0), (void)ex2_approx(0.0f);
     __trap(); // not the sm_90a code: the launcher never gets here (device_is_sm90)
 #endif // AS_WGMMA
 }
