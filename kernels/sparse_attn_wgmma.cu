@@ -19,8 +19,9 @@
 //     S_w = Q[:, 256 w .. +256] . R[:, 256 w .. +256]^T    16 x wgmma m64n64k16 (both from shared)
 //     S = S_w + S_(1-w) through shared memory (each adds the other's half to its own: fp addition
 //       commutes, so both warpgroups hold the same bits), z = S * scale, -inf for skipped rows;
-//     online softmax per head exactly as the mma.sync kernel (running max without the sink, running
-//       sum of unrounded exp, P rounded to bf16 for the product);
+//     online softmax per head (max without the sink, sum of unrounded exp, P rounded to bf16 for the
+//       product), relative to a reference max that moves only when a tile's max passes it by more
+//       than 8 / ln 2 (weights <= 2^8): most tiles skip the rescale of O;
 //     O_w = O_w * alpha + bf16(P) . R[:, 256 w .. +256]      4 x wgmma m64n256k16 (P from registers)
 //   The next tile's rows are in flight (cp.async) while a tile is computed; the selection entries
 //   two tiles ahead are read into registers meanwhile.
@@ -55,6 +56,7 @@ constexpr uint32_t kXBytes = 2 * 128 * 32 * 4;
 constexpr uint32_t kFlagBytes = 2 * kTR * 4;
 constexpr uint32_t kSmemBytes = 1024 + kQBytes + 2 * kRBytes + kXBytes + kFlagBytes; // 230912
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kSlack = 8.0f / kLog2e; // a tile maximum this far above the reference moves it (weights <= 2^8)
 static_assert(kHB == kTR, "Q and a row tile share one layout");
 
 // Byte offset of 16-byte chunk `ch` (0..63) of row `row` in a swizzled 64-row tile.
@@ -99,7 +101,9 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     float *sbias = (float *)(smem + kQBytes + 2 * kRBytes + kXBytes); // [2][64]: 0, or -inf for a skipped row
     const uint32_t sq_a = smem_u32(sq), sr_a = sq_a + kQBytes;
 
-    const int tid = threadIdx.x, wg = tid >> 7, tig = tid & 127, lane = tid & 31;
+    // wg through a broadcast: the compiler then knows it is warp-uniform and keeps the descriptors
+    // in uniform registers (a k-step is one uniform add, not a move of each half into them)
+    const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), tig = tid & 127, lane = tid & 31;
     const int wi = tig >> 5, g = lane >> 2, c4 = lane & 3;
     const int t = blockIdx.x, h0 = blockIdx.y * kHB;
     const int64_t nrows = (int64_t)a.na + a.nb;
@@ -197,22 +201,43 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
             s[4 * j + 2] = fmaf(s[4 * j + 2] + o4.z, a.scale, b2.x);
             s[4 * j + 3] = fmaf(s[4 * j + 3] + o4.w, a.scale, b2.y);
         }
-        // ---- online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3)
-        float alpha[2], mc[2];
+        // ---- online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3). The weights are taken relative to
+        // m_run, which moves only when a row's tile maximum passes it by more than kSlack (then every
+        // row of the warp moves to its running maximum and O, l are rescaled): weights stay <= 2^8,
+        // and most tiles skip the 128 multiplies of the rescale. Any reference gives the same
+        // normalised result; the epilogue folds the sink relative to the final m_run.
+        float mx[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            float mx = -INFINITY;
+            float m = -INFINITY;
 #pragma unroll
             for (int j = 0; j < 8; j++)
-                mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m_run[r], mx);
-            const float m_use = m_new == -INFINITY ? 0.0f : m_new; // nothing seen yet: exp(-inf - 0) = 0
-            alpha[r] = ex2_approx((m_run[r] - m_use) * kLog2e);
-            mc[r] = m_use * kLog2e;
-            m_run[r] = m_new;
+                m = fmaxf(m, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+            mx[r] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
         }
+        if (__any_sync(0xffffffffu, mx[0] > m_run[0] + kSlack || mx[1] > m_run[1] + kSlack)) {
+            float alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const float m_new = fmaxf(m_run[r], mx[r]);
+                const float m_use = m_new == -INFINITY ? 0.0f : m_new; // nothing seen yet: exp(-inf - 0) = 0
+                alpha[r] = ex2_approx((m_run[r] - m_use) * kLog2e);
+                m_run[r] = m_new;
+                l_run[r] *= alpha[r];
+            }
+#pragma unroll
+            for (int j = 0; j < 32; j++) {
+                acc_o[4 * j + 0] *= alpha[0];
+                acc_o[4 * j + 1] *= alpha[0];
+                acc_o[4 * j + 2] *= alpha[1];
+                acc_o[4 * j + 3] *= alpha[1];
+            }
+        }
+        float mc[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            mc[r] = (m_run[r] == -INFINITY ? 0.0f : m_run[r]) * kLog2e;
 #pragma unroll
         for (int i = 0; i < 32; i++)
             s[i] = ex2_approx(fmaf(s[i], kLog2e, -mc[(i >> 1) & 1])); // s now holds p
@@ -222,14 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 ls += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
-            l_run[r] = l_run[r] * alpha[r] + ls;
-        }
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            acc_o[4 * j + 0] *= alpha[0];
-            acc_o[4 * j + 1] *= alpha[0];
-            acc_o[4 * j + 2] *= alpha[1];
-            acc_o[4 * j + 3] *= alpha[1];
+            l_run[r] += ls;
         }
         // ---- O_w += bf16(P) . R[:, half w]: K = 64 rows (4 k-steps of 16), N = 256 dims
         uint32_t pf[4][4];
@@ -289,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
             *(uint4 *)(orow + (cq + 4 * i) * 8) = *(const uint4 *)(sq + tile_off(cp_row, cq + 4 * i));
     }
 #else
-    (void)a, (void)kLog2e, (void)tile_off(0, 0), (void)ex2_approx(0.0f);
+    (void)a, (void)kLog2e, (void)kSlack, (void)tile_off(0, 0), (void)ex2_approx(0.0f);
     __trap(); // not the sm_90a code: the launcher never gets here (device_is_sm90)
 #endif // AS_WGMMA
 }
