@@ -74,16 +74,6 @@ __device__ __forceinline__ float ex2_approx(float x)
     return y;
 }
 
-// Named barriers (0 is __syncthreads'): the S exchange of both warpgroups; "our half of the exchange
-// buffer is free" of warpgroup w (kBarFree + w: the other arrives, w waits); each warpgroup's own.
-constexpr int kBarFull = 1, kBarFree = 2, kBarWg = 4;
-
-// bar.arrive: counts this thread towards barrier `id` of `count` threads without waiting.
-__device__ __forceinline__ void bar_arrive(int id, int count)
-{
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-
 struct WgArgs {
     const uint16_t *q;
     const uint16_t *rows_a;
@@ -108,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     uint8_t *smem = smem_raw + pad;
     uint8_t *sq = smem;                                            // Q, later the bf16 output
     float4 *sx = (float4 *)(smem + kQBytes + 2 * kRBytes);         // [2 wg][8][128 threads]
-    float *sbias = (float *)(smem + kQBytes + 2 * kRBytes + kXBytes); // [2 wg][2 stages][64]: 0 or -inf
+    float *sbias = (float *)(smem + kQBytes + 2 * kRBytes + kXBytes); // [2][64]: 0, or -inf for a skipped row
     const uint32_t sq_a = smem_u32(sq), sr_a = sq_a + kQBytes;
 
     // wg through a broadcast: the compiler then knows it is warp-uniform and keeps the descriptors
@@ -119,63 +109,45 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     const int64_t nrows = (int64_t)a.na + a.nb;
     const int ntiles = (a.topk + kTR - 1) / kTR;
     const int32_t *sel = a.idx + (int64_t)t * a.topk;
-    float *wbias = sbias + wg * 2 * kTR;
 
-    // A warpgroup reads only its hd half of Q and of the rows (S_w and O_w both), so it copies that
-    // half itself and waits for its own copies only: thread tig moves chunks 32 wg + cq + 4 i (i < 8)
-    // of rows cp_row and cp_row + 32; four lanes cover 64 contiguous bytes of a row.
-    const int cp_row = tig >> 2, cq = tig & 3;
-    // destination of chunk 32 wg + cq + 4 i: column block 4 wg + i / 2, 16-byte slot (cq + 4 (i & 1)) ^ (row % 8)
-    // (rows cp_row and cp_row + 32 have the same row % 8)
-    const uint32_t dst_base = (uint32_t)(4 * wg) * kBlk + (uint32_t)cp_row * 128,
-                   dst_even = (uint32_t)((cq ^ (cp_row & 7)) << 4), dst_odd = (uint32_t)(((cq + 4) ^ (cp_row & 7)) << 4);
-    auto copy_half_row = [&](uint32_t tile, const uint16_t *src, bool ok) { // src: the row's first element
-        src += (32 * wg + cq) * 8;
+    // The copy pattern of a 64-row tile: thread tid moves chunks cq + 4 i (i < 16) of row tid / 4, so
+    // one selection entry a thread a tile, and four lanes cover 64 contiguous bytes of a row.
+    const int cp_row = tid >> 2, cq = tid & 3;
+    // destination of chunk cq + 4 i: column block i / 2, 16-byte slot (cq + 4 (i & 1)) ^ (row % 8)
+    const uint32_t dst_row = (uint32_t)cp_row * 128, dst_even = (uint32_t)((cq ^ (cp_row & 7)) << 4),
+                   dst_odd = (uint32_t)(((cq + 4) ^ (cp_row & 7)) << 4);
+    auto copy_row = [&](uint32_t tile, const uint16_t *src, bool ok) { // src: the row's first element
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            cp_async16(tile + dst_base + (uint32_t)(i >> 1) * kBlk + ((i & 1) ? dst_odd : dst_even), src + 32 * i,
-                       ok ? 16 : 0);
+        for (int i = 0; i < 16; i++)
+            cp_async16(tile + (uint32_t)(i >> 1) * kBlk + dst_row + ((i & 1) ? dst_odd : dst_even),
+                       src + (cq + 4 * i) * 8, ok ? 16 : 0);
     };
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int r = cp_row + 32 * h;
-        const bool ok = h0 + r < a.nh;
-        copy_half_row(sq_a + 32 * 128 * h, ok ? a.q + ((int64_t)t * a.nh + h0 + r) * kHD : a.q, ok);
+    {
+        const bool ok = h0 + cp_row < a.nh;
+        copy_row(sq_a, ok ? a.q + ((int64_t)t * a.nh + h0 + cp_row) * kHD : a.q, ok);
     }
-    auto entries = [&](int it, int (&v)[2]) { // this thread's selection entries of tile `it`
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int e = it * kTR + cp_row + 32 * h;
-            v[h] = e < a.topk ? __ldg(sel + e) : -1;
-        }
+    auto entry = [&](int it) { // this thread's selection entry of tile `it`
+        const int e = it * kTR + cp_row;
+        return e < a.topk ? __ldg(sel + e) : -1;
     };
-    auto load_tile = [&](int it, const int (&v)[2]) {
+    auto load_tile = [&](int it, int v) {
         const int stage = it & 1;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const bool ok = v[h] >= 0 && v[h] < nrows;
-            // a skipped row reads nothing (zero-fill); its source only has to be a valid address
-            const uint16_t *src = !ok             ? a.q
-                                  : v[h] < a.na ? a.rows_a + (int64_t)v[h] * kHD
-                                                : a.rows_b + (int64_t)(v[h] - a.na) * kHD;
-            copy_half_row(sr_a + stage * kRBytes + 32 * 128 * h, src, ok);
-            if (cq == 0)
-                wbias[stage * kTR + cp_row + 32 * h] = ok ? 0.0f : -INFINITY;
-        }
+        const bool ok = v >= 0 && v < nrows;
+        // a skipped row reads nothing (zero-fill); its source only has to be a valid address
+        const uint16_t *src = !ok ? a.q : v < a.na ? a.rows_a + (int64_t)v * kHD : a.rows_b + (int64_t)(v - a.na) * kHD;
+        copy_row(sr_a + stage * kRBytes, src, ok);
+        if (cq == 0)
+            sbias[stage * kTR + cp_row] = ok ? 0.0f : -INFINITY;
     };
-    int ent_next[2] = {-1, -1}; // the entries of the next tile to load
-    if (ntiles > 0) {
-        entries(0, ent_next);
-        load_tile(0, ent_next);
-    }
-    cp_async_commit(); // group: Q + tile 0 (this warpgroup's half)
-    if (ntiles > 1)
-        entries(1, ent_next);
+    int ent_next = ntiles > 1 ? entry(1) : -1; // the entry of the next tile to load
+    if (ntiles > 0)
+        load_tile(0, entry(0));
+    cp_async_commit(); // group: Q + tile 0
 
-    // O accumulators: first written by tile 0's product (accumulate 0). No instruction but wgmma may
-    // define them while a wgmma is in flight across the loop, or ptxas serialises every wgmma.
     float acc_o[128];
-    uint32_t pf[4][4]; // bf16(P) of the tile whose O product is in flight (read by wgmma until it completes)
+#pragma unroll
+    for (int i = 0; i < 128; i++)
+        acc_o[i] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}; // rows g, g + 8 of warp wi: heads 16 wi + g, + 8
     float l_run[2] = {0.0f, 0.0f};           // this thread's part of the row sums
     // Descriptors of this warpgroup's hd half: Q (K-major), a stage's rows (K-major for S, MN-major for O).
@@ -183,53 +155,42 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     const uint64_t dq = aswg::desc_sw128(sq_a + (uint32_t)(4 * wg) * kBlk, 16, 1024);
     const uint64_t ds0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, 16, 1024);
     const uint64_t do0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, kBlk, 1024);
-    const int wg_bar = kBarWg + wg; // named barrier of this warpgroup's 128 threads
-    bar_arrive(kBarFree + 1 - wg, kThreads); // the other warpgroup may write its first S half
 
     for (int it = 0; it < ntiles; it++) {
         const int stage = it & 1;
         const uint64_t stage_step = (uint64_t)(stage * kRBytes) >> 4;
         cp_async_wait<0>();
         aswg::fence_proxy_async();
-        asmma::bar_named(wg_bar, 128); // this warpgroup's half of tile `it` (and Q) landed, visible to wgmma
+        __syncthreads(); // tile `it` (and Q) landed and visible to wgmma; everyone is done with tile it - 1
 
-        // ---- S_w = Q[:, half w] . R[:, half w]^T (64 heads x 64 rows, K = 256); O of tile it - 1 may
-        // still run: the tensor cores take S behind it
+        // ---- S_w = Q[:, half w] . R[:, half w]^T (64 heads x 64 rows, K = 256), issued first
         float s[32];
-        aswg::fence();
-        aswg::wgmma_m64n64k16_ss_first(s, dq, ds0 + stage_step);
 #pragma unroll
-        for (int k = 1; k < 16; k++) {
+        for (int i = 0; i < 32; i++)
+            s[i] = 0.0f;
+        aswg::pin(s);
+        aswg::fence();
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
             const uint64_t step = (uint64_t)((k >> 2) * kBlk + (k & 3) * 32) >> 4;
             aswg::wgmma_m64n64k16_ss(s, dq + step, ds0 + stage_step + step);
         }
         aswg::commit();
-        // ---- S of this tile and O of tile it - 1 complete (waiting for O alone, wait_group 1, makes
-        // ptxas serialise every wgmma); once every warp of the warpgroup is past it, the next tile's
-        // rows into the stage O read, the entries after it into registers
-        aswg::wait<0>();
-        aswg::pin(s);
-        aswg::pin(acc_o);
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            aswg::pin(pf[kk]); // live until here: the compiler may not reuse their registers earlier
+        // ---- while it runs: the next tile's rows into the other stage, the entry after it into a register
         if (it + 1 < ntiles) {
-            asmma::bar_named(wg_bar, 128);
             load_tile(it + 1, ent_next);
             cp_async_commit();
-            if (it + 2 < ntiles)
-                entries(it + 2, ent_next);
+            ent_next = it + 2 < ntiles ? entry(it + 2) : -1;
         }
+        aswg::wait<0>();
+        aswg::pin(s);
 
-        // ---- S = S_w + S_other: the thread of the same index in the other warpgroup holds the same
-        // elements. Our half of sx is free once the other warpgroup has read the last tile's (it arrives
-        // on our barrier after reading; one arrival before the loop stands for "tile -1").
-        asmma::bar_named(kBarFree + wg, kThreads);
+        // ---- S = S_w + S_other: the thread of the same index in the other warpgroup holds the same elements
 #pragma unroll
         for (int j = 0; j < 8; j++)
             sx[(wg * 8 + j) * 128 + tig] = make_float4(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
-        asmma::bar_named(kBarFull, kThreads);
-        const float *bias = wbias + stage * kTR + 2 * c4;
+        asmma::bar_named(1, kThreads);
+        const float *bias = sbias + stage * kTR + 2 * c4;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const float4 o4 = sx[((1 - wg) * 8 + j) * 128 + tig];
@@ -240,7 +201,6 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
             s[4 * j + 2] = fmaf(s[4 * j + 2] + o4.z, a.scale, b2.x);
             s[4 * j + 3] = fmaf(s[4 * j + 3] + o4.w, a.scale, b2.y);
         }
-        bar_arrive(kBarFree + 1 - wg, kThreads); // done reading the other warpgroup's half
         // ---- online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3). The weights are taken relative to
         // m_run, which moves only when a row's tile maximum passes it by more than kSlack (then every
         // row of the warp moves to its running maximum and O, l are rescaled): weights stay <= 2^8,
@@ -257,7 +217,6 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
             mx[r] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
         }
         if (__any_sync(0xffffffffu, mx[0] > m_run[0] + kSlack || mx[1] > m_run[1] + kSlack)) {
-            // (tile 0: nothing to rescale, O is not written yet; l is 0)
             float alpha[2];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
@@ -267,14 +226,12 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
                 m_run[r] = m_new;
                 l_run[r] *= alpha[r];
             }
-            if (it > 0) {
 #pragma unroll
-                for (int j = 0; j < 32; j++) {
-                    acc_o[4 * j + 0] *= alpha[0];
-                    acc_o[4 * j + 1] *= alpha[0];
-                    acc_o[4 * j + 2] *= alpha[1];
-                    acc_o[4 * j + 3] *= alpha[1];
-                }
+            for (int j = 0; j < 32; j++) {
+                acc_o[4 * j + 0] *= alpha[0];
+                acc_o[4 * j + 1] *= alpha[0];
+                acc_o[4 * j + 2] *= alpha[1];
+                acc_o[4 * j + 3] *= alpha[1];
             }
         }
         float mc[2];
@@ -292,8 +249,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
                 ls += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
             l_run[r] += ls;
         }
-        // ---- O_w += bf16(P) . R[:, half w]: K = 64 rows (4 k-steps of 16), N = 256 dims; left in
-        // flight into the next tile (waited for there, before its stage is refilled)
+        // ---- O_w += bf16(P) . R[:, half w]: K = 64 rows (4 k-steps of 16), N = 256 dims
+        uint32_t pf[4][4];
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             pf[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]); // row g, rows 16 kk + 2 c4 (+1)
@@ -308,17 +265,12 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         aswg::fence();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
-            aswg::wgmma_m64n256k16_rs(acc_o, pf[kk], do0 + stage_step + (uint64_t)(kk * 16 * 128 >> 4),
-                                      it > 0 || kk > 0);
+            aswg::wgmma_m64n256k16_rs(acc_o, pf[kk], do0 + stage_step + (uint64_t)(kk * 16 * 128 >> 4));
         aswg::commit();
+        aswg::wait<0>();
+        aswg::pin(acc_o);
     }
-    aswg::wait<0>();
-    aswg::pin(acc_o);
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-        aswg::pin(pf[kk]);
     cp_async_wait<0>();
-    asmma::bar_named(kBarFree + wg, kThreads); // the other warpgroup's last arrival (the barrier ends balanced)
 
     // Row sums over the quad (same association in all four lanes and in both warpgroups).
 #pragma unroll
@@ -340,30 +292,22 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
             f[r] = e / (expf(sk - M) + l_run[r] * e);
         }
     }
-    // This warpgroup's half of the output, staged as bf16 in its half of the Q buffer (which only its
-    // own wgmma read), then stored with the copy pattern of the loads.
-    asmma::bar_named(wg_bar, 128); // every warp of the warpgroup is done reading Q
+    __syncthreads(); // every warpgroup is done reading Q
 #pragma unroll
     for (int r = 0; r < 2; r++)
 #pragma unroll
         for (int j = 0; j < 32; j++)
             *(uint32_t *)(sq + tile_off(hl[r], wg * 32 + j) + c4 * 4) =
                 pack_bf16x2(acc_o[4 * j + 2 * r] * f[r], acc_o[4 * j + 2 * r + 1] * f[r]);
-    asmma::bar_named(wg_bar, 128);
+    __syncthreads();
+    if (h0 + cp_row < a.nh) { // row cp_row, chunks cq + 4 i: the copy pattern of the loads
+        uint16_t *orow = a.o + ((int64_t)t * a.nh + h0 + cp_row) * kHD;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int r = cp_row + 32 * h;
-        if (h0 + r < a.nh) {
-            uint16_t *orow = a.o + ((int64_t)t * a.nh + h0 + r) * kHD;
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const int ch = 32 * wg + cq + 4 * i;
-                *(uint4 *)(orow + ch * 8) = *(const uint4 *)(sq + tile_off(r, ch));
-            }
-        }
+        for (int i = 0; i < 16; i++)
+            *(uint4 *)(orow + (cq + 4 * i) * 8) = *(const uint4 *)(sq + tile_off(cp_row, cq + 4 * i));
     }
 #else
-    (void)a, (void)kLog2e, (void)kSlack, (void)kBarFull, (void)kBarFree, (void)kBarWg, (void)bar_arrive, (void)tile_off(0, 0), (void)ex2_approx(0.0f);
+    (void)a, (void)kLog2e, (void)kSlack, (void)tile_off(0, 0), (void)ex2_approx(0.0f);
     __trap(); // not the sm_90a code: the launcher never gets here (device_is_sm90)
 #endif // AS_WGMMA
 }
