@@ -117,7 +117,9 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     const int nwork = a.s * a.nhb;
     if ((int)blockIdx.x >= nwork || ntiles == 0)
         return; // uniform over the block
-    // (no division per tile: the current tile and the entry cursor advance by counting)
+    const int nmine = (nwork - 1 - (int)blockIdx.x) / (int)gridDim.x + 1;
+    const int64_t nflat = (int64_t)nmine * ntiles;
+    auto work_of = [&](int64_t f) { return (int)blockIdx.x + (int)(f / ntiles) * (int)gridDim.x; };
 
     // The copy pattern of a 64-row tile: thread tid moves chunks cq + 4 i (i < 16) of row tid / 4, so
     // one selection entry a thread a tile, and four lanes cover 64 contiguous bytes of a row.
@@ -136,22 +138,14 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         const bool ok = h < a.nh;
         copy_row(sq_a, ok ? a.q + ((int64_t)t * a.nh + h) * kHD : a.q, ok);
     };
-    // The entry cursor: item ew, tile eit (the next tile whose selection entry is read).
-    int ew = (int)blockIdx.x, eit = 0;
-    const int32_t *esel = a.idx + (int64_t)(ew / a.nhb) * a.topk + cp_row; // the item's selection, this thread's row
-    auto next_entry = [&]() { // this thread's entry of the cursor's tile (-1 past the block's last), then advance
-        int v = -1;
-        if (ew < nwork) {
-            if (eit * kTR + cp_row < a.topk)
-                v = __ldg(esel + eit * kTR);
-            if (++eit == ntiles) {
-                eit = 0, ew += (int)gridDim.x;
-                esel = a.idx + (int64_t)(ew / a.nhb) * a.topk + cp_row;
-            }
-        }
-        return v;
+    auto entry = [&](int64_t f) { // this thread's selection entry of flat tile f (-1 past the end)
+        if (f >= nflat)
+            return -1;
+        const int t = work_of(f) / a.nhb, e = (int)(f % ntiles) * kTR + cp_row;
+        return e < a.topk ? __ldg(a.idx + (int64_t)t * a.topk + e) : -1;
     };
-    auto load_tile = [&](int stage, int v) {
+    auto load_tile = [&](int64_t f, int v) {
+        const int stage = (int)(f & 1);
         const bool ok = v >= 0 && v < nrows;
         // a skipped row reads nothing (zero-fill); its source only has to be a valid address
         const uint16_t *src = !ok ? a.q : v < a.na ? a.rows_a + (int64_t)v * kHD : a.rows_b + (int64_t)(v - a.na) * kHD;
@@ -159,10 +153,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         if (cq == 0)
             sbias[stage * kTR + cp_row] = ok ? 0.0f : -INFINITY;
     };
-    load_q((int)blockIdx.x);
-    load_tile(0, next_entry());
+    load_q(work_of(0));
+    load_tile(0, entry(0));
     cp_async_commit(); // group: Q + tile 0
-    int ent_next = next_entry(); // the entry of the next tile to load
+    int ent_next = entry(1); // the entry of the next tile to load
 
     float acc_o[128];
     float m_run[2], l_run[2]; // rows g, g + 8 of warp wi (heads 16 wi + g, + 8): reference max, row sum part
@@ -172,9 +166,9 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     const uint64_t ds0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, 16, 1024);
     const uint64_t do0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, kBlk, 1024);
 
-    int w = (int)blockIdx.x, it = 0, stage = 0; // the current tile: item w, tile it, in stage
-    for (;;) {
-        const bool first = it == 0, last = it == ntiles - 1, more = !last || w + (int)gridDim.x < nwork;
+    for (int64_t f = 0; f < nflat; f++) {
+        const int it = (int)(f % ntiles), stage = (int)(f & 1);
+        const bool first = it == 0, last = it == ntiles - 1;
         const uint64_t stage_step = (uint64_t)(stage * kRBytes) >> 4;
         cp_async_wait<0>();
         aswg::fence_proxy_async();
@@ -201,10 +195,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         }
         aswg::commit();
         // ---- while it runs: the next tile's rows into the other stage, the entry after it into a register
-        if (more) {
-            load_tile(stage ^ 1, ent_next);
+        if (f + 1 < nflat) {
+            load_tile(f + 1, ent_next);
             cp_async_commit();
-            ent_next = next_entry();
+            ent_next = entry(f + 2);
         }
         aswg::wait<0>();
         aswg::pin(s);
@@ -215,8 +209,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
             sx[(wg * 8 + j) * 128 + tig] = make_float4(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
         asmma::bar_named(1, kThreads);
         // every warp is past its S: the last tile of an item frees Q for the next item's
-        if (last && more) {
-            load_q(w + (int)gridDim.x);
+        if (last && f + 1 < nflat) {
+            load_q(work_of(f + 1));
             cp_async_commit();
         }
         const float *bias = sbias + stage * kTR + 2 * c4;
@@ -299,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         aswg::wait<0>();
         aswg::pin(acc_o);
         if (last) { // ---- the item's output, staged as bf16 in this tile's stage (free once every O is done)
-            const int t = w / a.nhb, h0 = (w % a.nhb) * kHB;
+            const int w = work_of(f), t = w / a.nhb, h0 = (w % a.nhb) * kHB;
             // row sums over the quad (same association in all four lanes and in both warpgroups)
 #pragma unroll
             for (int r = 0; r < 2; r++) {
@@ -335,13 +329,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
                 for (int i = 0; i < 16; i++)
                     *(uint4 *)(orow + (cq + 4 * i) * 8) = *(const uint4 *)(so + tile_off(cp_row, cq + 4 * i));
             }
-            // (the stage is next written by the copies of the tile after next, after the next top barrier)
+            // (the stage is next written by the copies of tile f + 2, issued after the next top barrier)
         }
-        if (!more)
-            break;
-        stage ^= 1;
-        if (++it == ntiles)
-            it = 0, w += (int)gridDim.x;
     }
     cp_async_wait<0>();
 #else
