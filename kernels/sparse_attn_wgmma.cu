@@ -11,9 +11,7 @@
 // one copy per warp, about 6 MAC per shared-memory byte, which caps it near 20% of the tensor-core
 // rate (bench/KERNELS.md). A warpgroup's wgmma reads its shared operands once for 64 rows.
 //
-// Persistent blocks (one an SM), each running the flat sequence of tiles of its work items (query t,
-// 64-head block) = blockIdx.x, + gridDim.x, ...: the next item's Q and first rows load while the
-// current item's last tile computes. 256 threads = two warpgroups, wg 0 and wg 1.
+// One block per (query t, 64-head block): 256 threads = two warpgroups, wg 0 and wg 1.
 //   shared memory (1024-aligned, 128-byte swizzle, kernels/wgmma.cuh): Q [64 heads][512] (64 KB),
 //   two stages of 64 gathered rows [64][512] (64 KB each, cp.async; a skipped index is zero-filled
 //   and masked), an f32 exchange tile per warpgroup (16 KB each), the stages' row-validity flags.
@@ -27,8 +25,8 @@
 //     O_w = O_w * alpha + bf16(P) . R[:, 256 w .. +256]      4 x wgmma m64n256k16 (P from registers)
 //   The next tile's rows are in flight (cp.async) while a tile is computed; the selection entries
 //   two tiles ahead are read into registers meanwhile.
-//   an item's last tile: the sink is folded in as in the mma.sync kernel, the bf16 rows staged in
-//   that tile's stage and written with coalesced 16-byte stores.
+//   end: the sink is folded in as in the mma.sync kernel, the bf16 rows staged in the Q buffer and
+//   written with coalesced 16-byte stores.
 // No split over the selection: the launcher takes this kernel where s x head blocks fill the device
 // (prefill); decode and short chunks keep kernels/sparse_attn.cu and kernels/attn_decode.cu.
 #include <math.h>
@@ -88,8 +86,6 @@ struct WgArgs {
     uint16_t *o;
     int nh;
     float scale;
-    int s;   // queries
-    int nhb; // 64-head blocks: work items are (query, head block), s * nhb of them
 };
 
 __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a)
@@ -100,7 +96,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     // 1024-aligned base (the swizzle atoms' alignment, descriptor base offset 0)
     const uint32_t raw = smem_u32(smem_raw), pad = ((raw + 1023u) & ~1023u) - raw;
     uint8_t *smem = smem_raw + pad;
-    uint8_t *sq = smem;                                            // Q of the current work item
+    uint8_t *sq = smem;                                            // Q, later the bf16 output
     float4 *sx = (float4 *)(smem + kQBytes + 2 * kRBytes);         // [2 wg][8][128 threads]
     float *sbias = (float *)(smem + kQBytes + 2 * kRBytes + kXBytes); // [2][64]: 0, or -inf for a skipped row
     const uint32_t sq_a = smem_u32(sq), sr_a = sq_a + kQBytes;
@@ -109,17 +105,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     // in uniform registers (a k-step is one uniform add, not a move of each half into them)
     const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), tig = tid & 127, lane = tid & 31;
     const int wi = tig >> 5, g = lane >> 2, c4 = lane & 3;
+    const int t = blockIdx.x, h0 = blockIdx.y * kHB;
     const int64_t nrows = (int64_t)a.na + a.nb;
     const int ntiles = (a.topk + kTR - 1) / kTR;
-    // Persistent: work item w = (query t, head block) for w = blockIdx.x, + gridDim.x, ...; this block
-    // runs the flat sequence of their tiles, so the next item's Q and first rows load while the
-    // current item's last tile computes, and its output is stored from a free stage.
-    const int nwork = a.s * a.nhb;
-    if ((int)blockIdx.x >= nwork || ntiles == 0)
-        return; // uniform over the block
-    const int nmine = (nwork - 1 - (int)blockIdx.x) / (int)gridDim.x + 1;
-    const int64_t nflat = (int64_t)nmine * ntiles;
-    auto work_of = [&](int64_t f) { return (int)blockIdx.x + (int)(f / ntiles) * (int)gridDim.x; };
+    const int32_t *sel = a.idx + (int64_t)t * a.topk;
 
     // The copy pattern of a 64-row tile: thread tid moves chunks cq + 4 i (i < 16) of row tid / 4, so
     // one selection entry a thread a tile, and four lanes cover 64 contiguous bytes of a row.
@@ -133,19 +122,16 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
             cp_async16(tile + (uint32_t)(i >> 1) * kBlk + dst_row + ((i & 1) ? dst_odd : dst_even),
                        src + (cq + 4 * i) * 8, ok ? 16 : 0);
     };
-    auto load_q = [&](int w) { // Q of work item w: 64 heads (those >= nh zero-filled)
-        const int t = w / a.nhb, h = (w % a.nhb) * kHB + cp_row;
-        const bool ok = h < a.nh;
-        copy_row(sq_a, ok ? a.q + ((int64_t)t * a.nh + h) * kHD : a.q, ok);
+    {
+        const bool ok = h0 + cp_row < a.nh;
+        copy_row(sq_a, ok ? a.q + ((int64_t)t * a.nh + h0 + cp_row) * kHD : a.q, ok);
+    }
+    auto entry = [&](int it) { // this thread's selection entry of tile `it`
+        const int e = it * kTR + cp_row;
+        return e < a.topk ? __ldg(sel + e) : -1;
     };
-    auto entry = [&](int64_t f) { // this thread's selection entry of flat tile f (-1 past the end)
-        if (f >= nflat)
-            return -1;
-        const int t = work_of(f) / a.nhb, e = (int)(f % ntiles) * kTR + cp_row;
-        return e < a.topk ? __ldg(a.idx + (int64_t)t * a.topk + e) : -1;
-    };
-    auto load_tile = [&](int64_t f, int v) {
-        const int stage = (int)(f & 1);
+    auto load_tile = [&](int it, int v) {
+        const int stage = it & 1;
         const bool ok = v >= 0 && v < nrows;
         // a skipped row reads nothing (zero-fill); its source only has to be a valid address
         const uint16_t *src = !ok ? a.q : v < a.na ? a.rows_a + (int64_t)v * kHD : a.rows_b + (int64_t)(v - a.na) * kHD;
@@ -153,33 +139,29 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         if (cq == 0)
             sbias[stage * kTR + cp_row] = ok ? 0.0f : -INFINITY;
     };
-    load_q(work_of(0));
-    load_tile(0, entry(0));
+    int ent_next = ntiles > 1 ? entry(1) : -1; // the entry of the next tile to load
+    if (ntiles > 0)
+        load_tile(0, entry(0));
     cp_async_commit(); // group: Q + tile 0
-    int ent_next = entry(1); // the entry of the next tile to load
 
     float acc_o[128];
-    float m_run[2], l_run[2]; // rows g, g + 8 of warp wi (heads 16 wi + g, + 8): reference max, row sum part
+#pragma unroll
+    for (int i = 0; i < 128; i++)
+        acc_o[i] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}; // rows g, g + 8 of warp wi: heads 16 wi + g, + 8
+    float l_run[2] = {0.0f, 0.0f};           // this thread's part of the row sums
     // Descriptors of this warpgroup's hd half: Q (K-major), a stage's rows (K-major for S, MN-major for O).
     // A k-step adds its byte offset / 16 to the start-address field (no carry: shared addresses < 256 KB).
     const uint64_t dq = aswg::desc_sw128(sq_a + (uint32_t)(4 * wg) * kBlk, 16, 1024);
     const uint64_t ds0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, 16, 1024);
     const uint64_t do0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, kBlk, 1024);
 
-    for (int64_t f = 0; f < nflat; f++) {
-        const int it = (int)(f % ntiles), stage = (int)(f & 1);
-        const bool first = it == 0, last = it == ntiles - 1;
+    for (int it = 0; it < ntiles; it++) {
+        const int stage = it & 1;
         const uint64_t stage_step = (uint64_t)(stage * kRBytes) >> 4;
         cp_async_wait<0>();
         aswg::fence_proxy_async();
-        __syncthreads(); // tile f (and its Q) landed and visible to wgmma; everyone is done with tile f - 1
-        if (first) {
-#pragma unroll
-            for (int i = 0; i < 128; i++)
-                acc_o[i] = 0.0f;
-            m_run[0] = m_run[1] = -INFINITY;
-            l_run[0] = l_run[1] = 0.0f;
-        }
+        __syncthreads(); // tile `it` (and Q) landed and visible to wgmma; everyone is done with tile it - 1
 
         // ---- S_w = Q[:, half w] . R[:, half w]^T (64 heads x 64 rows, K = 256), issued first
         float s[32];
@@ -195,10 +177,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         }
         aswg::commit();
         // ---- while it runs: the next tile's rows into the other stage, the entry after it into a register
-        if (f + 1 < nflat) {
-            load_tile(f + 1, ent_next);
+        if (it + 1 < ntiles) {
+            load_tile(it + 1, ent_next);
             cp_async_commit();
-            ent_next = entry(f + 2);
+            ent_next = it + 2 < ntiles ? entry(it + 2) : -1;
         }
         aswg::wait<0>();
         aswg::pin(s);
@@ -208,11 +190,6 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         for (int j = 0; j < 8; j++)
             sx[(wg * 8 + j) * 128 + tig] = make_float4(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
         asmma::bar_named(1, kThreads);
-        // every warp is past its S: the last tile of an item frees Q for the next item's
-        if (last && f + 1 < nflat) {
-            load_q(work_of(f + 1));
-            cp_async_commit();
-        }
         const float *bias = sbias + stage * kTR + 2 * c4;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -292,47 +269,43 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
         aswg::commit();
         aswg::wait<0>();
         aswg::pin(acc_o);
-        if (last) { // ---- the item's output, staged as bf16 in this tile's stage (free once every O is done)
-            const int w = work_of(f), t = w / a.nhb, h0 = (w % a.nhb) * kHB;
-            // row sums over the quad (same association in all four lanes and in both warpgroups)
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-                l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-            }
-            const int hl[2] = {wi * 16 + g, wi * 16 + g + 8}; // local heads of rows g, g + 8
-            float fr[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int h = h0 + hl[r];
-                const float sk = h < a.nh ? a.sink[h] : 0.0f;
-                if (m_run[r] == -INFINITY) {
-                    fr[r] = 0.0f; // no selected row: o = 0
-                } else { // the sink folded in, relative to the reference max
-                    const float M = fmaxf(m_run[r], sk);
-                    const float e = expf(m_run[r] - M);
-                    fr[r] = e / (expf(sk - M) + l_run[r] * e);
-                }
-            }
-            uint8_t *so = smem + kQBytes + stage * kRBytes;
-            __syncthreads(); // every warp's O product is done reading this stage
-#pragma unroll
-            for (int r = 0; r < 2; r++)
-#pragma unroll
-                for (int j = 0; j < 32; j++)
-                    *(uint32_t *)(so + tile_off(hl[r], wg * 32 + j) + c4 * 4) =
-                        pack_bf16x2(acc_o[4 * j + 2 * r] * fr[r], acc_o[4 * j + 2 * r + 1] * fr[r]);
-            __syncthreads();
-            if (h0 + cp_row < a.nh) { // row cp_row, chunks cq + 4 i: the copy pattern of the loads
-                uint16_t *orow = a.o + ((int64_t)t * a.nh + h0 + cp_row) * kHD;
-#pragma unroll
-                for (int i = 0; i < 16; i++)
-                    *(uint4 *)(orow + (cq + 4 * i) * 8) = *(const uint4 *)(so + tile_off(cp_row, cq + 4 * i));
-            }
-            // (the stage is next written by the copies of tile f + 2, issued after the next top barrier)
-        }
     }
     cp_async_wait<0>();
+
+    // Row sums over the quad (same association in all four lanes and in both warpgroups).
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    }
+    const int hl[2] = {wi * 16 + g, wi * 16 + g + 8}; // local heads of rows g, g + 8
+    float f[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int h = h0 + hl[r];
+        const float sk = h < a.nh ? a.sink[h] : 0.0f;
+        if (m_run[r] == -INFINITY) {
+            f[r] = 0.0f; // no selected row: o = 0
+        } else {
+            const float M = fmaxf(m_run[r], sk);
+            const float e = expf(m_run[r] - M);
+            f[r] = e / (expf(sk - M) + l_run[r] * e);
+        }
+    }
+    __syncthreads(); // every warpgroup is done reading Q
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+            *(uint32_t *)(sq + tile_off(hl[r], wg * 32 + j) + c4 * 4) =
+                pack_bf16x2(acc_o[4 * j + 2 * r] * f[r], acc_o[4 * j + 2 * r + 1] * f[r]);
+    __syncthreads();
+    if (h0 + cp_row < a.nh) { // row cp_row, chunks cq + 4 i: the copy pattern of the loads
+        uint16_t *orow = a.o + ((int64_t)t * a.nh + h0 + cp_row) * kHD;
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            *(uint4 *)(orow + (cq + 4 * i) * 8) = *(const uint4 *)(sq + tile_off(cp_row, cq + 4 * i));
+    }
 #else
     (void)a, (void)kLog2e, (void)kSlack, (void)tile_off(0, 0), (void)ex2_approx(0.0f);
     __trap(); // not the sm_90a code: the launcher never gets here (device_is_sm90)
@@ -379,7 +352,7 @@ extern "C" int as_k_sparse_attn_wgmma(const as_bf16_t *q, const as_bf16_t *rows_
     if (s == 0)
         return 0;
     const int nhb = nh / kHB + (nh % kHB != 0);
-    if ((int64_t)s * nhb > 0x7fffffff)
+    if (s > 0x7fffffff || nhb > 65535)
         return (int)cudaErrorInvalidValue;
     static bool attr_done[64];
     int dev = 0;
@@ -393,9 +366,7 @@ extern "C" int as_k_sparse_attn_wgmma(const as_bf16_t *q, const as_bf16_t *rows_
         if (dev >= 0 && dev < 64)
             attr_done[dev] = true;
     }
-    WgArgs a{q, rows_a, na, rows_b, nb, idx, topk, sink, o, nh, scale, s, nhb};
-    const int64_t nwork = (int64_t)s * nhb;
-    const int blocks = (int)(nwork < as_sm_count() ? nwork : as_sm_count()); // persistent: one block an SM
-    as_launch(sparse_attn_wgmma_kernel, dim3((unsigned)blocks), kThreads, kSmemBytes, st, a);
+    WgArgs a{q, rows_a, na, rows_b, nb, idx, topk, sink, o, nh, scale};
+    as_launch(sparse_attn_wgmma_kernel, dim3((unsigned)s, (unsigned)nhb), kThreads, kSmemBytes, st, a);
     return AS_LAUNCH_RESULT();
 }
