@@ -74,6 +74,44 @@ __device__ __forceinline__ float ex2_approx(float x)
     return y;
 }
 
+// The weights of half H of a tile's 64 rows (S fragment chunks 4 H .. 4 H + 3, in place in s): p =
+// 2^(z log2 e - mc), their part of the row sums into l, and as bf16 A fragments of the O product's
+// k-steps 2 H, 2 H + 1, kept in pf and written for the other warpgroup to `out` (two 16-byte slots
+// 128 x 16 bytes apart).
+template <int H>
+__device__ __forceinline__ void weights_half(float (&s)[32], const float (&mc)[2], float (&l)[2], uint32_t (&pf)[4][4],
+                                             uint4 *out)
+{
+#pragma unroll
+    for (int i = 16 * H; i < 16 * H + 16; i++)
+        s[i] = ex2_approx(fmaf(s[i], kLog2e, -mc[(i >> 1) & 1]));
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float ls = 0.0f;
+#pragma unroll
+        for (int j = 4 * H; j < 4 * H + 4; j++)
+            ls += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+        l[r] += ls;
+    }
+#pragma unroll
+    for (int kk = 2 * H; kk < 2 * H + 2; kk++) {
+        pf[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]); // row g, rows 16 kk + 2 c4 (+1)
+        pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]); // row g + 8
+        pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]); // row g, rows 16 kk + 8 + 2 c4
+        pf[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]); // row g + 8
+        out[(kk - 2 * H) * 128] = make_uint4(pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3]);
+    }
+}
+// The other warpgroup's half H of the bf16 weights, from `in` (as weights_half wrote them).
+template <int H> __device__ __forceinline__ void take_half(uint32_t (&pf)[4][4], const uint4 *in)
+{
+#pragma unroll
+    for (int kk = 2 * H; kk < 2 * H + 2; kk++) {
+        const uint4 v = in[(kk - 2 * H) * 128];
+        pf[kk][0] = v.x, pf[kk][1] = v.y, pf[kk][2] = v.z, pf[kk][3] = v.w;
+    }
+}
+
 struct WgArgs {
     const uint16_t *q;
     const uint16_t *rows_a;
@@ -238,26 +276,21 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
 #pragma unroll
         for (int r = 0; r < 2; r++)
             mc[r] = (m_run[r] == -INFINITY ? 0.0f : m_run[r]) * kLog2e;
-#pragma unroll
-        for (int i = 0; i < 32; i++)
-            s[i] = ex2_approx(fmaf(s[i], kLog2e, -mc[(i >> 1) & 1])); // s now holds p
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float ls = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                ls += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
-            l_run[r] += ls;
-        }
-        // ---- O_w += bf16(P) . R[:, half w]: K = 64 rows (4 k-steps of 16), N = 256 dims
+        // ---- the weights, half each: warpgroup w exponentiates rows 32 w .. 32 w + 31 of the tile (k-steps
+        // 2 w, 2 w + 1 of the O product) and keeps their part of the row sums; the bf16 halves are swapped
+        // through the slots just read (each thread's partner reads only its own slots)
         uint32_t pf[4][4];
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            pf[kk][0] = pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]); // row g, rows 16 kk + 2 c4 (+1)
-            pf[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]); // row g + 8
-            pf[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]); // row g, rows 16 kk + 8 + 2 c4
-            pf[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]); // row g + 8
-        }
+        uint4 *mine = (uint4 *)(sx + (1 - wg) * 8 * 128 + tig), *theirs = (uint4 *)(sx + wg * 8 * 128 + tig);
+        if (wg == 0)
+            weights_half<0>(s, mc, l_run, pf, mine);
+        else
+            weights_half<1>(s, mc, l_run, pf, mine);
+        asmma::bar_named(1, kThreads);
+        if (wg == 0)
+            take_half<1>(pf, theirs);
+        else
+            take_half<0>(pf, theirs);
+        // ---- O_w += bf16(P) . R[:, half w]: K = 64 rows (4 k-steps of 16), N = 256 dims
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
             aswg::pin(pf[kk]);
@@ -272,7 +305,16 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
     }
     cp_async_wait<0>();
 
-    // Row sums over the quad (same association in all four lanes and in both warpgroups).
+    // Row sums: this warpgroup's half plus the other's (own + other: the same bits in both, addition
+    // commutes), then over the quad (same association in all four lanes and in both warpgroups).
+    __syncthreads(); // every weight swap of the last tile is read
+    *(float2 *)(sx + wg * 8 * 128 + tig) = make_float2(l_run[0], l_run[1]);
+    __syncthreads();
+    {
+        const float2 other = *(const float2 *)(sx + (1 - wg) * 8 * 128 + tig);
+        l_run[0] += other.x;
+        l_run[1] += other.y;
+    }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
