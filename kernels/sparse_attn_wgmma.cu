@@ -290,13 +290,6 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
             take_half<1>(pf, theirs);
         else
             take_half<0>(pf, theirs);
-        // ---- the row of the tile after next (its entry has arrived by now) into L2, so that its copies
-        // in the next tile find it there
-        if (cq == 0 && it + 2 < ntiles && ent_next >= 0 && ent_next < nrows) {
-            const uint16_t *row = ent_next < a.na ? a.rows_a + (int64_t)ent_next * kHD
-                                                  : a.rows_b + (int64_t)(ent_next - a.na) * kHD;
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(kHD * 2) : "memory");
-        }
         // ---- O_w += bf16(P) . R[:, half w]: K = 64 rows (4 k-steps of 16), N = 256 dims
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
