@@ -36,8 +36,12 @@ mkdir -p "$OUT"
 ROOT=$(pwd)
 AS=${AS_DIR:-/tmp/as}
 BUNDLE=${AS_BUNDLE:-dist/attnscope.tar.xz}
-if [ ! -x "$AS/attnscope/attnscope" ]; then
-    mkdir -p "$AS" && tar -C "$AS" -xJf "$BUNDLE" || { echo "no bundle ($BUNDLE)"; exit 3; }
+# unpacked again whenever the carried bundle differs from the one unpacked (a machine kept warm
+# between calls still holds the previous call's bundle)
+SHA=$(sha256sum "$BUNDLE" 2>/dev/null | cut -c1-64)
+if [ ! -x "$AS/attnscope/attnscope" ] || [ "$(cat "$AS/.bundle_sha" 2>/dev/null)" != "$SHA" ]; then
+    rm -rf "$AS/attnscope" && mkdir -p "$AS" && tar -C "$AS" -xJf "$BUNDLE" || { echo "no bundle ($BUNDLE)"; exit 3; }
+    echo "$SHA" >"$AS/.bundle_sha"
 fi
 B=$AS/attnscope
 export ATTNSCOPE_CACHE=$AS/cache ATTNSCOPE_GPU_CACHE=$AS/cache ATTNSCOPE_BIN=$B/attnscope
