@@ -9,19 +9,22 @@
 //
 // Why a second kernel: the mma.sync kernel feeds every warp's tensor-core operands through ldmatrix,
 // one copy per warp, about 6 MAC per shared-memory byte, which caps it near 20% of the tensor-core
-// rate (bench/KERNELS.md). A warpgroup's wgmma reads its shared operands once for 64 rows.
+// rate (bench/KERNELS.md). A warpgroup's wgmma reads its shared operands once for 64 rows: 2.1x the
+// mma.sync kernel's rate at the flash prefill (bench/RESULTS.md, where the variants tried and
+// dropped are listed too).
 //
 // One block per (query t, 64-head block): 256 threads = two warpgroups, wg 0 and wg 1.
 //   shared memory (1024-aligned, 128-byte swizzle, kernels/wgmma.cuh): Q [64 heads][512] (64 KB),
 //   two stages of 64 gathered rows [64][512] (64 KB each, cp.async; a skipped index is zero-filled
-//   and masked), an f32 exchange tile per warpgroup (16 KB each), the stages' row-validity flags.
+//   and masked), an f32 exchange tile per warpgroup (16 KB each), the stages' row biases (0 / -inf).
 //   per tile of 64 selected rows, warpgroup w:
 //     S_w = Q[:, 256 w .. +256] . R[:, 256 w .. +256]^T    16 x wgmma m64n64k16 (both from shared)
 //     S = S_w + S_(1-w) through shared memory (each adds the other's half to its own: fp addition
 //       commutes, so both warpgroups hold the same bits), z = S * scale, -inf for skipped rows;
 //     online softmax per head (max without the sink, sum of unrounded exp, P rounded to bf16 for the
 //       product), relative to a reference max that moves only when a tile's max passes it by more
-//       than 8 / ln 2 (weights <= 2^8): most tiles skip the rescale of O;
+//       than 8 / ln 2 (weights <= 2^8): most tiles skip the rescale of O; each warpgroup
+//       exponentiates half of the tile's rows and the bf16 halves are swapped through shared memory;
 //     O_w = O_w * alpha + bf16(P) . R[:, 256 w .. +256]      4 x wgmma m64n256k16 (P from registers)
 //   The next tile's rows are in flight (cp.async) while a tile is computed; the selection entries
 //   two tiles ahead are read into registers meanwhile.
@@ -53,8 +56,8 @@ constexpr uint32_t kBlk = 64 * 128;      // one 64-dim column block of a 64-row 
 constexpr uint32_t kQBytes = 8 * kBlk;   // 64 KB
 constexpr uint32_t kRBytes = 8 * kBlk;   // 64 KB a stage
 constexpr uint32_t kXBytes = 2 * 128 * 32 * 4;
-constexpr uint32_t kFlagBytes = 2 * kTR * 4;
-constexpr uint32_t kSmemBytes = 1024 + kQBytes + 2 * kRBytes + kXBytes + kFlagBytes; // 230912
+constexpr uint32_t kBiasBytes = 2 * kTR * 4;
+constexpr uint32_t kSmemBytes = 1024 + kQBytes + 2 * kRBytes + kXBytes + kBiasBytes; // 230912
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kSlack = 8.0f / kLog2e; // a tile maximum this far above the reference moves it (weights <= 2^8)
 static_assert(kHB == kTR, "Q and a row tile share one layout");
