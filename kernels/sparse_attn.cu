@@ -338,14 +338,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_mma_kernel(AttnArgs a
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int h = h0 + hl[r];
-        const float sk = h < a.nh ? a.sink[h] : 0.0f;
-        if (m_run[r] == -INFINITY) {
-            f[r] = 0.0f; // no selected row: o = 0
-        } else {
-            const float M = fmaxf(m_run[r], sk);
-            const float e = expf(m_run[r] - M);
-            f[r] = e / (expf(sk - M) + l_run[r] * e);
-        }
+        f[r] = as_d_sink_fold(m_run[r], l_run[r], h < a.nh ? a.sink[h] : 0.0f);
     }
     __syncthreads(); // every warp is done reading Q
 #pragma unroll
@@ -457,13 +450,7 @@ __global__ void __launch_bounds__(128) sparse_attn_warp_kernel(AttnArgs a, int s
             ov[e] = ov[e] * alpha + p * rv[e];
         m = m_new;
     }
-    float f = 0.0f;
-    if (m != -INFINITY) {
-        const float sk = a.sink[h];
-        const float M = fmaxf(m, sk);
-        const float e = expf(m - M);
-        f = e / (expf(sk - M) + l * e);
-    }
+    const float f = as_d_sink_fold(m, l, a.sink[h]);
     uint16_t *dst = a.o + pair * hd;
 #pragma unroll
     for (int e = 0; e < kWarpE; e++) {

@@ -328,14 +328,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int h = h0 + hl[r];
-        const float sk = h < a.nh ? a.sink[h] : 0.0f;
-        if (m_run[r] == -INFINITY) {
-            f[r] = 0.0f; // no selected row: o = 0
-        } else {
-            const float M = fmaxf(m_run[r], sk);
-            const float e = expf(m_run[r] - M);
-            f[r] = e / (expf(sk - M) + l_run[r] * e);
-        }
+        f[r] = as_d_sink_fold(m_run[r], l_run[r], h < a.nh ? a.sink[h] : 0.0f);
     }
     __syncthreads(); // every warpgroup is done reading Q
 #pragma unroll
