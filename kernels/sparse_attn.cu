@@ -54,6 +54,7 @@
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
+#include "kernels/sparse_attn_args.cuh"
 
 namespace {
 
@@ -80,27 +81,7 @@ template <int HD> __device__ __forceinline__ uint32_t swz(int row, int ch)
     return (uint32_t)(row * (HD * 2) + ((ch ^ (row & 7)) << 4));
 }
 
-struct AttnArgs {
-    const uint16_t *q;
-    const uint16_t *rows_a;
-    int na;
-    const uint16_t *rows_b;
-    int nb;
-    const int32_t *idx;
-    int topk;
-    const float *sink;
-    uint16_t *o;
-    int nh;
-    float scale;
-    int tiles_per_split;
-    float *ws_o;  // [s][nsplit][nh][HD], or null (one split)
-    float *ws_ml; // [s][nsplit][nh][2]
-    // The decode graph's variant (issue 8): the live selection width and compressed row count, read
-    // on the device (clamped to topk / nb above, which size the launch and idx's row stride); null:
-    // topk / nb as given. The result is the by-value one's at the live values (see the launcher).
-    const int32_t *topk_d = nullptr;
-    const int32_t *nb_d = nullptr;
-};
+using asattn::AttnArgs;
 
 // The live selection width and row count of a launch (by value, or read on the device).
 __device__ __forceinline__ int live_topk(const AttnArgs &a)

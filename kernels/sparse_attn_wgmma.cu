@@ -38,6 +38,7 @@
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
+#include "kernels/sparse_attn_args.cuh"
 #include "kernels/wgmma.cuh"
 
 namespace {
@@ -115,21 +116,9 @@ template <int H> __device__ __forceinline__ void take_half(uint32_t (&pf)[4][4],
     }
 }
 
-struct WgArgs {
-    const uint16_t *q;
-    const uint16_t *rows_a;
-    int na;
-    const uint16_t *rows_b;
-    int nb;
-    const int32_t *idx;
-    int topk;
-    const float *sink;
-    uint16_t *o;
-    int nh;
-    float scale;
-};
+using asattn::AttnArgs;
 
-__global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(WgArgs a)
+__global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs a)
 {
     as_d_pdl_wait();
 #ifdef AS_WGMMA
@@ -404,7 +393,7 @@ extern "C" int as_k_sparse_attn_wgmma(const as_bf16_t *q, const as_bf16_t *rows_
         if (dev >= 0 && dev < 64)
             attr_done[dev] = true;
     }
-    WgArgs a{q, rows_a, na, rows_b, nb, idx, topk, sink, o, nh, scale};
+    const AttnArgs a{q, rows_a, na, rows_b, nb, idx, topk, sink, o, nh, scale, 1, nullptr, nullptr};
     as_launch(sparse_attn_wgmma_kernel, dim3((unsigned)s, (unsigned)nhb), kThreads, kSmemBytes, st, a);
     return AS_LAUNCH_RESULT();
 }
