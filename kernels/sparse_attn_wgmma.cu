@@ -282,7 +282,11 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
             take_half<1>(pf, theirs);
         else
             take_half<0>(pf, theirs);
-        // ---- O_w += bf16(P) . R[:, half w]: K = 64 rows (4 k-steps of 16), N = 256 dims
+        // ---- O_w += bf16(P) . R[:, half w]: K = 64 rows (4 k-steps of 16), N = 256 dims. Waited for
+        // here, not left in flight into the next tile: with a wgmma in flight across the loop edge,
+        // ptxas serialises every wgmma (C7514 / C7515) as soon as any other instruction defines or
+        // reads an accumulator (the zeroing of O, the rescale), and it does not credit
+        // wgmma.wait_group 1 with retiring the older group (measured: bench/RESULTS.md, v4).
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
             aswg::pin(pf[kk]);
