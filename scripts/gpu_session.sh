@@ -24,6 +24,8 @@
 #     attn      the sparse-attention tests alone (every path, the wgmma kernel included), then the
 #               micro-benchmark's attention part (kbench --attn)
 #     attnsan   memcheck, racecheck, initcheck on the sparse-attention tests (small cases)
+#     attnprof  Nsight Compute on one wgmma attention launch (s = 512): stall reasons, instructions,
+#               tensor-pipe activity (the figures bench/RESULTS.md quotes)
 #     tui       the TUI on flash with the engine, screens captured through tmux
 #     enginesan memcheck, racecheck, initcheck over a whole engine run (tiny: prefill 16 / 8, decode 4)
 # AS_BUNDLE (default dist/attnscope.tar.xz) and AS_DIR (default /tmp/as) pick another bundle, so one
@@ -197,6 +199,17 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
         sed -n '/== summary/,$p' "$(logf kbench_attn)" | tee -a "$SUM" ;;
     attnsan)
         sanitized attnsan 120 'gpu_sparse*' ;;
+    attnprof)
+        if command -v ncu >/dev/null 2>&1; then
+            LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase attnprof 120 ncu --kernel-name regex:wgmma --launch-skip 5 \
+                --launch-count 1 --section SpeedOfLight --metrics \
+                regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio,smsp__inst_executed.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+                "$B/bin/attnscope_kbench" --attn
+            grep -E "stalled|inst_executed|hmma|Duration" "$(logf attnprof)" | awk '$NF+0 > 0.1 || /inst_exec|hmma|Duration/' |
+                tee -a "$SUM"
+        else
+            say "attnprof: ncu is not on this machine"
+        fi ;;
     tui)
         # the CI script with the engine on (tiny), then every view at flash (screens in the log)
         phase tui_tiny 240 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope"
