@@ -42,7 +42,11 @@ BUNDLE=${AS_BUNDLE:-dist/attnscope.tar.xz}
 # between calls still holds the previous call's bundle)
 SHA=$(sha256sum "$BUNDLE" 2>/dev/null | cut -c1-64)
 if [ ! -x "$AS/attnscope/attnscope" ] || [ "$(cat "$AS/.bundle_sha" 2>/dev/null)" != "$SHA" ]; then
-    rm -rf "$AS/attnscope" && mkdir -p "$AS" && tar -C "$AS" -xJf "$BUNDLE" || { echo "no bundle ($BUNDLE)"; exit 3; }
+    rm -rf "$AS/attnscope"
+    if ! { mkdir -p "$AS" && tar -C "$AS" -xJf "$BUNDLE"; }; then
+        echo "no bundle ($BUNDLE)"
+        exit 3
+    fi
     echo "$SHA" >"$AS/.bundle_sha"
 fi
 B=$AS/attnscope
