@@ -559,21 +559,19 @@ void bench_attn(cublasHandle_t cb, int s, int na, int nb, int topk, bool quick, 
     snprintf(shape, sizeof shape, "s=%d topk=%d rows=%d+%d", s, topk, na, nb);
     const double us = time_us([&](int i) { run(0, 0, i); }, batch, reps);
     report("sparse_attn auto", shape, us, bytes, flops, cub);
-    if (s >= 512) { // prefill: both tensor-core kernels by name (auto takes wgmma on sm_90)
+    // the kernels by name: variants (decode, short chunks), and at prefill sizes both tensor-core
+    // kernels (auto takes wgmma there on sm_90)
+    if (variants || s >= 512) {
         const double u1 = time_us([&](int i) { run(2, -1, i); }, batch, reps);
         report("sparse_attn mma, 1 split", shape, u1, bytes, flops, -1);
-        if (as_k_sparse_attn_wgmma_applies(nh, hd, topk, q[0], o, rows[0], na, rows[0], nb)) {
-            const double u3 = time_us([&](int i) { run(3, -1, i); }, batch, reps);
-            report("sparse_attn wgmma", shape, u3, bytes, flops, -1);
-        }
     }
-    if (variants) {
-        const double u1 = time_us([&](int i) { run(2, -1, i); }, batch, reps);
-        report("sparse_attn mma, 1 split", shape, u1, bytes, flops, -1);
-        if (s <= 64) {
-            const double u2 = time_us([&](int i) { run(1, 0, i); }, batch, reps);
-            report("sparse_attn warp kernel", shape, u2, bytes, flops, -1);
-        }
+    if (s >= 512 && as_k_sparse_attn_wgmma_applies(nh, hd, topk, q[0], o, rows[0], na, rows[0], nb)) {
+        const double u3 = time_us([&](int i) { run(3, -1, i); }, batch, reps);
+        report("sparse_attn wgmma", shape, u3, bytes, flops, -1);
+    }
+    if (variants && s <= 64) {
+        const double u2 = time_us([&](int i) { run(1, 0, i); }, batch, reps);
+        report("sparse_attn warp kernel", shape, u2, bytes, flops, -1);
     }
     for (int i = 0; i < nset; i++) {
         CK(cudaFree(q[i]));

@@ -37,6 +37,45 @@ static inline int as_sm_count()
     return n;
 }
 
+// Whether a pointer is 16-byte aligned (what 16-byte vector loads and cp.async need).
+static inline bool as_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// The current device's compute capability as 10 * major + minor (90 for an H100 / H200), cached per
+// device; 0 when it cannot be read.
+static inline int as_compute_capability()
+{
+    static int cached[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 0;
+    if (dev < 64 && cached[dev])
+        return cached[dev];
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return 0;
+    if (dev < 64)
+        cached[dev] = 10 * major + minor;
+    return 10 * major + minor;
+}
+
+// Opts Kernel into `bytes` of dynamic shared memory (above the default 48 KiB), once per device and
+// kernel (each instantiation has its own flags): the first launches are a prefill's, before any
+// decode graph is captured. 0, or the CUDA error.
+template <auto Kernel> static inline int as_allow_dynamic_smem(int bytes)
+{
+    static bool done[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return (int)cudaErrorInvalidDevice;
+    if (dev >= 0 && dev < 64 && done[dev])
+        return 0;
+    const cudaError_t e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess && dev >= 0 && dev < 64)
+        done[dev] = true;
+    return (int)e;
+}
+
 // Blocks for one thread per element, at most 65536: the element-wise kernels stride over the rest.
 static inline int as_grid_1d(int64_t n, int threads)
 {

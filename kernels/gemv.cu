@@ -266,8 +266,6 @@ int launch_vec_m(const GemvArgs &a, int batch, int w_warps, cudaStream_t st)
     return AS_LAUNCH_RESULT();
 }
 
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
 // R = 0 / W = 0: pick_config. Returns cudaErrorInvalidValue for nonsense sizes.
 template <typename TW>
 int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
@@ -287,7 +285,7 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
     if (W != 0 && W != 1 && W != 2 && W != 4 && W != 8)
         return (int)cudaErrorInvalidValue;
     // 16-byte rows for the vector path: W rows of 8 bf16 / 2 x 4 f32, x rows of 8 bf16.
-    const bool vec = aligned16(a.W) && aligned16(a.x) && a.ldw % 8 == 0 && a.ldx % 8 == 0 &&
+    const bool vec = as_aligned16(a.W) && as_aligned16(a.x) && a.ldw % 8 == 0 && a.ldx % 8 == 0 &&
                      (batch == 1 || (a.strideW % 8 == 0 && a.strideX % 8 == 0));
     if (!vec) {
         dim3 grid((unsigned)((a.n_out + kWarps - 1) / kWarps), (unsigned)batch);

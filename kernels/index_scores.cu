@@ -256,19 +256,7 @@ __global__ void index_scores_scalar_kernel(const uint16_t *__restrict__ iq, cons
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 template <int IHD> int set_smem_attr()
 {
-    static bool attr_set[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess)
-        return (int)cudaErrorInvalidDevice;
-    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        cudaError_t e = cudaFuncSetAttribute(index_scores_mma_kernel<IHD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             ScoreSmem<IHD>::kBytes);
-        if (e != cudaSuccess)
-            return (int)e;
-        if (dev >= 0 && dev < 64)
-            attr_set[dev] = true;
-    }
-    return 0;
+    return as_allow_dynamic_smem<index_scores_mma_kernel<IHD>>(ScoreSmem<IHD>::kBytes);
 }
 
 template <int IHD>

@@ -11,9 +11,7 @@ extern "C" int as_pdl_enabled(void)
     static int on = -1; // decided once, on the first launch (a prefill, before any graph capture)
     if (on < 0) {
         const char *e = getenv("ATTNSCOPE_PDL");
-        int dev = 0, major = 0;
-        on = !(e && !strcmp(e, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
-             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+        on = !(e && !strcmp(e, "0")) && as_compute_capability() >= 90;
     }
     return on;
 }

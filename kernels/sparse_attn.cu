@@ -444,17 +444,7 @@ __global__ void __launch_bounds__(128) sparse_attn_warp_kernel(AttnArgs a, int s
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 template <int HD> int set_smem_attr()
 {
-    static bool done[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess)
-        return (int)cudaErrorInvalidDevice;
-    if (dev >= 0 && dev < 64 && done[dev])
-        return 0;
-    cudaError_t e = cudaFuncSetAttribute(sparse_attn_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         AttnSmem<HD>::kBytes);
-    if (e == cudaSuccess && dev >= 0 && dev < 64)
-        done[dev] = true;
-    return (int)e;
+    return as_allow_dynamic_smem<sparse_attn_mma_kernel<HD>>(AttnSmem<HD>::kBytes);
 }
 
 // The split of a selection of topk entries for s queries of nh heads (want_split as in
@@ -540,12 +530,10 @@ int launch_mma(AttnArgs a, int s, int want_split, void *ws_given, size_t ws_give
     return rc;
 }
 
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
 bool one_query_ok(int nh, int hd, int topk, const void *q, const void *rows_a, int na, const void *rows_b, int nb)
 {
-    return as_k_attn_decode_applies(nh, hd, topk) && aligned16(q) && (na == 0 || aligned16(rows_a)) &&
-           (nb == 0 || aligned16(rows_b));
+    return as_k_attn_decode_applies(nh, hd, topk) && as_aligned16(q) && (na == 0 || as_aligned16(rows_a)) &&
+           (nb == 0 || as_aligned16(rows_b));
 }
 
 #endif // AS_EMU
@@ -571,8 +559,8 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
         return (int)cudaErrorInvalidValue;
     AttnArgs a{q, rows_a, na, rows_b, nb, idx, topk, sink, o, nh, scale, 1, nullptr, nullptr};
     const bool hd_ok = hd == 64 || hd == 128 || hd == 256 || hd == 512;
-    const bool fast_ok = nh % 16 == 0 && hd_ok && topk > 0 && aligned16(q) && aligned16(o) &&
-                         (na == 0 || aligned16(rows_a)) && (nb == 0 || aligned16(rows_b));
+    const bool fast_ok = nh % 16 == 0 && hd_ok && topk > 0 && as_aligned16(q) && as_aligned16(o) &&
+                         (na == 0 || as_aligned16(rows_a)) && (nb == 0 || as_aligned16(rows_b));
     if (path == 2 && !fast_ok)
         return (int)cudaErrorInvalidValue;
     if (path == 3) // the wgmma kernel (kernels/sparse_attn_wgmma.cu) or cudaErrorInvalidValue
@@ -665,8 +653,8 @@ extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows
         return as_k_attn_decode(q, rows_a, na, rows_b, nb_max, nb_d, idx, topk_max, topk_d, sink, o, nh, hd, scale, ws,
                                 ws_bytes, st);
     const bool fast_ok = decode_fast(nh, hd, topk_max,
-                                     aligned16(q) && aligned16(o) && (na == 0 || aligned16(rows_a)) &&
-                                         (nb_max == 0 || aligned16(rows_b)));
+                                     as_aligned16(q) && as_aligned16(o) && (na == 0 || as_aligned16(rows_a)) &&
+                                         (nb_max == 0 || as_aligned16(rows_b)));
     if (path == 2 && !fast_ok)
         return (int)cudaErrorInvalidValue;
     if (path != 1 && fast_ok) {

@@ -339,28 +339,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
     }
 #else
     (void)a, (void)kLog2e, (void)kSlack, (void)tile_off(0, 0), (void)ex2_approx(0.0f);
-    __trap(); // not the sm_90a code: the launcher never gets here (device_is_sm90)
+    __trap(); // not the sm_90a code: the launcher never gets here (as_k_sparse_attn_wgmma_applies)
 #endif // AS_WGMMA
-}
-
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-// Whether the current device runs the sm_90a code (compute capability 9.0 exactly), per device.
-bool device_is_sm90()
-{
-    static int cached[64]; // 0 unknown, 1 yes, 2 no
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-        return false;
-    if (dev < 64 && cached[dev])
-        return cached[dev] == 1;
-    int major = 0, minor = 0;
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-                    major == 9 && minor == 0;
-    if (dev < 64)
-        cached[dev] = ok ? 1 : 2;
-    return ok;
 }
 
 } // namespace
@@ -368,8 +348,9 @@ bool device_is_sm90()
 extern "C" int as_k_sparse_attn_wgmma_applies(int nh, int hd, int topk, const void *q, const void *o,
                                               const void *rows_a, int na, const void *rows_b, int nb)
 {
-    return hd == kHD && nh > 0 && nh % 16 == 0 && topk > 0 && aligned16(q) && aligned16(o) &&
-           (na == 0 || aligned16(rows_a)) && (nb == 0 || aligned16(rows_b)) && device_is_sm90();
+    // sm_90a code runs on compute capability 9.0 only
+    return hd == kHD && nh > 0 && nh % 16 == 0 && topk > 0 && as_aligned16(q) && as_aligned16(o) &&
+           (na == 0 || as_aligned16(rows_a)) && (nb == 0 || as_aligned16(rows_b)) && as_compute_capability() == 90;
 }
 
 extern "C" int as_k_sparse_attn_wgmma(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b,
@@ -382,21 +363,12 @@ extern "C" int as_k_sparse_attn_wgmma(const as_bf16_t *q, const as_bf16_t *rows_
         return (int)cudaErrorInvalidValue;
     if (s == 0)
         return 0;
-    const int nhb = nh / kHB + (nh % kHB != 0);
-    if (s > 0x7fffffff || nhb > 65535)
+    const int nhb = (nh + kHB - 1) / kHB;
+    if (nhb > 65535)
         return (int)cudaErrorInvalidValue;
-    static bool attr_done[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess)
-        return (int)cudaErrorInvalidDevice;
-    if (dev < 0 || dev >= 64 || !attr_done[dev]) {
-        cudaError_t e = cudaFuncSetAttribute(sparse_attn_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)kSmemBytes);
-        if (e != cudaSuccess)
-            return (int)e;
-        if (dev >= 0 && dev < 64)
-            attr_done[dev] = true;
-    }
+    const int rc = as_allow_dynamic_smem<sparse_attn_wgmma_kernel>((int)kSmemBytes);
+    if (rc)
+        return rc;
     const AttnArgs a{q, rows_a, na, rows_b, nb, idx, topk, sink, o, nh, scale, 1, nullptr, nullptr};
     as_launch(sparse_attn_wgmma_kernel, dim3((unsigned)s, (unsigned)nhb), kThreads, kSmemBytes, st, a);
     return AS_LAUNCH_RESULT();

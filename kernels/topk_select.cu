@@ -420,18 +420,13 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
 
 static size_t topk_smem(int n) { return topk::row_bytes(n); }
 
-// Shared memory above the default 48 KiB is opted into once per kernel (one flag per kernel, by the
-// template argument), for the widest row allowed (before any decode graph is captured: the first
-// launches are a prefill's).
+// Shared memory above the default 48 KiB is opted into once per kernel and device, for the widest
+// row allowed.
 template <auto Kernel> static int topk_allow_smem(size_t bytes)
 {
-    static bool done;
-    if (bytes <= 48 * 1024 || done)
+    if (bytes <= 48 * 1024)
         return 0;
-    const int rc = (int)cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)(topk::row_bytes(AS_TOPK_MAX_WIDTH) + 4 * AS_TOPK_MAX_WIDTH));
-    done = rc == 0;
-    return rc;
+    return as_allow_dynamic_smem<Kernel>((int)(topk::row_bytes(AS_TOPK_MAX_WIDTH) + 4 * AS_TOPK_MAX_WIDTH));
 }
 
 extern "C" int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *set, unsigned long long *stats,
