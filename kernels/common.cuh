@@ -20,44 +20,46 @@
 
 static inline int as_ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
-// The current device's SM count, cached per device (132, an H100 / H200's, when it cannot be read).
-static inline int as_sm_count()
-{
-    static int cached[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-        return 132;
-    if (dev < 64 && cached[dev])
-        return cached[dev];
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-        n = 132;
-    if (dev < 64)
-        cached[dev] = n;
-    return n;
-}
-
 // Whether a pointer is 16-byte aligned (what 16-byte vector loads and cp.async need).
 static inline bool as_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-// The current device's compute capability as 10 * major + minor (90 for an H100 / H200), cached per
-// device; 0 when it cannot be read.
-static inline int as_compute_capability()
+// Read(dev) for the current device, read once per device (each Read has its own cache); `fallback`
+// where there is no current device or Read gives no positive value.
+template <int (*Read)(int dev)> static inline int as_per_device(int fallback)
 {
     static int cached[64];
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-        return 0;
+        return fallback;
     if (dev < 64 && cached[dev])
         return cached[dev];
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        return 0;
+    int v = Read(dev);
+    if (v <= 0)
+        v = fallback;
     if (dev < 64)
-        cached[dev] = 10 * major + minor;
-    return 10 * major + minor;
+        cached[dev] = v;
+    return v;
 }
+static inline int as_read_sm_count(int dev)
+{
+    int n = 0;
+    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess ? n : 0;
+}
+static inline int as_read_compute_capability(int dev)
+{
+    int major = 0, minor = 0;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess
+               ? 10 * major + minor
+               : 0;
+}
+
+// The current device's SM count (132, an H100 / H200's, when it cannot be read).
+static inline int as_sm_count() { return as_per_device<as_read_sm_count>(132); }
+
+// The current device's compute capability as 10 * major + minor (90 for an H100 / H200); 0 when it
+// cannot be read.
+static inline int as_compute_capability() { return as_per_device<as_read_compute_capability>(0); }
 
 // Opts Kernel into `bytes` of dynamic shared memory (above the default 48 KiB), once per device and
 // kernel (each instantiation has its own flags): the first launches are a prefill's, before any
