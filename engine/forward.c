@@ -373,9 +373,8 @@ static int attend_and_project(Fwd *f, AsError *err)
     KL(err, as_k_row_pipe(&p, e->st), "layer %d: o copy + inverse rope %dx%dx%d", f->l, s, nh, hd);
     TRY(as_dev_proj_grouped(e, wk->o_back, s, &f->W->wo_a, wk->og, err));
     snprintf(what, sizeof what, "layer %d wo_b", f->l);
-    TRY(as_dev_proj(e, wk->og, (int64_t)c->o_groups * c->o_lora_rank, s, &f->W->wo_b, wk->out, c->dim, what, err));
-    KL(err, as_k_residual_add(wk->h, wk->out, (int64_t)s * c->dim, e->st), "layer %d: residual %dx%d", f->l, s, c->dim);
-    return 0;
+    return as_dev_proj_residual(e, wk->og, (int64_t)c->o_groups * c->o_lora_rank, s, &f->W->wo_b, wk->out, wk->h,
+                                what, err);
 }
 
 int as_dev_layer_forward(AsEngine *e, int l, AsError *err)

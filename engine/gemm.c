@@ -112,6 +112,24 @@ int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDev
     return rc;
 }
 
+/* y = x W^T, then the residual h = bf16(h + y) (rows of c->dim: h, y rows w->out apart). A bf16 decode
+ * GEMV does both in one launch (as_k_gemv_bf16_residual: the same roundings); the rest project, then
+ * add (as_k_residual_add). */
+int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                         as_bf16_t *h, const char *what, AsError *err)
+{
+    if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS) {
+        int slot = prof_proj(e, s, w);
+        int rc = as_k_gemv_bf16_residual(w->d, w->out, w->in, x, ldx, s, y, w->out, h, w->out, e->st);
+        as_prof_end(e, slot);
+        KL(err, rc, "%s: gemv %dx%d + residual, %d rows", what, w->out, w->in, s);
+        return 0;
+    }
+    TRY(as_dev_proj(e, x, ldx, s, w, y, w->out, what, err));
+    KL(err, as_k_residual_add(h, y, (int64_t)s * w->out, e->st), "%s: residual %dx%d", what, s, w->out);
+    return 0;
+}
+
 /* Q2_K: the s rows of x quantised to q8_1 (in / 32 blocks each) into the scratch, then mmvq (s <= 8)
  * or mmq. The q8_1 quantisation is the documented difference from the reference (SPEC 6). */
 static int proj_q2k(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,

@@ -20,6 +20,9 @@
 //
 // Launch configuration (R, W_WARPS) comes from pick_config() (bench/kernels_bench.cu sweeps the
 // alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/common.cuh"
 #include "kernels/gemv_epilogue.cuh"
 #include "kernels/kernels.h"
@@ -95,10 +98,18 @@ struct GemvArgs {
     void *y;
     int64_t ldy, strideY;
     int y_f32;
+    int w_early;   // weights loaded before the PDL wait (gemv_vec_kernel)
+    uint16_t *res; // batch 1, bf16 y: res[t][o] = bf16(res[t][o] + y[t][o]) (rows ldres apart)
+    int64_t ldres;
 };
 
+// One block computes the row sets blockIdx.x, blockIdx.x + gridDim.x, ... of batch blockIdx.y (a row
+// set: groups_per_block row groups of R rows; the launch makes at most as many blocks as fit on the
+// GPU at once, so there is one wave and no block starts late). With a.w_early the block's first
+// batch of weight loads is issued before the PDL wait: the weights stream in while the previous
+// kernel finishes (they must not be what that kernel writes; the model's weights never are).
 template <typename TW, int R, int M>
-__global__ void __launch_bounds__(kThreads, 1) gemv_vec_kernel(GemvArgs a, int w_warps)
+__global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) gemv_vec_kernel(GemvArgs a, int w_warps)
 {
     __shared__ float red[kWarps][R * M];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -106,18 +117,34 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_vec_kernel(GemvArgs a, int w
     const int group = warp / w_warps, wig = warp % w_warps; // warp in group
     const int li = wig * 32 + lane, L = 32 * w_warps;       // lane in group, lanes per group
     const int64_t b = blockIdx.y;
-    const int row0 = ((int)blockIdx.x * groups_per_block + group) * R;
-
+    const int row_sets = (a.n_out + R * groups_per_block - 1) / (R * groups_per_block);
+    const int nchunks = a.n_in >> 3;
+    const bool unrolled = li + (kUnroll - 1) * L < nchunks; // at least one pass of the unrolled loop
     const TW *Wb = (const TW *)a.W + b * a.strideW;
     const uint16_t *xb = a.x + b * a.strideX;
+
+    int set = blockIdx.x;
     const TW *wrow[R];
+    auto point_rows = [&](int row0) {
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        int o = row0 + r < a.n_out ? row0 + r : a.n_out - 1; // clamped: loaded, never stored
-        wrow[r] = Wb + (int64_t)o * a.ldw;
+        for (int r = 0; r < R; r++) {
+            int o = row0 + r < a.n_out ? row0 + r : a.n_out - 1; // clamped: loaded, never stored
+            wrow[r] = Wb + (int64_t)o * a.ldw;
+        }
+    };
+    WChunk<TW> w[kUnroll][R]; // one pass's weights; the first pass's may be loaded before the wait
+    auto load_pass = [&](int c) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                w[u][r].load(wrow[r] + (int64_t)(c + u * L) * 8);
+    };
+    bool loaded = a.w_early && unrolled && set < row_sets;
+    if (loaded) {
+        point_rows((set * groups_per_block + group) * R);
+        load_pass(li);
     }
-    // (An L2 bulk prefetch of the block's rows here, before the wait, made the decode GEMVs ~19%
-    // slower on the H200, 2026-11-29: the loads below already keep enough bytes in flight.)
     as_d_pdl_wait();
 
     // Token rows t >= m (M rounds m up) read row 0 again: computed, never stored.
@@ -126,66 +153,67 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_vec_kernel(GemvArgs a, int w
     for (int t = 0; t < M; t++)
         xrow[t] = xb + (int64_t)(t < a.m ? t : 0) * a.ldx;
 
-    float acc[R][M];
+    for (; set < row_sets; set += gridDim.x) {
+        const int row0 = (set * groups_per_block + group) * R;
+        point_rows(row0);
+        float acc[R][M];
 #pragma unroll
-    for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int t = 0; t < M; t++)
-            acc[r][t] = 0.0f;
+            for (int t = 0; t < M; t++)
+                acc[r][t] = 0.0f;
 
-    const int nchunks = a.n_in >> 3;
-    int c = li;
-    for (; c + (kUnroll - 1) * L < nchunks; c += kUnroll * L) {
-        WChunk<TW> w[kUnroll][R];
+        int c = li;
+        for (; c + (kUnroll - 1) * L < nchunks; c += kUnroll * L) {
+            if (!loaded)
+                load_pass(c);
+            loaded = false;
 #pragma unroll
-        for (int u = 0; u < kUnroll; u++)
+            for (int u = 0; u < kUnroll; u++) {
+#pragma unroll
+                for (int t = 0; t < M; t++) {
+                    float xf[8];
+                    x_chunk(xrow[t] + (int64_t)(c + u * L) * 8, xf);
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+#pragma unroll
+                        for (int e = 0; e < 8; e++)
+                            acc[r][t] = fmaf(w[u][r].get(e), xf[e], acc[r][t]);
+                }
+            }
+        }
+        for (; c < nchunks; c += L) { // at most kUnroll - 1 chunks left for this lane
+            WChunk<TW> w[R];
 #pragma unroll
             for (int r = 0; r < R; r++)
-                w[u][r].load(wrow[r] + (int64_t)(c + u * L) * 8);
-#pragma unroll
-        for (int u = 0; u < kUnroll; u++) {
+                w[r].load(wrow[r] + (int64_t)c * 8);
 #pragma unroll
             for (int t = 0; t < M; t++) {
                 float xf[8];
-                x_chunk(xrow[t] + (int64_t)(c + u * L) * 8, xf);
+                x_chunk(xrow[t] + (int64_t)c * 8, xf);
 #pragma unroll
                 for (int r = 0; r < R; r++)
 #pragma unroll
                     for (int e = 0; e < 8; e++)
-                        acc[r][t] = fmaf(w[u][r].get(e), xf[e], acc[r][t]);
+                        acc[r][t] = fmaf(w[r].get(e), xf[e], acc[r][t]);
             }
         }
-    }
-    for (; c < nchunks; c += L) { // at most kUnroll - 1 chunks left for this lane
-        WChunk<TW> w[R];
+        // Scalar tail: the n_in % 8 last elements, one per lane.
+        const int tail0 = nchunks << 3;
+        if (li < a.n_in - tail0) {
+            const int i = tail0 + li;
 #pragma unroll
-        for (int r = 0; r < R; r++)
-            w[r].load(wrow[r] + (int64_t)c * 8);
+            for (int r = 0; r < R; r++) {
+                float wv = w_scalar(wrow[r] + i);
 #pragma unroll
-        for (int t = 0; t < M; t++) {
-            float xf[8];
-            x_chunk(xrow[t] + (int64_t)c * 8, xf);
-#pragma unroll
-            for (int r = 0; r < R; r++)
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    acc[r][t] = fmaf(w[r].get(e), xf[e], acc[r][t]);
+                for (int t = 0; t < M; t++)
+                    acc[r][t] = fmaf(wv, as_d_bf16_to_f32(xrow[t][i]), acc[r][t]);
+            }
         }
-    }
-    // Scalar tail: the n_in % 8 last elements, one per lane.
-    const int tail0 = nchunks << 3;
-    if (li < a.n_in - tail0) {
-        const int i = tail0 + li;
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            float wv = w_scalar(wrow[r] + i);
-#pragma unroll
-            for (int t = 0; t < M; t++)
-                acc[r][t] = fmaf(wv, as_d_bf16_to_f32(xrow[t][i]), acc[r][t]);
-        }
-    }
 
-    as_d_group_sum_store<R, M>(acc, red, w_warps, row0, b, a);
+        as_d_group_sum_store<R, M>(acc, red, w_warps, row0, b, a, a.res, a.ldres);
+        __syncthreads(); // red is written again by the next row set
+    }
 }
 
 // Any alignment: one warp per (batch, output row), element loads, all m token rows.
@@ -216,10 +244,16 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
         float v = as_d_warp_sum(acc[t]);
         if (lane == 0 && t < a.m) {
             const int64_t off = b * a.strideY + (int64_t)t * a.ldy + o;
-            if (a.y_f32)
+            if (a.y_f32) {
                 ((float *)a.y)[off] = v;
-            else
-                ((uint16_t *)a.y)[off] = as_d_f32_to_bf16(v);
+            } else {
+                const uint16_t y = as_d_f32_to_bf16(v);
+                ((uint16_t *)a.y)[off] = y;
+                if (a.res) { // as in as_d_group_sum_store
+                    uint16_t *h = a.res + (int64_t)t * a.ldres + o;
+                    *h = as_d_f32_to_bf16(__fadd_rn(as_d_bf16_to_f32(*h), as_d_bf16_to_f32(y)));
+                }
+            }
         }
     }
 }
@@ -249,21 +283,59 @@ void pick_config(int n_out, int n_in, int batch, int *R, int *W)
     *W = w;
 }
 
+// A switch read once (ATTNSCOPE_GEMV_EARLY, ATTNSCOPE_GEMV_RESIDENT: "0" turns it off; on by default),
+// for diagnosis and A/B measurement (bench/RESULTS.md).
+static bool switch_on(const char *name, int *cache)
+{
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = !(e && !strcmp(e, "0"));
+    }
+    return *cache != 0;
+}
+
+template <auto Kernel> static int read_blocks_per_sm(int dev)
+{
+    (void)dev; // the current device's: as_per_device caches it per device
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, kThreads, 0) != cudaSuccess)
+        return 0;
+    return n;
+}
+
+// Blocks of one GEMV launch: every row set (a block each), or with ATTNSCOPE_GEMV_RESIDENT on, at
+// most as many as are resident at once (the blocks loop over the row sets).
+template <auto Kernel> int grid_x(int64_t row_sets, int batch)
+{
+    static int resident = -1;
+    if (!switch_on("ATTNSCOPE_GEMV_RESIDENT", &resident))
+        return (int)row_sets;
+    const int64_t cap = (int64_t)as_per_device<read_blocks_per_sm<Kernel>>(1) * as_sm_count() / batch;
+    return (int)(row_sets < cap ? row_sets : cap > 0 ? cap : 1);
+}
+
+template <auto Kernel> int launch_vec(GemvArgs a, int64_t row_sets, int batch, int w_warps, cudaStream_t st)
+{
+    static int early = -1;
+    a.w_early = switch_on("ATTNSCOPE_GEMV_EARLY", &early);
+    dim3 grid((unsigned)grid_x<Kernel>(row_sets, batch), (unsigned)batch);
+    as_launch(Kernel, grid, kThreads, 0, st, a, w_warps);
+    return AS_LAUNCH_RESULT();
+}
+
 template <typename TW, int R>
 int launch_vec_m(const GemvArgs &a, int batch, int w_warps, cudaStream_t st)
 {
     const int groups_per_block = kWarps / w_warps;
     const int64_t groups = (a.n_out + R - 1) / R;
-    dim3 grid((unsigned)((groups + groups_per_block - 1) / groups_per_block), (unsigned)batch);
+    const int64_t row_sets = (groups + groups_per_block - 1) / groups_per_block;
     if (a.m <= 1)
-        as_launch(gemv_vec_kernel<TW, R, 1>, grid, kThreads, 0, st, a, w_warps);
-    else if (a.m <= 2)
-        as_launch(gemv_vec_kernel<TW, R, 2>, grid, kThreads, 0, st, a, w_warps);
-    else if (a.m <= 4)
-        as_launch(gemv_vec_kernel<TW, R, 4>, grid, kThreads, 0, st, a, w_warps);
-    else
-        as_launch(gemv_vec_kernel<TW, R, 8>, grid, kThreads, 0, st, a, w_warps);
-    return AS_LAUNCH_RESULT();
+        return launch_vec<gemv_vec_kernel<TW, R, 1>>(a, row_sets, batch, w_warps, st);
+    if (a.m <= 2)
+        return launch_vec<gemv_vec_kernel<TW, R, 2>>(a, row_sets, batch, w_warps, st);
+    if (a.m <= 4)
+        return launch_vec<gemv_vec_kernel<TW, R, 4>>(a, row_sets, batch, w_warps, st);
+    return launch_vec<gemv_vec_kernel<TW, R, 8>>(a, row_sets, batch, w_warps, st);
 }
 
 // R = 0 / W = 0: pick_config. Returns cudaErrorInvalidValue for nonsense sizes.
@@ -279,6 +351,8 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
     if (batch > 1 && (a.strideW < 0 || a.strideX < 0 || a.strideY < 0))
         return (int)cudaErrorInvalidValue;
     if (batch > 65535 || a.ldw > ((int64_t)1 << 40) || a.ldx > ((int64_t)1 << 40))
+        return (int)cudaErrorInvalidValue;
+    if (a.res && (batch != 1 || a.y_f32 || a.ldres < a.n_out))
         return (int)cudaErrorInvalidValue;
     if (R != 0 && R != 1 && R != 2 && R != 4)
         return (int)cudaErrorInvalidValue;
@@ -318,14 +392,14 @@ extern "C" int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strid
                                   const as_bf16_t *x, int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy,
                                   int64_t strideY, int y_f32, int batch, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0};
+    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, 0, nullptr, 0};
     return gemv_launch<uint16_t>(a, batch, R, Wn, st);
 }
 
 extern "C" int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx,
                                   int m, float *y, int64_t ldy, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1};
+    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, 0, nullptr, 0};
     return gemv_launch<float>(a, 1, R, Wn, st);
 }
 
@@ -341,6 +415,15 @@ extern "C" int as_k_gemv_bf16(const as_bf16_t *W, int64_t ldw, int64_t strideW, 
 {
     return as_k_gemv_bf16_cfg(W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32, batch, 0, 0,
                               st);
+}
+
+extern "C" int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
+                                       as_bf16_t *y, int64_t ldy, as_bf16_t *h, int64_t ldh, cudaStream_t st)
+{
+    if (!h)
+        return (int)cudaErrorInvalidValue;
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, h, ldh};
+    return gemv_launch<uint16_t>(a, 1, 0, 0, st);
 }
 
 extern "C" int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,

@@ -9,10 +9,12 @@
 // summed over its warp, then over the group's warps in warp order (the CPU twins' order), and lane
 // r * M + t of the group's first warp stores output row row0 + r of token t in batch b, f32 or bf16
 // (Args: GemvArgs or MmvqArgs). Every thread of the block calls it; red holds a row of R * M
-// partials per warp.
+// partials per warp. With res (bf16 y only): res[t * ldres + o] = bf16(res + y) after the store, the
+// residual add of as_k_residual_add folded in (the same two roundings).
 template <int R, int M, typename Args>
 __device__ __forceinline__ void as_d_group_sum_store(float (&acc)[R][M], float (*red)[R * M], int w_warps, int row0,
-                                                     int64_t b, const Args &a)
+                                                     int64_t b, const Args &a, uint16_t *res = nullptr,
+                                                     int64_t ldres = 0)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int group = warp / w_warps, wig = warp % w_warps;
@@ -36,10 +38,16 @@ __device__ __forceinline__ void as_d_group_sum_store(float (&acc)[R][M], float (
         const int r = lane / M, t = lane % M, o = row0 + r;
         if (t < a.m && o < a.n_out) {
             const int64_t off = b * a.strideY + (int64_t)t * a.ldy + o;
-            if (a.y_f32)
+            if (a.y_f32) {
                 ((float *)a.y)[off] = out;
-            else
-                ((uint16_t *)a.y)[off] = as_d_f32_to_bf16(out);
+            } else {
+                const uint16_t y = as_d_f32_to_bf16(out);
+                ((uint16_t *)a.y)[off] = y;
+                if (res) {
+                    uint16_t *h = res + (int64_t)t * ldres + o;
+                    *h = as_d_f32_to_bf16(__fadd_rn(as_d_bf16_to_f32(*h), as_d_bf16_to_f32(y)));
+                }
+            }
         }
     }
 }

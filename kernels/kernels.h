@@ -96,7 +96,14 @@ int as_k_sparse_attn_wgmma(const as_bf16_t *q, const as_bf16_t *rows_a, int na, 
 int as_k_gemv_bf16(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const as_bf16_t *x,
                    int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32, int batch,
                    cudaStream_t st);
-/* The same with f32 weights and f32 output (the ratio-2 compressor's wkv / wgate). */
+/* m token rows of y = x W^T (W n_out x n_in, rows n_in apart), bf16, then the residual h = bf16(h + y)
+ * (as_k_residual_add) in the same launch: rows of h ldh apart. */
+int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
+                            as_bf16_t *y, int64_t ldy, as_bf16_t *h, int64_t ldh, cudaStream_t st);
+/* The same with f32 weights and f32 output (the ratio-2 compressor's wkv / wgate).
+ * The GEMVs issue their first weight loads before they wait on the kernel launched before them on the
+ * stream (programmatic dependent launch): W must not be written by that kernel (model weights never
+ * are; ATTNSCOPE_GEMV_EARLY=0 turns this off). */
 int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                    float *y, int64_t ldy, cudaStream_t st);
 

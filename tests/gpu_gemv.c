@@ -8,12 +8,15 @@
  * Every output is poisoned (NaN) before each launch, and a guard row past the output stays intact.
  * Cases: the flash decode shapes (wq_a, wq_b, wkv, wo_b, the grouped wo_a with the engine's strides,
  * indexer wq_b, the f32 compressor), m = 1, 3, 8; n_in not a multiple of 8 (padded rows: vector body
- * + scalar tail; unpadded rows and misaligned x: scalar kernel); every (R, W) configuration. */
+ * + scalar tail; unpadded rows and misaligned x: scalar kernel); every (R, W) configuration; the GEMV
+ * with the residual folded in (wo_b + residual add). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "ref/gemv.h"
 #include "ref/numerics.h"
 #include "tests/gpu_util.h"
@@ -248,6 +251,54 @@ GPU_TEST(gpu_gemv_every_config)
             }
     as_test_note("every config: %lld launches (R in 1,2,4 x W in 1,2,4,8 x m in 1,2,3,4,6,8 x bf16/f32 weights), "
                  "%lld bad outputs", (long long)runs, (long long)bad);
+}
+
+/* as_k_gemv_bf16_residual: y bit-identical to as_k_gemv_bf16's on the same operands (one GEMV, so the
+ * plain GEMV's twin check above covers its values), and h = bf16(h0 + y) for every element, exactly
+ * (residual_add's roundings). wo_b's flash shape (m = 1, 3: the vector kernel) and an unaligned x
+ * (the scalar kernel), with a guard element past the last row of h. */
+static void check_residual(int no, int ni, int m, int x_off, uint64_t seed)
+{
+    const int64_t ldx = ni, xn = x_off + (int64_t)m * ldx, hn = (int64_t)m * no;
+    float *W = xmalloc(sizeof(float) * (size_t)no * ni), *x = xmalloc(sizeof(float) * (size_t)xn);
+    float *h0 = xmalloc(sizeof(float) * (size_t)(hn + 1));
+    as_fill_uniform(W, (int64_t)no * ni, 0.5f, seed, 1);
+    as_fill_uniform(x, xn, 2.0f, seed + 1, 1);
+    as_fill_uniform(h0, hn + 1, 4.0f, seed + 2, 1);
+    as_bf16_t *dW = as_gpu_bf16(W, (int64_t)no * ni), *dx = as_gpu_bf16(x, xn), *dh = as_gpu_bf16(h0, hn + 1);
+    as_bf16_t *dy = as_gpu_alloc(sizeof(as_bf16_t) * (size_t)hn), *dyp = as_gpu_alloc(sizeof(as_bf16_t) * (size_t)hn);
+    char what[160];
+    snprintf(what, sizeof what, "gemv + residual %dx%d m=%d%s", no, ni, m, x_off ? " x misaligned" : "");
+    as_gpu_check_launch(as_k_gemv_bf16_residual(dW, no, ni, dx + x_off, ldx, m, dy, no, dh, no, 0), what);
+    as_gpu_check_launch(as_k_gemv_bf16(dW, ni, 0, no, ni, dx + x_off, ldx, 0, m, dyp, no, 0, 0, 1, 0), what);
+    uint16_t *y = xmalloc(2 * (size_t)hn), *yp = xmalloc(2 * (size_t)hn), *h = xmalloc(2 * (size_t)(hn + 1));
+    as_gpu_get_bytes(y, dy, 2 * (size_t)hn);
+    as_gpu_get_bytes(yp, dyp, 2 * (size_t)hn);
+    as_gpu_get_bytes(h, dh, 2 * (size_t)(hn + 1));
+    int64_t ydiff = 0, hbad = 0;
+    for (int64_t i = 0; i < hn; i++) {
+        ydiff += y[i] != yp[i];
+        const uint16_t want = as_bf16_bits(as_bf16_to_f32(as_bf16_bits(h0[i])) + as_bf16_to_f32(y[i]));
+        hbad += h[i] != want;
+    }
+    CHECK(ydiff == 0, "%s: y differs from the plain GEMV's in %lld of %lld", what, (long long)ydiff, (long long)hn);
+    CHECK(hbad == 0, "%s: h != bf16(h0 + y) in %lld of %lld", what, (long long)hbad, (long long)hn);
+    CHECK(h[hn] == as_bf16_bits(h0[hn]), "%s: the guard element past h was written", what);
+    as_test_note("%s: y = the plain GEMV's, h = bf16(h0 + y) in all %lld", what, (long long)hn);
+    free(W), free(x), free(h0), free(y), free(yp), free(h);
+    as_gpu_free(dW), as_gpu_free(dx), as_gpu_free(dh), as_gpu_free(dy), as_gpu_free(dyp);
+}
+
+GPU_TEST(gpu_gemv_residual)
+{
+    check_residual(5120, 8192, 1, 0, 7001);
+    check_residual(5120, 8192, 3, 0, 7011);
+    check_residual(301, 1003, 2, 1, 7021);
+    as_bf16_t *d = as_gpu_alloc(4096);
+    CHECK(as_k_gemv_bf16_residual(d, 4, 8, d, 8, 1, d, 4, NULL, 4, 0) == (int)cudaErrorInvalidValue, "h NULL refused");
+    CHECK(as_k_gemv_bf16_residual(d, 4, 8, d, 8, 1, d, 4, d, 3, 0) == (int)cudaErrorInvalidValue, "ldh < n_out refused");
+    as_gpu_sync("gemv + residual refusals");
+    as_gpu_free(d);
 }
 
 GPU_TEST(gpu_gemv_refuses_nonsense)
