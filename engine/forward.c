@@ -31,7 +31,12 @@ typedef struct {
     const AsCapture *cap;
     const AsLayerStep *dL;     /* this layer's */
     const int32_t *sp_d;       /* start_pos */
+    /* steps 3-6 (window, shared selection, idx) run on the kv branch: a decode whose selection needs
+     * nothing the layer computes (no compressor, no indexer), so they leave the queries' path */
+    bool idx_on_kv_branch;
 } Fwd;
+
+static int select_rows(Fwd *f, AsError *err);
 
 static int rmsnorm_rows(Fwd *f, as_bf16_t *x, int64_t ld, const float *w, int rows, int n, const char *what,
                         AsError *err)
@@ -88,6 +93,8 @@ static int project_q_kv(Fwd *f, AsError *err)
         cudaStream_t main_st = e->st;
         e->st = e->st_kv; /* the kv branch's launches (as_dev_proj and KL take e->st) */
         int rc = project_kv(f, err);
+        if (!rc && f->idx_on_kv_branch)
+            rc = select_rows(f, err);
         e->st = main_st;
         TRY(rc);
         CU(err, cudaEventRecord(e->ev_kv, e->st_kv), "layer %d: the kv branch's end", f->l);
@@ -338,6 +345,15 @@ static int build_idx(Fwd *f, AsError *err)
     return 0;
 }
 
+/* Steps 3-6: the window, the compressed branch, idx: the rows the attention reads. */
+static int select_rows(Fwd *f, AsError *err)
+{
+    TRY(window_step(f, err));
+    if (f->role->ratio > 0)
+        TRY(compressed_branch(f, err));
+    return build_idx(f, err);
+}
+
 /* Steps 7-9 and the residual. */
 static int attend_and_project(Fwd *f, AsError *err)
 {
@@ -398,11 +414,10 @@ int as_dev_layer_forward(AsEngine *e, int l, AsError *err)
     m->ratio = f.role->ratio;
     e->last_layer = l;
     int slot = as_prof_begin(e, AS_OP_LAYER, l, 0, 0);
+    f.idx_on_kv_branch = kv_forks(&f) && !f.role->kv_source && !f.role->index_source;
     TRY(project_q_kv(&f, err));
-    TRY(window_step(&f, err));
-    if (f.role->ratio > 0)
-        TRY(compressed_branch(&f, err));
-    TRY(build_idx(&f, err));
+    if (!f.idx_on_kv_branch)
+        TRY(select_rows(&f, err));
     TRY(attend_and_project(&f, err));
     as_prof_end(e, slot);
     return 0;
