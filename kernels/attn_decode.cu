@@ -43,6 +43,11 @@ struct Args {
     float scale;
     float *ws_o;  // [nsplit][nh][HD]
     float *ws_ml; // [nsplit][nh][2]
+    // o_back (optional): o rotated back (AsOBack)
+    uint16_t *o_back;
+    const float *cos_t, *sin_t;
+    int rd, pos0;
+    const int32_t *pos_d;
 };
 
 __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
@@ -196,9 +201,31 @@ __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
             acc[3] = fmaf(v.w, f, acc[3]);
         }
     }
+    uint16_t y[4];
     uint16_t *dst = a.o + (size_t)h * HD + c;
-    for (int t = 0; t < 4; t++)
-        dst[t] = den > 0.0f ? as_d_f32_to_bf16(acc[t] / den) : 0;
+    for (int t = 0; t < 4; t++) {
+        y[t] = den > 0.0f ? as_d_f32_to_bf16(acc[t] / den) : 0;
+        dst[t] = y[t];
+    }
+    if (a.o_back) {
+        // row_pipe.cu's inverse RoPE on the last rd channels, pair (base + 2k, base + 2k + 1) with k's
+        // cos and the negated sin, each step rounded; a pair never straddles a thread's 4 channels
+        // (c and base are even)
+        const int pos = a.pos_d ? *a.pos_d : a.pos0, base = HD - a.rd, half = a.rd / 2;
+        for (int t = 0; t < 4; t += 2) {
+            const int i = c + t;
+            if (a.rd > 0 && pos >= 0 && i >= base) {
+                const int k = (i - base) / 2;
+                const float cs = a.cos_t[(int64_t)pos * half + k], sn = -a.sin_t[(int64_t)pos * half + k];
+                const float x0 = as_d_bf16_to_f32(y[t]), x1 = as_d_bf16_to_f32(y[t + 1]);
+                y[t] = as_d_f32_to_bf16(__fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn)));
+                y[t + 1] = as_d_f32_to_bf16(__fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs)));
+            }
+        }
+        uint16_t *ob = a.o_back + (size_t)h * HD + c;
+        for (int t = 0; t < 4; t++)
+            ob[t] = y[t];
+    }
 }
 
 } // namespace attn1
@@ -222,8 +249,10 @@ extern "C" size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max)
 extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                                 const int32_t *nb_d, const int32_t *idx, int topk, const int32_t *topk_d,
                                 const float *sink, as_bf16_t *o, int nh, int hd, float scale, void *ws,
-                                size_t ws_bytes, cudaStream_t st)
+                                size_t ws_bytes, const AsOBack *ob, cudaStream_t st)
 {
+    if (ob && (!ob->o_back || ob->rd < 0 || ob->rd >= hd || ob->rd % 2 || (ob->rd > 0 && (!ob->cos_t || !ob->sin_t))))
+        return (int)cudaErrorInvalidValue;
     if (!as_k_attn_decode_applies(nh, hd, topk) || na < 0 || nb < 0 || !q || !o || !sink ||
         (topk > 0 && !idx) || (na > 0 && !rows_a) || (nb > 0 && !rows_b) || ((uintptr_t)q & 15) ||
         (na > 0 && ((uintptr_t)rows_a & 15)) || (nb > 0 && ((uintptr_t)rows_b & 15)))
@@ -240,7 +269,15 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
     const int nsplit = (topk + attn1::kSplit - 1) / attn1::kSplit;
     float *ws_o = nsplit > 0 ? (float *)ws : nullptr;
     attn1::Args a{q, rows_a, rows_b, na, nb, nb_d, idx, topk, topk_d, sink, o, nh, scale, ws_o,
-                  ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr};
+                  ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr, nullptr, nullptr, nullptr, 0, 0, nullptr};
+    if (ob) {
+        a.o_back = ob->o_back;
+        a.cos_t = ob->cos_t;
+        a.sin_t = ob->sin_t;
+        a.rd = ob->rd;
+        a.pos0 = ob->pos0;
+        a.pos_d = ob->pos_d;
+    }
     int rc = 0;
     if (nsplit > 0) {
         dim3 grid((unsigned)nsplit, (unsigned)(nh / attn1::kHeads));

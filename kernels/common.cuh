@@ -203,13 +203,10 @@ __device__ __forceinline__ float as_d_sink_fold(float m, float l, float sink)
 __device__ __forceinline__ void as_d_pdl_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#ifdef AS_PDL_TRIGGER_FIRST
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#else
+    // (launch_dependents before the wait, so that a grid launches while the one before its
+    // predecessor still runs, made the decode graph 4.45 -> 4.74 ms on the H200, 2026-11-29)
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 #endif
 }
 

@@ -168,10 +168,20 @@ int as_k_index_scores_prepare(int ihd);
  * launch at topk_max would (tiles per split from as_k_sparse_attn_decode_plan) into the caller's
  * workspace ws (never allocated here); for the live width it computes what the by-value launch at that
  * width computes whenever both split into single tiles (tiles_per_split 1). */
+/* o's copy rotated back: o_back = RoPE^-1 of each head's last rd channels of o at position *pos_d (else
+ * pos0; a negative position copies), the other channels copied: as_k_row_pipe's inverse RoPE, bit for
+ * bit. Given to as_k_sparse_attn_decode, the one-query kernel's combine writes it in the same launch;
+ * any other path launches the row pipeline after the attention. */
+typedef struct {
+    as_bf16_t *o_back;
+    const float *cos_t, *sin_t; /* [max_seq][rd / 2] */
+    int rd, pos0;
+    const int32_t *pos_d;
+} AsOBack;
 int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
                             const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
                             const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
-                            size_t ws_bytes, cudaStream_t st);
+                            size_t ws_bytes, const AsOBack *ob, cudaStream_t st);
 /* The decode launch's plan: *mma 1 when the tensor-core kernel takes it (with its tiles per split), 2
  * when the one-query kernel does (kernels/attn_decode.cu), 0 for the warp kernel; the workspace it
  * needs; also sets the tensor-core kernel's shared-memory limit (before a graph capture). */
@@ -183,12 +193,13 @@ int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, 
  * aligned q and rows, at most 8192 entries). Splits of 32 entries x 8 heads per block on CUDA cores, then a combine with the
  * sink. topk / nb by value, or read from topk_d / nb_d (at most topk / nb, which size the launch); ws
  * at least as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null (by value only: allocated on the
- * stream). */
+ * stream); ob (optional): the combine also writes o_back (AsOBack, rd < hd, rd even). */
 int as_k_attn_decode_applies(int nh, int hd, int topk_max);
 size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max);
 int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                      const int32_t *nb_d, const int32_t *idx, int topk, const int32_t *topk_d, const float *sink,
-                     as_bf16_t *o, int nh, int hd, float scale, void *ws, size_t ws_bytes, cudaStream_t st);
+                     as_bf16_t *o, int nh, int hd, float scale, void *ws, size_t ws_bytes, const AsOBack *ob,
+                     cudaStream_t st);
 
 /* ---- the selection on the device (issue 8): kernels/topk_select.cu, test tests/gpu_topk.c ----
  * torch's CPU top-k index set (ref/topk.c as_topk_torch_set, ties included) by an exact emulation of

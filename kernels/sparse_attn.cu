@@ -568,7 +568,7 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
     // one query: the split kernel of attn_decode.cu (8 heads x 32 entries a block), automatic path only
     if (path == 0 && s == 1 && one_query_ok(nh, hd, topk, q, rows_a, na, rows_b, nb))
         return as_k_attn_decode(q, rows_a, na, rows_b, nb, nullptr, idx, topk, nullptr, sink, o, nh, hd, scale, nullptr,
-                                0, st);
+                                0, nullptr, st);
     // enough queries to fill the device without splitting the selection (prefill) on sm_90: wgmma
     if (path == 0 && split == 0 && (int64_t)s * ((nh + kHB - 1) / kHB) >= as_sm_count() &&
         as_k_sparse_attn_wgmma_applies(nh, hd, topk, q, o, rows_a, na, rows_b, nb))
@@ -632,10 +632,11 @@ bool decode_fast(int nh, int hd, int topk_max, bool aligned)
 }
 } // namespace
 
-extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b,
-                                       int nb_max, const int32_t *nb_d, const int32_t *idx, int topk_max,
-                                       const int32_t *topk_d, const float *sink, as_bf16_t *o, int s, int nh, int hd,
-                                       float scale, void *ws, size_t ws_bytes, cudaStream_t st)
+// as_k_sparse_attn_decode without o_back; *fused set where the one-query kernel wrote it (ob given).
+static int sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
+                              const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
+                              const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
+                              size_t ws_bytes, const AsOBack *ob, bool *fused, cudaStream_t st)
 {
     if (s < 0 || topk_max < 0 || na < 0 || nb_max < 0 || nh <= 0 || hd <= 0 || hd > 512 || !topk_d || !nb_d)
         return (int)cudaErrorInvalidValue;
@@ -649,9 +650,11 @@ extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows
     a.topk_d = topk_d;
     a.nb_d = nb_d;
     const int path = decode_path();
-    if (path == 0 && s == 1 && one_query_ok(nh, hd, topk_max, q, rows_a, na, rows_b, nb_max))
+    if (path == 0 && s == 1 && one_query_ok(nh, hd, topk_max, q, rows_a, na, rows_b, nb_max)) {
+        *fused = ob != nullptr;
         return as_k_attn_decode(q, rows_a, na, rows_b, nb_max, nb_d, idx, topk_max, topk_d, sink, o, nh, hd, scale, ws,
-                                ws_bytes, st);
+                                ws_bytes, ob, st);
+    }
     const bool fast_ok = decode_fast(nh, hd, topk_max,
                                      as_aligned16(q) && as_aligned16(o) && (na == 0 || as_aligned16(rows_a)) &&
                                          (nb_max == 0 || as_aligned16(rows_b)));
@@ -670,6 +673,37 @@ extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows
         return (int)cudaErrorInvalidValue;
     as_launch(sparse_attn_warp_kernel, (unsigned)((warps + 3) / 4), 128, 0, st, a, s, hd);
     return AS_LAUNCH_RESULT();
+}
+
+extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b,
+                                       int nb_max, const int32_t *nb_d, const int32_t *idx, int topk_max,
+                                       const int32_t *topk_d, const float *sink, as_bf16_t *o, int s, int nh, int hd,
+                                       float scale, void *ws, size_t ws_bytes, const AsOBack *ob, cudaStream_t st)
+{
+    if (ob && (s != 1 || !ob->o_back || ob->rd < 0 || ob->rd >= hd || ob->rd % 2 ||
+               (ob->rd > 0 && (!ob->cos_t || !ob->sin_t))))
+        return (int)cudaErrorInvalidValue;
+    bool fused = false;
+    int rc = sparse_attn_decode(q, rows_a, na, rows_b, nb_max, nb_d, idx, topk_max, topk_d, sink, o, s, nh, hd, scale,
+                                ws, ws_bytes, ob, &fused, st);
+    if (rc || !ob || fused)
+        return rc;
+    AsRowPipe p{};
+    p.x = o;
+    p.ldx = (int64_t)nh * hd;
+    p.y = ob->o_back;
+    p.ldy = (int64_t)nh * hd;
+    p.rows = 1;
+    p.heads = nh;
+    p.n = hd;
+    p.rd = ob->rd;
+    p.pos0 = ob->pos0;
+    p.pos = ob->pos_d;
+    p.cos_t = ob->cos_t;
+    p.sin_t = ob->sin_t;
+    p.inverse = 1;
+    p.post_scale = 1.0f;
+    return as_k_row_pipe(&p, st);
 }
 
 extern "C" int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, int *tiles_per_split,

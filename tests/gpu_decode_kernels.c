@@ -257,7 +257,7 @@ static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int
                                          nh, hd, scale, 0),
                         what);
     as_gpu_check_launch(as_k_sparse_attn_decode(dq, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx, topk_max,
-                                                dtopk, dsink, ob, 1, nh, hd, scale, ws, wsb, 0),
+                                                dtopk, dsink, ob, 1, nh, hd, scale, ws, wsb, NULL, 0),
                         what);
     uint16_t *ga = xmalloc(sizeof(uint16_t) * (size_t)nh * hd), *gb = xmalloc(sizeof(uint16_t) * (size_t)nh * hd);
     as_gpu_get_bytes(ga, oa, sizeof(uint16_t) * (size_t)nh * hd);
@@ -267,6 +267,38 @@ static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int
     if (!bad)
         as_test_note("%s: exact (%s, %d tiles per split, workspace %zu bytes)", what,
                      mma == 2 ? "one-query kernel" : mma ? "tensor cores" : "warp kernel", tps, wsb);
+    /* with o_back (AsOBack): o as before, o_back = the row pipeline's inverse RoPE of that o, bit for bit
+     * (the one-query kernel's combine writes it; the other paths launch the row pipeline) */
+    const int rd = hd / 8, half = rd / 2, pos = seed % 2 ? 0 : 1000 + (int)seed;
+    float *cs = xmalloc(sizeof(float) * (size_t)(pos + 1) * half), *sn = xmalloc(sizeof(float) * (size_t)(pos + 1) * half);
+    for (int64_t i = 0; i < (int64_t)(pos + 1) * half; i++)
+        cs[i] = urnd(1.0f), sn[i] = urnd(1.0f);
+    float *dcs = as_gpu_f32(cs, (int64_t)(pos + 1) * half), *dsn = as_gpu_f32(sn, (int64_t)(pos + 1) * half);
+    int32_t *dpos = dev_int(pos);
+    const size_t ob_bytes = sizeof(uint16_t) * (size_t)nh * hd;
+    as_bf16_t *oc = as_gpu_alloc(ob_bytes), *obk = as_gpu_alloc(ob_bytes), *obr = as_gpu_alloc(ob_bytes);
+    REQUIRE(cudaMemset(oc, 0xff, ob_bytes) == cudaSuccess && cudaMemset(obk, 0xff, ob_bytes) == cudaSuccess &&
+                cudaMemset(obr, 0xee, ob_bytes) == cudaSuccess,
+            "poison");
+    const AsOBack obs = {.o_back = obk, .cos_t = dcs, .sin_t = dsn, .rd = rd, .pos0 = -7, .pos_d = dpos};
+    as_gpu_check_launch(as_k_sparse_attn_decode(dq, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx, topk_max,
+                                                dtopk, dsink, oc, 1, nh, hd, scale, ws, wsb, &obs, 0),
+                        what);
+    const AsRowPipe rp = {.x = oa, .ldx = (int64_t)nh * hd, .y = obr, .ldy = (int64_t)nh * hd, .rows = 1, .heads = nh,
+                          .n = hd, .rd = rd, .pos0 = pos, .cos_t = dcs, .sin_t = dsn, .inverse = 1, .post_scale = 1.0f};
+    as_gpu_check_launch(as_k_row_pipe(&rp, 0), what);
+    uint16_t *gc = xmalloc(ob_bytes), *gk = xmalloc(ob_bytes), *gr = xmalloc(ob_bytes);
+    as_gpu_get_bytes(gc, oc, ob_bytes);
+    as_gpu_get_bytes(gk, obk, ob_bytes);
+    as_gpu_get_bytes(gr, obr, ob_bytes);
+    int64_t bad_o = diff_bytes(what, gc, ga, (size_t)nh * hd, 2), bad_b = diff_bytes(what, gk, gr, (size_t)nh * hd, 2);
+    CHECK(bad_o == 0, "%s with o_back: %lld of %d o differ from the by-value launch", what, (long long)bad_o, nh * hd);
+    CHECK(bad_b == 0, "%s: %lld of %d o_back differ from the row pipeline's inverse RoPE (pos %d, rd %d)", what,
+          (long long)bad_b, nh * hd, pos, rd);
+    if (!bad_o && !bad_b)
+        as_test_note("%s: o_back (pos %d, rd %d) = the row pipeline's, bit for bit", what, pos, rd);
+    free(cs), free(sn), free(gc), free(gk), free(gr);
+    as_gpu_free(dcs), as_gpu_free(dsn), as_gpu_free(dpos), as_gpu_free(oc), as_gpu_free(obk), as_gpu_free(obr);
     free(q), free(rows), free(sink), free(idx), free(ga), free(gb);
     as_gpu_free(dq), as_gpu_free(drows), as_gpu_free(dsink), as_gpu_free(didx), as_gpu_free(oa), as_gpu_free(ob),
         as_gpu_free(dtopk), as_gpu_free(dnb);

@@ -60,13 +60,40 @@ static void run(const char *name, int nh, int na, int nb_live, int nb_max, int t
         ws_dec((size_t)ns_max * nh * (HD + 2), NAN);
     attn1::Args a{q.data(), rows.data(), rows.data() + (size_t)na * HD, na, nb_live, nullptr, idx.data(), topk_live,
                   nullptr, sink.data(), o_bv.data(), nh, scale, ns_live ? ws_bv.data() : nullptr,
-                  ns_live ? ws_bv.data() + (size_t)ns_live * nh * HD : nullptr};
+                  ns_live ? ws_bv.data() + (size_t)ns_live * nh * HD : nullptr, nullptr, nullptr, nullptr, 0, 0,
+                  nullptr};
     launch<HD>(a, ns_live, nh);
     const int32_t topk_d = topk_live, nb_d = nb_live;
     attn1::Args d{q.data(), rows.data(), rows.data() + (size_t)na * HD, na, nb_max, &nb_d, idx.data(), topk_max,
                   &topk_d, sink.data(), o_dec.data(), nh, scale, ws_dec.data(),
-                  ws_dec.data() + (size_t)ns_max * nh * HD};
+                  ws_dec.data() + (size_t)ns_max * nh * HD, nullptr, nullptr, nullptr, 0, 0, nullptr};
+    // the device-parameter launch also writes o_back (the inverse RoPE of o's last rd channels at *pos_d)
+    const int rd = HD / 8, half = rd / 2, pos = (int)(seed * 37 % 500);
+    std::vector<float> cs((size_t)(pos + 1) * half), sn((size_t)(pos + 1) * half);
+    for (size_t i = 0; i < cs.size(); i++)
+        cs[i] = urnd(1.0f), sn[i] = urnd(1.0f);
+    std::vector<uint16_t> o_back((size_t)nh * HD, 0x5555);
+    const int32_t pos_d = pos;
+    d.o_back = o_back.data();
+    d.cos_t = cs.data();
+    d.sin_t = sn.data();
+    d.rd = rd;
+    d.pos0 = -1;
+    d.pos_d = &pos_d;
     launch<HD>(d, ns_max, nh);
+    long back_bad = 0; // row_pipe.cu's inverse RoPE of o_dec, each step rounded
+    for (int h = 0; h < nh; h++)
+        for (int i = 0; i < HD; i++) {
+            const size_t at = (size_t)h * HD + i;
+            uint16_t want = o_dec[at];
+            if (i >= HD - rd) {
+                const int k = (i - (HD - rd)) / 2, i0 = (int)at - (i - (HD - rd)) % 2;
+                const float c = cs[(size_t)pos * half + k], s = -sn[(size_t)pos * half + k];
+                const float x0 = as_bf16_to_f32(o_dec[i0]), x1 = as_bf16_to_f32(o_dec[i0 + 1]);
+                want = (i - (HD - rd)) % 2 == 0 ? as_bf16_bits(x0 * c - x1 * s) : as_bf16_bits(x0 * s + x1 * c);
+            }
+            back_bad += o_back[at] != want;
+        }
     long moved = 0;
     for (size_t i = 0; i < o_bv.size(); i++)
         moved += o_bv[i] != o_dec[i];
@@ -86,11 +113,11 @@ static void run(const char *name, int nh, int na, int nb_live, int nb_max, int t
         err = std::fmax(err, std::fabs(as_bf16_to_f32(o_bv[i]) - of[i]));
     }
     const float tol = omax * 0x1p-7f + 1e-4f;
-    const bool ok = moved == 0 && err <= tol;
+    const bool ok = moved == 0 && err <= tol && back_bad == 0;
     printf("%s %s: nh %d hd %d, %d live entries of %d, %d live compressed rows of %d: device-parameter launch %s, "
-           "max |err| %.3g (tol %.3g)\n",
+           "max |err| %.3g (tol %.3g), o_back at pos %d: %ld wrong\n",
            ok ? "ok  " : "FAIL", name, nh, HD, topk_live, topk_max, nb_live, nb_max,
-           moved ? "DIFFERS" : "bit-exact", err, tol);
+           moved ? "DIFFERS" : "bit-exact", err, tol, pos, back_bad);
     g_fail += !ok;
 }
 
