@@ -103,11 +103,10 @@ static int project_q_kv(Fwd *f, AsError *err)
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
     TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
     TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
-    snprintf(what, sizeof what, "layer %d wq_b", f->l);
-    TRY(as_dev_proj(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, what, err));
-    KL(err, as_k_rope(wk->q, (int64_t)nh * hd, s, nh, hd, rd, f->sp, f->sp_d, f->cos_t, f->sin_t,
-                      e->fault == AS_FAULT_ROPE_BACKWARDS, e->st),
-       "layer %d: rope(q) %dx%dx%d", f->l, s, nh, hd);
+    snprintf(what, sizeof what, "layer %d wq_b + rope(q)", f->l);
+    const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
+                            .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
+    TRY(as_dev_proj_rope(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, &rope, what, err));
     if (fork)
         CU(err, cudaStreamWaitEvent(e->st, e->ev_kv, 0), "layer %d: join the kv branch", f->l);
     else

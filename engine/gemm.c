@@ -130,6 +130,28 @@ int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
     return 0;
 }
 
+/* y = x W^T, then RoPE of its heads (as_k_rope(y, ldy, s, heads, hd, rd, pos0, pos, ...)): q after
+ * wq_b. A bf16 decode GEMV rotates before its store (as_k_gemv_bf16_rope: the same roundings); the
+ * rest project, then rotate. */
+int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                     int64_t ldy, const AsDevRope *r, const char *what, AsError *err)
+{
+    const int heads = w->out / r->hd;
+    if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && ldy == w->out) {
+        int slot = prof_proj(e, s, w);
+        int rc = as_k_gemv_bf16_rope(w->d, w->out, w->in, x, ldx, s, y, ldy, heads, r->hd, r->rd, r->pos0, r->pos,
+                                     r->cos_t, r->sin_t, r->inverse, e->st);
+        as_prof_end(e, slot);
+        KL(err, rc, "%s: gemv %dx%d + rope (%d heads x %d, rd %d, pos %d), %d rows", what, w->out, w->in, heads, r->hd,
+           r->rd, r->pos0, s);
+        return 0;
+    }
+    TRY(as_dev_proj(e, x, ldx, s, w, y, ldy, what, err));
+    KL(err, as_k_rope(y, ldy, s, heads, r->hd, r->rd, r->pos0, r->pos, r->cos_t, r->sin_t, r->inverse, e->st),
+       "%s: rope %dx%dx%d (pos %d)", what, s, heads, r->hd, r->pos0);
+    return 0;
+}
+
 /* Q2_K: the s rows of x quantised to q8_1 (in / 32 blocks each) into the scratch, then mmvq (s <= 8)
  * or mmq. The q8_1 quantisation is the documented difference from the reference (SPEC 6). */
 static int proj_q2k(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,

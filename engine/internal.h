@@ -150,6 +150,15 @@ struct AsEngine {
 int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                 int64_t ldy, const char *what, AsError *err);
 /* f32 weights and f32 output (the ratio-2 compressor); x bf16. */
+/* RoPE of a projection's heads of hd channels (the last rd of each) at pos ? pos[row] : pos0 + row */
+typedef struct {
+    int hd, rd, pos0;
+    const int32_t *pos;
+    const float *cos_t, *sin_t;
+    int inverse;
+} AsDevRope;
+int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                     int64_t ldy, const AsDevRope *r, const char *what, AsError *err);
 int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                          as_bf16_t *h, const char *what, AsError *err);
 int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,

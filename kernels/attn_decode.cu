@@ -21,6 +21,7 @@
 // launch at the live width computes.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/rope_pair.cuh"
 
 namespace attn1 {
 
@@ -216,10 +217,7 @@ __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
             const int i = c + t;
             if (a.rd > 0 && pos >= 0 && i >= base) {
                 const int k = (i - base) / 2;
-                const float cs = a.cos_t[(int64_t)pos * half + k], sn = -a.sin_t[(int64_t)pos * half + k];
-                const float x0 = as_d_bf16_to_f32(y[t]), x1 = as_d_bf16_to_f32(y[t + 1]);
-                y[t] = as_d_f32_to_bf16(__fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn)));
-                y[t + 1] = as_d_f32_to_bf16(__fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs)));
+                as_d_rope_pair(y[t], y[t + 1], a.cos_t[(int64_t)pos * half + k], -a.sin_t[(int64_t)pos * half + k]);
             }
         }
         uint16_t *ob = a.o_back + (size_t)h * HD + c;

@@ -20,6 +20,7 @@
 //
 // Launch configuration (R, W_WARPS) comes from pick_config() (bench/kernels_bench.cu sweeps the
 // alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,7 @@ struct GemvArgs {
     int w_early;   // weights loaded before the PDL wait (gemv_vec_kernel)
     uint16_t *res; // batch 1, bf16 y: res[t][o] = bf16(res[t][o] + y[t][o]) (rows ldres apart)
     int64_t ldres;
+    AsDRope rope;  // rope.rd > 0: q's RoPE before the store (vector kernel, R even, batch 1, bf16 y)
 };
 
 // One block computes the row sets blockIdx.x, blockIdx.x + gridDim.x, ... of batch blockIdx.y (a row
@@ -211,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
             }
         }
 
-        as_d_group_sum_store<R, M>(acc, red, w_warps, row0, b, a, a.res, a.ldres);
+        as_d_group_sum_store<R, M>(acc, red, w_warps, row0, b, a, a.res, a.ldres, a.rope.rd ? &a.rope : nullptr);
         __syncthreads(); // red is written again by the next row set
     }
 }
@@ -338,6 +340,13 @@ int launch_vec_m(const GemvArgs &a, int batch, int w_warps, cudaStream_t st)
     return launch_vec<gemv_vec_kernel<TW, R, 8>>(a, row_sets, batch, w_warps, st);
 }
 
+// 16-byte rows for the vector path: W rows of 8 bf16 / 2 x 4 f32, x rows of 8 bf16.
+bool vector_rows(const GemvArgs &a, int batch)
+{
+    return as_aligned16(a.W) && as_aligned16(a.x) && a.ldw % 8 == 0 && a.ldx % 8 == 0 &&
+           (batch == 1 || (a.strideW % 8 == 0 && a.strideX % 8 == 0));
+}
+
 // R = 0 / W = 0: pick_config. Returns cudaErrorInvalidValue for nonsense sizes.
 template <typename TW>
 int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
@@ -358,10 +367,9 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
         return (int)cudaErrorInvalidValue;
     if (W != 0 && W != 1 && W != 2 && W != 4 && W != 8)
         return (int)cudaErrorInvalidValue;
-    // 16-byte rows for the vector path: W rows of 8 bf16 / 2 x 4 f32, x rows of 8 bf16.
-    const bool vec = as_aligned16(a.W) && as_aligned16(a.x) && a.ldw % 8 == 0 && a.ldx % 8 == 0 &&
-                     (batch == 1 || (a.strideW % 8 == 0 && a.strideX % 8 == 0));
-    if (!vec) {
+    if (a.rope.rd && (batch != 1 || a.y_f32 || !vector_rows(a, batch)))
+        return (int)cudaErrorInvalidValue; // the caller rotates with as_k_rope instead
+    if (!vector_rows(a, batch)) {
         dim3 grid((unsigned)((a.n_out + kWarps - 1) / kWarps), (unsigned)batch);
         as_launch(gemv_scalar_kernel<TW>, grid, kThreads, 0, st, a);
         return AS_LAUNCH_RESULT();
@@ -375,6 +383,8 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
         if (!w)
             w = pw;
     }
+    if (a.rope.rd && r < 2)
+        r = 2; // a RoPE pair's two rows in one group
     switch (r) {
     case 1: return launch_vec_m<TW, 1>(a, batch, w, st);
     case 2: return launch_vec_m<TW, 2>(a, batch, w, st);
@@ -392,14 +402,14 @@ extern "C" int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strid
                                   const as_bf16_t *x, int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy,
                                   int64_t strideY, int y_f32, int batch, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, 0, nullptr, 0};
+    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, 0, nullptr, 0, {}};
     return gemv_launch<uint16_t>(a, batch, R, Wn, st);
 }
 
 extern "C" int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx,
                                   int m, float *y, int64_t ldy, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, 0, nullptr, 0};
+    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, 0, nullptr, 0, {}};
     return gemv_launch<float>(a, 1, R, Wn, st);
 }
 
@@ -422,8 +432,27 @@ extern "C" int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, 
 {
     if (!h)
         return (int)cudaErrorInvalidValue;
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, h, ldh};
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, h, ldh, {}};
     return gemv_launch<uint16_t>(a, 1, 0, 0, st);
+}
+
+extern "C" int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
+                                   as_bf16_t *y, int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
+                                   const float *cos_t, const float *sin_t, int inverse, cudaStream_t st)
+{
+    // as_k_rope's refusals, and the rotated rows must be the GEMV's outputs
+    if (heads <= 0 || rd <= 0 || rd % 2 || hd % 2 || hd < rd || (int64_t)heads * hd != n_out || !cos_t || !sin_t ||
+        (!pos && (pos0 < 0 || (m > 0 && pos0 > INT_MAX - (m - 1)))))
+        return (int)cudaErrorInvalidValue;
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, nullptr, 0, {cos_t, sin_t, hd, rd, pos0, pos,
+                                                                                   inverse ? 1 : 0}};
+    if (W && x && vector_rows(a, 1))
+        return gemv_launch<uint16_t>(a, 1, 0, 0, st);
+    a.rope = AsDRope{}; // rows the vector kernel cannot read: the GEMV, then rope.cu
+    const int rc = gemv_launch<uint16_t>(a, 1, 0, 0, st);
+    if (rc || m == 0 || n_out == 0)
+        return rc;
+    return as_k_rope(y, ldy, m, heads, hd, rd, pos0, pos, cos_t, sin_t, inverse, st);
 }
 
 extern "C" int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,

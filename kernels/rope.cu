@@ -10,6 +10,7 @@
 // A negative pos[row] leaves that row untouched (never reads before the table).
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/rope_pair.cuh"
 
 #include <limits.h>
 
@@ -37,11 +38,10 @@ __global__ void rope_kernel(uint16_t *x, int64_t ld, int rows, int heads, int wi
         float s = sin_t[(int64_t)p * half + k];
         if (inverse)
             s = -s; // the conjugate
-        const float x0 = as_d_bf16_to_f32(z[0]), x1 = as_d_bf16_to_f32(z[1]);
-        const float re = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        const float im = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-        z[0] = as_d_f32_to_bf16(re);
-        z[1] = as_d_f32_to_bf16(im);
+        uint16_t x0 = z[0], x1 = z[1];
+        as_d_rope_pair(x0, x1, c, s);
+        z[0] = x0;
+        z[1] = x1;
     }
 }
 

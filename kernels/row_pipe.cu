@@ -21,6 +21,7 @@
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/quant.cuh"
+#include "kernels/rope_pair.cuh"
 
 #include <limits.h>
 
@@ -77,11 +78,10 @@ template <int Q> __global__ void __launch_bounds__(kThreads) row_pipe_kernel(AsR
             float s = p.sin_t[(int64_t)pos * half + k];
             if (p.inverse)
                 s = -s; // the conjugate
-            const float x0 = as_d_bf16_to_f32(v[base + 2 * k]), x1 = as_d_bf16_to_f32(v[base + 2 * k + 1]);
-            const float re = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-            const float im = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-            v[base + 2 * k] = as_d_f32_to_bf16(re);
-            v[base + 2 * k + 1] = as_d_f32_to_bf16(im);
+            uint16_t x0 = v[base + 2 * k], x1 = v[base + 2 * k + 1];
+            as_d_rope_pair(x0, x1, c, s);
+            v[base + 2 * k] = x0;
+            v[base + 2 * k + 1] = x1;
         }
         __syncthreads();
     }

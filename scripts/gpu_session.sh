@@ -18,6 +18,7 @@
 #     q2kflash  flash as a Q2_K GGUF: convert, engine vs reference (prefill 512 + 16 decode), bench-engine
 #     nsys      Nsight Systems over bench-engine's decode: the kernels' time summary (kern_sum.csv)
 #     newsan    memcheck, racecheck, initcheck on the selection and one-query attention kernels alone
+#     decsan    memcheck, racecheck, initcheck on the decode-path kernels (GEMV epilogues, o_back, RoPE, a graph)
 #     selsan    memcheck, racecheck, initcheck on the selection kernels and the engine paths using them
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
@@ -171,6 +172,11 @@ for p in "$@"; do
     newsan)
         # the kernels new in this round alone (selection, one-query attention, row RMSNorm)
         sanitized newsan 100 'gpu_topk*' 'gpu_decode_sparse_attn' 'gpu_rmsnorm*' ;;
+    decsan)
+        # the decode-path kernels of the latest round: the GEMV (resident grid, early weights, residual and
+        # RoPE in the store), the one-query attention with o_back, the row pipeline, RoPE, a tiny graph
+        sanitized decsan 150 'gpu_gemv_residual' 'gpu_gemv_rope' 'gpu_gemv_tiny*' 'gpu_gemv_every*' 'gpu_decode_*' \
+            'gpu_rope*' 'gpu_row_pipe*' 'gpu_graph_tiny_mixed*' ;;
     selsan)
         # the selection kernels and the engine / graph paths that launch them
         sanitized selsan 150 'gpu_topk*' 'gpu_engine_tiny_prefill*' 'gpu_graph_tiny_mixed*' ;;

@@ -9,7 +9,7 @@
  * Cases: the flash decode shapes (wq_a, wq_b, wkv, wo_b, the grouped wo_a with the engine's strides,
  * indexer wq_b, the f32 compressor), m = 1, 3, 8; n_in not a multiple of 8 (padded rows: vector body
  * + scalar tail; unpadded rows and misaligned x: scalar kernel); every (R, W) configuration; the GEMV
- * with the residual folded in (wo_b + residual add). */
+ * with the residual folded in (wo_b + residual add), and with q's RoPE folded in (wq_b + rope). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -299,6 +299,77 @@ GPU_TEST(gpu_gemv_residual)
     CHECK(as_k_gemv_bf16_residual(d, 4, 8, d, 8, 1, d, 4, d, 3, 0) == (int)cudaErrorInvalidValue, "ldh < n_out refused");
     as_gpu_sync("gemv + residual refusals");
     as_gpu_free(d);
+}
+
+/* as_k_gemv_bf16_rope against as_k_gemv_bf16 then as_k_rope, bit for bit: positions by value (pos0 + t)
+ * or from device memory (one of them negative: that row unrotated), the inverse rotation, the flash
+ * wq_b shape (64 heads x 512, rd 64), m = 1, 3, 8 (every token width of the vector kernel), and an
+ * unaligned x (the scalar kernel, then rope.cu). */
+static void check_rope(int heads, int hd, int rd, int ni, int m, int x_off, int by_device, int inverse, uint64_t seed)
+{
+    const int no = heads * hd, half = rd / 2, maxpos = 4096;
+    const int64_t ldx = ni, xn = x_off + (int64_t)m * ldx, yn = (int64_t)m * no;
+    float *W = xmalloc(sizeof(float) * (size_t)no * ni), *x = xmalloc(sizeof(float) * (size_t)xn);
+    float *cs = xmalloc(sizeof(float) * (size_t)maxpos * half), *sn = xmalloc(sizeof(float) * (size_t)maxpos * half);
+    as_fill_uniform(W, (int64_t)no * ni, 0.5f, seed, 1);
+    as_fill_uniform(x, xn, 2.0f, seed + 1, 1);
+    as_fill_uniform(cs, (int64_t)maxpos * half, 1.0f, seed + 2, 0);
+    as_fill_uniform(sn, (int64_t)maxpos * half, 1.0f, seed + 3, 0);
+    int32_t pos[8];
+    for (int t = 0; t < 8; t++)
+        pos[t] = t == 1 ? -1 : (int)((seed * 131 + 977 * (uint64_t)t) % maxpos);
+    const int pos0 = (int)(seed % 3000);
+    as_bf16_t *dW = as_gpu_bf16(W, (int64_t)no * ni), *dx = as_gpu_bf16(x, xn);
+    float *dcs = as_gpu_f32(cs, (int64_t)maxpos * half), *dsn = as_gpu_f32(sn, (int64_t)maxpos * half);
+    int32_t *dpos = as_gpu_bytes(pos, sizeof pos);
+    as_bf16_t *dy = as_gpu_alloc(2 * (size_t)yn), *dyr = as_gpu_alloc(2 * (size_t)yn);
+    REQUIRE(cudaMemset(dy, 0xff, 2 * (size_t)yn) == cudaSuccess, "poison");
+    char what[200];
+    snprintf(what, sizeof what, "gemv + rope %d heads x %d (rd %d) <- %d, m=%d, positions %s%s%s", heads, hd, rd, ni, m,
+             by_device ? "on the device" : "pos0 + t", inverse ? ", inverse" : "", x_off ? ", x misaligned" : "");
+    const int32_t *pp = by_device ? dpos : NULL;
+    as_gpu_check_launch(as_k_gemv_bf16_rope(dW, no, ni, dx + x_off, ldx, m, dy, no, heads, hd, rd, pos0, pp, dcs, dsn,
+                                            inverse, 0),
+                        what);
+    as_gpu_check_launch(as_k_gemv_bf16(dW, ni, 0, no, ni, dx + x_off, ldx, 0, m, dyr, no, 0, 0, 1, 0), what);
+    as_gpu_check_launch(as_k_rope(dyr, no, m, heads, hd, rd, pos0, pp, dcs, dsn, inverse, 0), what);
+    uint16_t *y = xmalloc(2 * (size_t)yn), *yr = xmalloc(2 * (size_t)yn);
+    as_gpu_get_bytes(y, dy, 2 * (size_t)yn);
+    as_gpu_get_bytes(yr, dyr, 2 * (size_t)yn);
+    int64_t bad = 0, rotated = 0;
+    for (int64_t i = 0; i < yn; i++) {
+        bad += y[i] != yr[i];
+        rotated += (i % hd) >= hd - rd;
+    }
+    CHECK(bad == 0, "%s: %lld of %lld differ from the GEMV then rope.cu", what, (long long)bad, (long long)yn);
+    if (!bad)
+        as_test_note("%s: bit for bit (%lld rotated channels)", what, (long long)rotated);
+    free(W), free(x), free(cs), free(sn), free(y), free(yr);
+    as_gpu_free(dW), as_gpu_free(dx), as_gpu_free(dcs), as_gpu_free(dsn), as_gpu_free(dpos), as_gpu_free(dy),
+        as_gpu_free(dyr);
+}
+
+GPU_TEST(gpu_gemv_rope)
+{
+    check_rope(64, 512, 64, 1280, 1, 0, 1, 0, 8001); /* flash wq_b, a decode step */
+    check_rope(64, 512, 64, 1280, 3, 0, 0, 0, 8011);
+    check_rope(64, 512, 64, 1280, 8, 0, 1, 1, 8021);
+    check_rope(4, 64, 16, 256, 5, 0, 0, 1, 8031);   /* tiny */
+    check_rope(4, 64, 64, 256, 2, 0, 1, 0, 8041);   /* rd = hd: every channel */
+    check_rope(3, 40, 8, 1003, 2, 1, 1, 0, 8051);   /* the scalar kernel, then rope.cu */
+    as_bf16_t *d = as_gpu_alloc(4096);
+    float *t = as_gpu_alloc(4096);
+    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 3, 0, NULL, t, t, 0, 0) == (int)cudaErrorInvalidValue,
+          "odd rd refused");
+    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 3, 4, 2, 0, NULL, t, t, 0, 0) == (int)cudaErrorInvalidValue,
+          "heads * hd != n_out refused");
+    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 2, -1, NULL, t, t, 0, 0) == (int)cudaErrorInvalidValue,
+          "negative pos0 refused");
+    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 2, 0, NULL, NULL, t, 0, 0) == (int)cudaErrorInvalidValue,
+          "no cos table refused");
+    as_gpu_sync("gemv + rope refusals");
+    as_gpu_free(d);
+    as_gpu_free(t);
 }
 
 GPU_TEST(gpu_gemv_refuses_nonsense)

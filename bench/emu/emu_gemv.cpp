@@ -36,7 +36,7 @@ static void run(int n_out, int n_in, int ldw, int batch, int m, int wwarps, bool
     std::vector<uint16_t> yb((size_t)m * ldy, 0x7f7f);
     const bool f32w = sizeof(TW) == 4;
     GemvArgs a{f32w ? (const void *)W.data() : (const void *)Wb.data(), ldw, strideW, n_out, n_in, xb.data(), ldx,
-               strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0, 0};
+               strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0, 0, nullptr, 0, {}};
     if (scalar) {
         emu::launch(dim3((unsigned)((n_out + kWarps - 1) / kWarps), (unsigned)batch), dim3(kThreads),
                     [&] { gemv_scalar_kernel<TW>(a); });
@@ -89,6 +89,46 @@ static void run(int n_out, int n_in, int ldw, int batch, int m, int wwarps, bool
     g_fail += bad != 0;
 }
 
+// q's RoPE in the store (AsDRope): against the same launch without it, then each pair rotated on the
+// host with ref's rounding (products, sum and difference in f32, then bf16); R = 2 and 4, m = 1 and 3,
+// positions by value and by "device" pointer (token 1 at -1: unrotated), inverse once.
+template <int R, int M>
+static void run_rope(int heads, int hd, int rd, int n_in, int m, int wwarps, bool by_ptr, bool inverse)
+{
+    const int n_out = heads * hd, half = rd / 2, maxpos = 64;
+    std::vector<uint16_t> Wb((size_t)n_out * n_in), xb((size_t)m * n_in), y0((size_t)m * n_out, 0x7f7f),
+        y1((size_t)m * n_out, 0x7f7f);
+    for (auto &v : Wb) v = as_bf16_bits(urnd(0.5f));
+    for (auto &v : xb) v = as_bf16_bits(urnd(2.0f));
+    std::vector<float> cs((size_t)maxpos * half), sn((size_t)maxpos * half);
+    for (size_t i = 0; i < cs.size(); i++) cs[i] = urnd(1.0f), sn[i] = urnd(1.0f);
+    const int32_t pos[3] = {17, -1, 63};
+    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, m, y0.data(), n_out, 0, 0, 0, nullptr, 0, {}};
+    const int gpb = kWarps / wwarps, sets = ((n_out + R - 1) / R + gpb - 1) / gpb;
+    emu::launch(dim3((unsigned)sets, 1), dim3(kThreads), [&] { gemv_vec_kernel<uint16_t, R, M>(a, wwarps); });
+    a.y = y1.data();
+    a.rope = AsDRope{cs.data(), sn.data(), hd, rd, 5, by_ptr ? pos : nullptr, inverse ? 1 : 0};
+    emu::launch(dim3((unsigned)sets, 1), dim3(kThreads), [&] { gemv_vec_kernel<uint16_t, R, M>(a, wwarps); });
+    long bad = 0;
+    for (int t = 0; t < m; t++)
+        for (int h = 0; h < heads; h++)
+            for (int k = 0; k < hd; k++) {
+                const size_t at = (size_t)t * n_out + (size_t)h * hd + k;
+                uint16_t want = y0[at];
+                const int p = by_ptr ? pos[t] : 5 + t, ch = k - (hd - rd);
+                if (ch >= 0 && p >= 0) {
+                    const size_t i0 = at - ch % 2;
+                    const float c = cs[(size_t)p * half + ch / 2], sv = sn[(size_t)p * half + ch / 2] * (inverse ? -1 : 1);
+                    const float x0 = as_bf16_to_f32(y0[i0]), x1 = as_bf16_to_f32(y0[i0 + 1]);
+                    want = ch % 2 == 0 ? as_bf16_bits(x0 * c - x1 * sv) : as_bf16_bits(x0 * sv + x1 * c);
+                }
+                bad += y1[at] != want;
+            }
+    printf("%s rope R%d M%d W%d %d heads x %d (rd %d) <- %d, m %d, positions %s%s: %ld wrong\n", bad ? "FAIL" : "ok  ", R,
+           M, wwarps, heads, hd, rd, n_in, m, by_ptr ? "by pointer" : "pos0 + t", inverse ? ", inverse" : "", bad);
+    g_fail += bad != 0;
+}
+
 int main()
 {
     // W as bf16 values in both cases (the f32 path reads them as f32)
@@ -102,6 +142,9 @@ int main()
     run<float, 1, 8>(5, 64, 64, 1, 8, 8, false, true);
     run<uint16_t, 1, 1>(37, 203, 203, 2, 3, 1, true, false);
     run<float, 1, 1>(37, 203, 203, 1, 3, 1, true, true);
+    run_rope<4, 1>(4, 64, 16, 256, 1, 1, true, false);
+    run_rope<2, 4>(3, 40, 8, 136, 3, 2, false, true);
+    run_rope<4, 4>(2, 64, 64, 64, 3, 4, true, false);
     printf("%d failed\n", g_fail);
     return g_fail != 0;
 }
