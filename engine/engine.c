@@ -225,6 +225,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         STEP(cudaStreamCreateWithFlags(&e->st_kv, cudaStreamNonBlocking)
                  ? as_err(err, AS_ERUNTIME, "cudaStreamCreate (kv)")
                  : 0);
+    const char *fz = getenv("ATTNSCOPE_DECODE_FUSE");
+    e->fuse = !(fz && !strcmp(fz, "0"));
     STEP(cudaEventCreateWithFlags(&e->ev_x, cudaEventDisableTiming) ||
                  cudaEventCreateWithFlags(&e->ev_kv, cudaEventDisableTiming)
              ? as_err(err, AS_ERUNTIME, "cudaEventCreate (the kv branch's fork and join)")
