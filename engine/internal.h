@@ -119,9 +119,9 @@ struct AsEngine {
      * st after x (ev_x) and joined after q's RoPE (ev_kv), so that it overlaps the q branch; a graph
      * captures the two as parallel branches */
     cudaStream_t st_kv;
-    /* the decode fusions (ATTNSCOPE_DECODE_FUSE=0 turns them off, an A/B switch; the same bits either
-     * way): the residual in wo_b's GEMV, q's RoPE in wq_b's, o_back in the attention's combine, and a
-     * reuse layer's idx built on the kv branch */
+    /* the decode fusions (ATTNSCOPE_DECODE_FUSE=1 turns them on; the same bits either way): the
+     * residual in wo_b's GEMV, q's RoPE in wq_b's, o_back in the attention's combine, and a reuse
+     * layer's idx built on the kv branch */
     bool fuse;
     cudaEvent_t ev_x, ev_kv;
     cublasHandle_t cublas;

@@ -347,6 +347,24 @@ GPU_TEST(gpu_graph_tiny_300_steps)
     as_test_model_free(m);
 }
 
+/* The decode fusions (ATTNSCOPE_DECODE_FUSE=1: residual in wo_b's GEMV, RoPE in wq_b's, o_back in the
+ * attention's combine, a reuse layer's idx on the kv branch) in both engines: the graph against the
+ * uncaptured decode, bit for bit (the uncaptured one takes the by-value attention and the row pipeline
+ * for o_back, so this also checks the fused o_back). */
+GPU_TEST(gpu_graph_tiny_fused)
+{
+    REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", "1", 1) == 0, "setenv");
+    AsModel *m = as_test_model("tiny", NULL, 7);
+    Pair p;
+    pair_open(&p, m, NULL, 9 + 100 + 1, false);
+    pair_prefill(&p, 9);
+    bool ok = pair_decode(&p, 9, 100, false);
+    CHECK(ok, "tiny, fused: the graph and the uncaptured decode differ (first at position %d)", p.first_bad_step);
+    pair_close(&p);
+    as_test_model_free(m);
+    unsetenv("ATTNSCOPE_DECODE_FUSE");
+}
+
 /* The host selection path (--host-select) through the graph: top-k in host nodes. */
 GPU_TEST(gpu_graph_tiny_host_select)
 {
