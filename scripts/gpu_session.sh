@@ -176,7 +176,13 @@ for p in "$@"; do
         # the decode-path kernels of the latest round: the GEMV (resident grid, early weights, residual and
         # RoPE in the store), the one-query attention with o_back, the row pipeline, RoPE, a tiny graph
         sanitized decsan 150 'gpu_gemv_residual' 'gpu_gemv_rope' 'gpu_gemv_tiny*' 'gpu_gemv_every*' 'gpu_decode_*' \
-            'gpu_rope*' 'gpu_row_pipe*' 'gpu_graph_tiny_mixed*' ;;
+            'gpu_rope*' 'gpu_row_pipe*'
+        # a graph run too, with the fusions on; not under initcheck: its 9-token prefill reads cuBLAS
+        # outputs, which initcheck flags (see enginesan)
+        for tool in memcheck racecheck; do
+            ATTNSCOPE_DECODE_FUSE=1 AS_KTEST_SMALL=1 phase "decsan_graph_$tool" 150 compute-sanitizer --tool "$tool" \
+                --error-exitcode 9 "$B/attnscope_tests" 'gpu_graph_tiny_mixed*' 'gpu_graph_tiny_fused'
+        done ;;
     selsan)
         # the selection kernels and the engine / graph paths that launch them
         sanitized selsan 150 'gpu_topk*' 'gpu_engine_tiny_prefill*' 'gpu_graph_tiny_mixed*' ;;
