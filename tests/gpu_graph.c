@@ -332,36 +332,27 @@ static void expect_shapes(const Pair *p, const char *name, int captures)
 
 GPU_TEST(gpu_graph_tiny_300_steps)
 {
-    AsModel *m = as_test_model("tiny", NULL, 7);
-    Pair p;
-    pair_open(&p, m, NULL, 9 + 300 + 1, false);
-    pair_prefill(&p, 9);
-    bool ok = pair_decode(&p, 9, 300, false);
-    CHECK(ok, "tiny: the graph and the uncaptured decode differ (first at position %d)", p.first_bad_step);
-    expect_shapes(&p, "tiny prefill 9 + 300 decode", 2);
-    AsDecodeGraphInfo gi;
-    as_decode_graph_info(p.g, &gi);
-    CHECK(gi.replays == p.steps - 2, "tiny: %d replays for %d steps", gi.replays, p.steps);
-    CHECK(gi.hosts == 0, "tiny: %d host nodes in a graph whose selection runs on the device", gi.hosts);
-    pair_close(&p);
-    as_test_model_free(m);
-}
-
-/* The decode fusions (ATTNSCOPE_DECODE_FUSE=1: residual in wo_b's GEMV, RoPE in wq_b's, o_back in the
- * attention's combine, a reuse layer's idx on the kv branch) in both engines: the graph against the
- * uncaptured decode, bit for bit (the uncaptured one takes the by-value attention and the row pipeline
- * for o_back, so this also checks the fused o_back). */
-GPU_TEST(gpu_graph_tiny_fused)
-{
-    REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", "1", 1) == 0, "setenv");
-    AsModel *m = as_test_model("tiny", NULL, 7);
-    Pair p;
-    pair_open(&p, m, NULL, 9 + 100 + 1, false);
-    pair_prefill(&p, 9);
-    bool ok = pair_decode(&p, 9, 100, false);
-    CHECK(ok, "tiny, fused: the graph and the uncaptured decode differ (first at position %d)", p.first_bad_step);
-    pair_close(&p);
-    as_test_model_free(m);
+    /* twice: as the engine runs by default, then with the decode fusions (ATTNSCOPE_DECODE_FUSE=1: residual
+     * in wo_b's GEMV, RoPE in wq_b's, o_back in the attention's combine, a reuse layer's idx on the kv
+     * branch) in both engines; the uncaptured decode takes the by-value attention and the row pipeline
+     * for o_back, so the second pass also checks the fused o_back */
+    for (int fuse = 0; fuse < 2; fuse++) {
+        REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", fuse ? "1" : "0", 1) == 0, "setenv");
+        const char *how = fuse ? "tiny, fused" : "tiny";
+        AsModel *m = as_test_model("tiny", NULL, 7);
+        Pair p;
+        pair_open(&p, m, NULL, 9 + 300 + 1, false);
+        pair_prefill(&p, 9);
+        bool ok = pair_decode(&p, 9, 300, false);
+        CHECK(ok, "%s: the graph and the uncaptured decode differ (first at position %d)", how, p.first_bad_step);
+        expect_shapes(&p, "tiny prefill 9 + 300 decode", 2);
+        AsDecodeGraphInfo gi;
+        as_decode_graph_info(p.g, &gi);
+        CHECK(gi.replays == p.steps - 2, "%s: %d replays for %d steps", how, gi.replays, p.steps);
+        CHECK(gi.hosts == 0, "%s: %d host nodes in a graph whose selection runs on the device", how, gi.hosts);
+        pair_close(&p);
+        as_test_model_free(m);
+    }
     unsetenv("ATTNSCOPE_DECODE_FUSE");
 }
 
