@@ -209,6 +209,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         rc = as_err(err, AS_EBADINPUT, "unknown fault '%s'", e->opt.inject);
         goto fail;
     }
+    if ((rc = as_decode_fusions(getenv("ATTNSCOPE_DECODE_FUSE"), &e->fuse, err)))
+        goto fail;
     int count = as_engine_device_count();
     if (e->device < 0 || e->device >= count) {
         rc = as_err(err, AS_ERUNTIME, "CUDA device %d not present (%d visible)", e->device, count);
@@ -225,10 +227,6 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         STEP(cudaStreamCreateWithFlags(&e->st_kv, cudaStreamNonBlocking)
                  ? as_err(err, AS_ERUNTIME, "cudaStreamCreate (kv)")
                  : 0);
-    /* ATTNSCOPE_DECODE_FUSE=1: the decode fusions on (measured 1.2% slower through the graph on the
-     * H200, 2026-11-29: off by default; bench/RESULTS.md) */
-    const char *fz = getenv("ATTNSCOPE_DECODE_FUSE");
-    e->fuse = fz && !strcmp(fz, "1");
     STEP(cudaEventCreateWithFlags(&e->ev_x, cudaEventDisableTiming) ||
                  cudaEventCreateWithFlags(&e->ev_kv, cudaEventDisableTiming)
              ? as_err(err, AS_ERUNTIME, "cudaEventCreate (the kv branch's fork and join)")

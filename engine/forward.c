@@ -374,11 +374,12 @@ static int attend_and_project(Fwd *f, AsError *err)
                             .pos0 = f->sp, .pos_d = f->sp_d};
         KL(err, as_k_sparse_attn_decode(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, nb_max, &f->dL->nb, wk->idx,
                                         f->m->cols + kmax, &f->dL->topk, sink, wk->o, s, nh, hd, scale,
-                                        f->cap->attn_ws, f->cap->attn_ws_bytes, e->fuse ? &ob : NULL, e->st),
+                                        f->cap->attn_ws, f->cap->attn_ws_bytes,
+                                        e->fuse & AS_FUSE_OBACK ? &ob : NULL, e->st),
            "layer %d: sparse attention + o_back (decode graph) heads=%d rows=%d+%d up to topk=%d", f->l, nh,
            f->m->rows_a_len, nb_max, f->m->cols + kmax);
         as_prof_end(e, slot);
-        if (e->fuse)
+        if (e->fuse & AS_FUSE_OBACK)
             return project_out(f, err);
     } else {
         KL(err, as_k_sparse_attn(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, f->m->rows_b_len, wk->idx,
@@ -430,7 +431,8 @@ int as_dev_layer_forward(AsEngine *e, int l, AsError *err)
     m->ratio = f.role->ratio;
     e->last_layer = l;
     int slot = as_prof_begin(e, AS_OP_LAYER, l, 0, 0);
-    f.idx_on_kv_branch = kv_forks(&f) && e->fuse && !f.role->kv_source && !f.role->index_source;
+    f.idx_on_kv_branch =
+        kv_forks(&f) && (e->fuse & AS_FUSE_KV_IDX) && !f.role->kv_source && !f.role->index_source;
     TRY(project_q_kv(&f, err));
     if (!f.idx_on_kv_branch)
         TRY(select_rows(&f, err));

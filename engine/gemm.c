@@ -118,7 +118,7 @@ int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDev
 int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                          as_bf16_t *h, const char *what, AsError *err)
 {
-    if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && e->fuse) {
+    if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && (e->fuse & AS_FUSE_RESIDUAL)) {
         int slot = prof_proj(e, s, w);
         int rc = as_k_gemv_bf16_residual(w->d, w->out, w->in, x, ldx, s, y, w->out, h, w->out, e->st);
         as_prof_end(e, slot);
@@ -137,7 +137,7 @@ int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const 
                      int64_t ldy, const AsDevRope *r, const char *what, AsError *err)
 {
     const int heads = w->out / r->hd;
-    if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && ldy == w->out && e->fuse) {
+    if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && ldy == w->out && (e->fuse & AS_FUSE_ROPE)) {
         int slot = prof_proj(e, s, w);
         int rc = as_k_gemv_bf16_rope(w->d, w->out, w->in, x, ldx, s, y, ldy, heads, r->hd, r->rd, r->pos0, r->pos,
                                      r->cos_t, r->sin_t, r->inverse, e->st);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/fusions.h"
 #include "engine/profile.h"
 #include "kernels/kernels.h"
 #include "ref/faults.h"
@@ -119,10 +120,9 @@ struct AsEngine {
      * st after x (ev_x) and joined after q's RoPE (ev_kv), so that it overlaps the q branch; a graph
      * captures the two as parallel branches */
     cudaStream_t st_kv;
-    /* the decode fusions (ATTNSCOPE_DECODE_FUSE=1 turns them on; the same bits either way): the
-     * residual in wo_b's GEMV, q's RoPE in wq_b's, o_back in the attention's combine, and a reuse
-     * layer's idx built on the kv branch */
-    bool fuse;
+    /* the decode fusions taken (AS_FUSE_* bits, from ATTNSCOPE_DECODE_FUSE; none by default; the same
+     * bits of output either way) */
+    unsigned fuse;
     cudaEvent_t ev_x, ev_kv;
     cublasHandle_t cublas;
     AsDevLayerWeights w[AS_MAX_LAYERS];

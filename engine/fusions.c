@@ -1,0 +1,39 @@
+/* ATTNSCOPE_DECODE_FUSE's parser (engine/fusions.h); host code only, so the CPU tests check it. */
+#include <string.h>
+
+#include "engine/fusions.h"
+
+int as_decode_fusions(const char *v, unsigned *out, AsError *err)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"residual", AS_FUSE_RESIDUAL}, {"rope", AS_FUSE_ROPE}, {"oback", AS_FUSE_OBACK},
+                 {"kvidx", AS_FUSE_KV_IDX}};
+    *out = 0;
+    if (!v || !*v || !strcmp(v, "0"))
+        return 0;
+    if (!strcmp(v, "1") || !strcmp(v, "all")) {
+        *out = AS_FUSE_ALL;
+        return 0;
+    }
+    unsigned bits = 0;
+    for (const char *p = v;;) {
+        size_t n = strcspn(p, ",");
+        unsigned bit = 0;
+        for (size_t k = 0; k < sizeof names / sizeof names[0] && !bit; k++)
+            if (strlen(names[k].name) == n && !strncmp(p, names[k].name, n))
+                bit = names[k].bit;
+        if (!bit)
+            return as_err(err, AS_EBADINPUT,
+                          "ATTNSCOPE_DECODE_FUSE: unknown fusion '%.*s' (0, 1, all, or a comma list of residual, "
+                          "rope, oback, kvidx)",
+                          (int)(n < 40 ? n : 40), p);
+        bits |= bit;
+        if (!p[n])
+            break;
+        p += n + 1;
+    }
+    *out = bits;
+    return 0;
+}

@@ -1,0 +1,18 @@
+/* The decode fusions (ATTNSCOPE_DECODE_FUSE): each removes a launch from a decode's queries' path and
+ * leaves every output bit as it was (docs/ENGINE.md, bench/RESULTS.md). */
+#pragma once
+
+#include "model/errors.h"
+
+enum {
+    AS_FUSE_RESIDUAL = 1, /* the residual add in wo_b's GEMV store */
+    AS_FUSE_ROPE = 2,     /* q's RoPE in wq_b's GEMV store */
+    AS_FUSE_OBACK = 4,    /* o_back in the one-query attention's combine (graph) */
+    AS_FUSE_KV_IDX = 8,   /* a reuse layer's idx (window, shared selection, build_idx) on the kv branch */
+    AS_FUSE_ALL = 15,
+};
+
+/* The fusions an ATTNSCOPE_DECODE_FUSE value names: NULL, "" or "0" none (the default: all four together
+ * measured 1.2% slower through the graph on the H200, 2026-11-29), "1" or "all" every one, else a comma
+ * list of residual, rope, oback, kvidx. AS_EBADINPUT, one line, for anything else. */
+int as_decode_fusions(const char *v, unsigned *out, AsError *err);

@@ -1,0 +1,43 @@
+/* engine/fusions.c: ATTNSCOPE_DECODE_FUSE's values, and the one-line refusal of anything else. */
+#include <string.h>
+
+#include "engine/fusions.h"
+#include "tests/harness.h"
+
+TEST(decode_fusions_values)
+{
+    static const struct {
+        const char *v;
+        unsigned want;
+    } cases[] = {
+        {NULL, 0},
+        {"", 0},
+        {"0", 0},
+        {"1", AS_FUSE_ALL},
+        {"all", AS_FUSE_ALL},
+        {"residual", AS_FUSE_RESIDUAL},
+        {"rope,oback", AS_FUSE_ROPE | AS_FUSE_OBACK},
+        {"kvidx,residual,rope,oback", AS_FUSE_ALL},
+        {"rope,rope", AS_FUSE_ROPE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        AsError err = {0};
+        unsigned got = 99;
+        int rc = as_decode_fusions(cases[i].v, &got, &err);
+        CHECK(rc == 0 && got == cases[i].want, "'%s': rc %d, fusions %#x (want %#x)", cases[i].v ? cases[i].v : "(unset)",
+              rc, got, cases[i].want);
+    }
+}
+
+TEST(decode_fusions_refuses_unknown_names)
+{
+    static const char *bad[] = {"2", "yes", "rope,", ",rope", "rope,,oback", "Rope", "residual,bogus", "ropeoback"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        AsError err = {0};
+        unsigned got = 99;
+        int rc = as_decode_fusions(bad[i], &got, &err);
+        CHECK(rc == AS_EBADINPUT && strstr(err.msg, "ATTNSCOPE_DECODE_FUSE: unknown fusion") && !strchr(err.msg, '\n'),
+              "'%s': rc %d, '%s' (want AS_EBADINPUT, one line naming the variable)", bad[i], rc, err.msg);
+        CHECK(got == 0, "'%s': fusions %#x left set on a refusal", bad[i], got);
+    }
+}
