@@ -11,6 +11,8 @@
 #     flashscript  examples/gpu_flash_prefill512_decode64.json with the engine
 #     bench     bench-engine at flash (decode at 4K context, prefill 4096), with its chart
 #     benchdecode  bench-engine's decode half alone (quick A/B of a switch)
+#     fusebisect  bench-engine's decode under each ATTNSCOPE_DECODE_FUSE fusion alone, all, none, with the
+#               resident GEMV grid and without (bench/RESULTS.md: the four together measured slower)
 #     benchhost the same with the selection on the host (--host-select)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
@@ -119,6 +121,17 @@ for p in "$@"; do
         need_flash
         phase bench_decode 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
         grep -E "all 40 layers|\*\*graph\*\*|uncaptured" "$(logf bench_decode)" | tee -a "$SUM" ;;
+    fusebisect)
+        # the decode fusions one by one against none, with the resident GEMV grid and without, the
+        # variants alternated in one call (calls land on different H200s: compare within one only)
+        need_flash
+        for grid in 1 0; do
+            for fz in 0 residual rope oback kvidx all 0; do
+                ATTNSCOPE_GEMV_RESIDENT=$grid ATTNSCOPE_DECODE_FUSE=$fz phase "fuse_${fz}_grid$grid" 120 \
+                    "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
+                say "$(grep -E '\*\*graph\*\*' "$(logf "fuse_${fz}_grid$grid")")"
+            done
+        done ;;
     benchhost)
         # the same benchmark with the selection on the host (the reference's code): the before / after
         need_flash
