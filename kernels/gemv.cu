@@ -18,6 +18,10 @@
 // multiples of 8 (4 for... f32 weights: also 8, since a chunk is 8 elements = 32 bytes, read as two
 // 16-byte loads). Anything else takes gemv_scalar_kernel: one warp per output row, element loads.
 //
+//   * one wave: the launch makes at most as many blocks as are resident at once, each looping over row
+//     sets, and a block's first weight loads go out before its PDL wait (ATTNSCOPE_GEMV_RESIDENT=0,
+//     ATTNSCOPE_GEMV_EARLY=0 turn either off); the store can add a residual or rotate q's RoPE pairs
+//     (gemv_epilogue.cuh).
 // Launch configuration (R, W_WARPS) comes from pick_config() (bench/kernels_bench.cu sweeps the
 // alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
 #include <limits.h>
@@ -185,10 +189,10 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
             }
         }
         for (; c < nchunks; c += L) { // at most kUnroll - 1 chunks left for this lane
-            WChunk<TW> w[R];
+            WChunk<TW> wl[R];
 #pragma unroll
             for (int r = 0; r < R; r++)
-                w[r].load(wrow[r] + (int64_t)c * 8);
+                wl[r].load(wrow[r] + (int64_t)c * 8);
 #pragma unroll
             for (int t = 0; t < M; t++) {
                 float xf[8];
@@ -197,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
                 for (int r = 0; r < R; r++)
 #pragma unroll
                     for (int e = 0; e < 8; e++)
-                        acc[r][t] = fmaf(w[r].get(e), xf[e], acc[r][t]);
+                        acc[r][t] = fmaf(wl[r].get(e), xf[e], acc[r][t]);
             }
         }
         // Scalar tail: the n_in % 8 last elements, one per lane.
