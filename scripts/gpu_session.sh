@@ -12,7 +12,8 @@
 #     bench     bench-engine at flash (decode at 4K context, prefill 4096), with its chart
 #     benchdecode  bench-engine's decode half alone (quick A/B of a switch)
 #     fusebisect  bench-engine's decode under each ATTNSCOPE_DECODE_FUSE fusion alone, all, none, with the
-#               resident GEMV grid and without (bench/RESULTS.md: the four together measured slower)
+#               resident GEMV grid (full, capped at 2 blocks an SM) and without (bench/RESULTS.md: the
+#               four together measured slower)
 #     benchhost the same with the selection on the host (--host-select)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
@@ -122,14 +123,18 @@ for p in "$@"; do
         phase bench_decode 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
         grep -E "all 40 layers|\*\*graph\*\*|uncaptured" "$(logf bench_decode)" | tee -a "$SUM" ;;
     fusebisect)
-        # the decode fusions one by one against none, with the resident GEMV grid and without, the
-        # variants alternated in one call (calls land on different H200s: compare within one only)
+        # the decode fusions one by one against none, with the resident GEMV grid (full, or capped at 2
+        # blocks an SM to leave room for the kv branch) and without, the variants alternated in one
+        # call (calls land on different H200s: compare within one only)
         need_flash
-        for grid in 1 0; do
+        for grid in full 2 off; do
             for fz in 0 residual rope oback kvidx all 0; do
-                ATTNSCOPE_GEMV_RESIDENT=$grid ATTNSCOPE_DECODE_FUSE=$fz phase "fuse_${fz}_grid$grid" 120 \
-                    "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
-                say "$(grep -E '\*\*graph\*\*' "$(logf "fuse_${fz}_grid$grid")")"
+                res=1 cap=
+                case $grid in off) res=0 ;; 2) cap=2 ;; esac
+                ATTNSCOPE_GEMV_RESIDENT=$res ATTNSCOPE_GEMV_BLOCKS_PER_SM=$cap ATTNSCOPE_DECODE_FUSE=$fz \
+                    phase "fuse_${fz}_grid_$grid" 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 \
+                    --prefill 0
+                say "$(grep -E '\*\*graph\*\*' "$(logf "fuse_${fz}_grid_$grid")")"
             done
         done ;;
     benchhost)
