@@ -37,7 +37,6 @@ typedef struct {
 } Fwd;
 
 static int select_rows(Fwd *f, AsError *err);
-static int project_out(Fwd *f, AsError *err);
 
 static int rmsnorm_rows(Fwd *f, as_bf16_t *x, int64_t ld, const float *w, int rows, int n, const char *what,
                         AsError *err)
@@ -354,7 +353,7 @@ static int select_rows(Fwd *f, AsError *err)
     return build_idx(f, err);
 }
 
-/* Steps 7-8 (the attention, o_back), then project_out. */
+/* Steps 7-9 and the residual. */
 static int attend_and_project(Fwd *f, AsError *err)
 {
     AsEngine *e = f->e;
@@ -363,47 +362,33 @@ static int attend_and_project(Fwd *f, AsError *err)
     int s = f->s, nh = c->n_heads, hd = c->head_dim;
     const as_bf16_t *rows_a = f->prefill ? wk->kv : f->ls->ring;
     const float *sink = e->fault == AS_FAULT_SINK_IGNORED ? e->no_sink : f->W->sink;
+    /* o_back = o rotated back, out of place */
+    const AsOBack ob = {.o_back = wk->o_back, .cos_t = f->cos_t, .sin_t = f->sin_t, .rd = c->rope_head_dim,
+                        .pos0 = f->sp, .pos_d = f->sp_d};
+    /* a decode graph's attention writes it too with the fusion (the one-query kernel's combine) */
+    const bool with_o_back = f->cap && (e->fuse & AS_FUSE_OBACK);
+    char what[64];
     /* work: QK and PV over the rows actually selected (counted on the device: per valid entry) */
     int slot = as_prof_begin(e, AS_OP_ATTN, f->l, -4.0 * nh * hd,
                              2.0 * ((double)s * f->m->topk * hd + 2.0 * s * nh * hd));
     const float scale = (float)(1.0 / sqrt((double)hd));
     if (f->cap) {
-        /* o_back with the attention: the one-query kernel's combine writes it (no row pipeline launch) */
         int kmax = f->role->ratio > 0 ? c->index_topk : 0, nb_max = f->role->ratio > 0 ? e->sh.compress_kv_cap : 0;
-        const AsOBack ob = {.o_back = wk->o_back, .cos_t = f->cos_t, .sin_t = f->sin_t, .rd = c->rope_head_dim,
-                            .pos0 = f->sp, .pos_d = f->sp_d};
         KL(err, as_k_sparse_attn_decode(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, nb_max, &f->dL->nb, wk->idx,
                                         f->m->cols + kmax, &f->dL->topk, sink, wk->o, s, nh, hd, scale,
-                                        f->cap->attn_ws, f->cap->attn_ws_bytes,
-                                        e->fuse & AS_FUSE_OBACK ? &ob : NULL, e->st),
-           "layer %d: sparse attention + o_back (decode graph) heads=%d rows=%d+%d up to topk=%d", f->l, nh,
-           f->m->rows_a_len, nb_max, f->m->cols + kmax);
-        as_prof_end(e, slot);
-        if (e->fuse & AS_FUSE_OBACK)
-            return project_out(f, err);
+                                        f->cap->attn_ws, f->cap->attn_ws_bytes, with_o_back ? &ob : NULL, e->st),
+           "layer %d: sparse attention%s (decode graph) heads=%d rows=%d+%d up to topk=%d", f->l,
+           with_o_back ? " + o_back" : "", nh, f->m->rows_a_len, nb_max, f->m->cols + kmax);
     } else {
         KL(err, as_k_sparse_attn(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, f->m->rows_b_len, wk->idx,
                                  f->m->topk, sink, wk->o, s, nh, hd, scale, e->st),
            "layer %d: sparse attention s=%d heads=%d rows=%d+%d topk=%d", f->l, s, nh, f->m->rows_a_len,
            f->m->rows_b_len, f->m->topk);
-        as_prof_end(e, slot);
     }
-    /* o_back = o rotated back, out of place */
-    AsRowPipe p = {.x = wk->o, .ldx = (int64_t)nh * hd, .y = wk->o_back, .ldy = (int64_t)nh * hd, .rows = s,
-                   .heads = nh, .n = hd, .rd = c->rope_head_dim, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t,
-                   .sin_t = f->sin_t, .inverse = 1, .post_scale = 1.0f};
-    KL(err, as_k_row_pipe(&p, e->st), "layer %d: o copy + inverse rope %dx%dx%d", f->l, s, nh, hd);
-    return project_out(f, err);
-}
-
-/* Step 9 (o_back -> og -> out) and the residual. */
-static int project_out(Fwd *f, AsError *err)
-{
-    AsEngine *e = f->e;
-    const AsConfig *c = &e->cfg;
-    AsDevWork *wk = &e->wk;
-    int s = f->s;
-    char what[64];
+    as_prof_end(e, slot);
+    if (!with_o_back)
+        KL(err, as_k_o_back(wk->o, s, nh, hd, &ob, e->st), "layer %d: o copy + inverse rope %dx%dx%d", f->l, s, nh,
+           hd);
     TRY(as_dev_proj_grouped(e, wk->o_back, s, &f->W->wo_a, wk->og, err));
     snprintf(what, sizeof what, "layer %d wo_b", f->l);
     return as_dev_proj_residual(e, wk->og, (int64_t)c->o_groups * c->o_lora_rank, s, &f->W->wo_b, wk->out, wk->h,

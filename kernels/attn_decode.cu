@@ -249,7 +249,7 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
                                 const float *sink, as_bf16_t *o, int nh, int hd, float scale, void *ws,
                                 size_t ws_bytes, const AsOBack *ob, cudaStream_t st)
 {
-    if (ob && (!ob->o_back || ob->rd < 0 || ob->rd >= hd || ob->rd % 2 || (ob->rd > 0 && (!ob->cos_t || !ob->sin_t))))
+    if (ob && !as_oback_ok(ob, hd))
         return (int)cudaErrorInvalidValue;
     if (!as_k_attn_decode_applies(nh, hd, topk) || na < 0 || nb < 0 || !q || !o || !sink ||
         (topk > 0 && !idx) || (na > 0 && !rows_a) || (nb > 0 && !rows_b) || ((uintptr_t)q & 15) ||

@@ -255,10 +255,8 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
             } else {
                 const uint16_t y = as_d_f32_to_bf16(v);
                 ((uint16_t *)a.y)[off] = y;
-                if (a.res) { // as in as_d_group_sum_store
-                    uint16_t *h = a.res + (int64_t)t * a.ldres + o;
-                    *h = as_d_f32_to_bf16(__fadd_rn(as_d_bf16_to_f32(*h), as_d_bf16_to_f32(y)));
-                }
+                if (a.res)
+                    as_d_residual_store(a.res + (int64_t)t * a.ldres + o, y);
             }
         }
     }

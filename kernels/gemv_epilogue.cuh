@@ -18,6 +18,12 @@ struct AsDRope {
     int inverse;
 };
 
+// The residual add folded into a GEMV's store: *h = bf16(h + y), as_k_residual_add's two roundings.
+__device__ __forceinline__ void as_d_residual_store(uint16_t *h, uint16_t y)
+{
+    *h = as_d_f32_to_bf16(__fadd_rn(as_d_bf16_to_f32(*h), as_d_bf16_to_f32(y)));
+}
+
 // A group of w_warps consecutive warps computes R output rows for M token rows: each acc[r][t] is
 // summed over its warp, then over the group's warps in warp order (the CPU twins' order), and lane
 // r * M + t of the group's first warp stores output row row0 + r of token t in batch b, f32 or bf16
@@ -78,9 +84,7 @@ __device__ __forceinline__ void as_d_group_sum_store(float (&acc)[R][M], float (
     }
     if (store) {
         ((uint16_t *)a.y)[off] = y;
-        if (res) {
-            uint16_t *h = res + (int64_t)t * ldres + o;
-            *h = as_d_f32_to_bf16(__fadd_rn(as_d_bf16_to_f32(*h), as_d_bf16_to_f32(y)));
-        }
+        if (res)
+            as_d_residual_store(res + (int64_t)t * ldres + o, y);
     }
 }

@@ -174,16 +174,23 @@ int as_k_index_scores_prepare(int ihd);
  * launch at topk_max would (tiles per split from as_k_sparse_attn_decode_plan) into the caller's
  * workspace ws (never allocated here); for the live width it computes what the by-value launch at that
  * width computes whenever both split into single tiles (tiles_per_split 1). */
-/* o's copy rotated back: o_back = RoPE^-1 of each head's last rd channels of o at position *pos_d (else
- * pos0; a negative position copies), the other channels copied: as_k_row_pipe's inverse RoPE, bit for
- * bit. Given to as_k_sparse_attn_decode, the one-query kernel's combine writes it in the same launch;
- * any other path launches the row pipeline after the attention. */
+/* o's copy rotated back: o_back = RoPE^-1 of each head's last rd channels of o at row t's position
+ * (pos_d ? pos_d[t] : pos0 + t; a negative position copies), the other channels copied: the row
+ * pipeline's inverse RoPE, bit for bit. Given to as_k_sparse_attn_decode, the one-query kernel's
+ * combine writes it in the same launch; any other path launches as_k_o_back after the attention. */
 typedef struct {
     as_bf16_t *o_back;
     const float *cos_t, *sin_t; /* [max_seq][rd / 2] */
     int rd, pos0;
     const int32_t *pos_d;
 } AsOBack;
+/* Whether ob describes an o_back of hd-channel heads the kernels can write (rd even, <= hd). */
+static inline int as_oback_ok(const AsOBack *ob, int hd)
+{
+    return ob->o_back && ob->rd >= 0 && ob->rd <= hd && ob->rd % 2 == 0 && (ob->rd == 0 || (ob->cos_t && ob->sin_t));
+}
+/* o_back of `rows` rows of nh heads x hd (rows nh * hd apart) through the row pipeline. */
+int as_k_o_back(const as_bf16_t *o, int rows, int nh, int hd, const AsOBack *ob, cudaStream_t st);
 int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
                             const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
                             const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
@@ -199,7 +206,7 @@ int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, 
  * aligned q and rows, at most 8192 entries). Splits of 32 entries x 8 heads per block on CUDA cores, then a combine with the
  * sink. topk / nb by value, or read from topk_d / nb_d (at most topk / nb, which size the launch); ws
  * at least as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null (by value only: allocated on the
- * stream); ob (optional): the combine also writes o_back (AsOBack, rd < hd, rd even). */
+ * stream); ob (optional): the combine also writes o_back (AsOBack, rd <= hd, rd even). */
 int as_k_attn_decode_applies(int nh, int hd, int topk_max);
 size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max);
 int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,

@@ -169,4 +169,26 @@ extern "C" int as_k_row_pipe(const AsRowPipe *p, cudaStream_t st)
     }
     return AS_LAUNCH_RESULT();
 }
+
+extern "C" int as_k_o_back(const as_bf16_t *o, int rows, int nh, int hd, const AsOBack *ob, cudaStream_t st)
+{
+    if (!ob || !as_oback_ok(ob, hd))
+        return (int)cudaErrorInvalidValue;
+    AsRowPipe p{};
+    p.x = o;
+    p.ldx = (int64_t)nh * hd;
+    p.y = ob->o_back;
+    p.ldy = (int64_t)nh * hd;
+    p.rows = rows;
+    p.heads = nh;
+    p.n = hd;
+    p.rd = ob->rd;
+    p.pos0 = ob->pos0;
+    p.pos = ob->pos_d;
+    p.cos_t = ob->cos_t;
+    p.sin_t = ob->sin_t;
+    p.inverse = 1;
+    p.post_scale = 1.0f;
+    return as_k_row_pipe(&p, st);
+}
 #endif // AS_EMU

@@ -680,30 +680,14 @@ extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows
                                        const int32_t *topk_d, const float *sink, as_bf16_t *o, int s, int nh, int hd,
                                        float scale, void *ws, size_t ws_bytes, const AsOBack *ob, cudaStream_t st)
 {
-    if (ob && (s != 1 || !ob->o_back || ob->rd < 0 || ob->rd >= hd || ob->rd % 2 ||
-               (ob->rd > 0 && (!ob->cos_t || !ob->sin_t))))
+    if (ob && (s != 1 || !as_oback_ok(ob, hd)))
         return (int)cudaErrorInvalidValue;
     bool fused = false;
     int rc = sparse_attn_decode(q, rows_a, na, rows_b, nb_max, nb_d, idx, topk_max, topk_d, sink, o, s, nh, hd, scale,
                                 ws, ws_bytes, ob, &fused, st);
     if (rc || !ob || fused)
         return rc;
-    AsRowPipe p{};
-    p.x = o;
-    p.ldx = (int64_t)nh * hd;
-    p.y = ob->o_back;
-    p.ldy = (int64_t)nh * hd;
-    p.rows = 1;
-    p.heads = nh;
-    p.n = hd;
-    p.rd = ob->rd;
-    p.pos0 = ob->pos0;
-    p.pos = ob->pos_d;
-    p.cos_t = ob->cos_t;
-    p.sin_t = ob->sin_t;
-    p.inverse = 1;
-    p.post_scale = 1.0f;
-    return as_k_row_pipe(&p, st);
+    return as_k_o_back(o, s, nh, hd, ob, st);
 }
 
 extern "C" int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, int *tiles_per_split,
