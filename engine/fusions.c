@@ -11,7 +11,11 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err)
     } names[] = {{"residual", AS_FUSE_RESIDUAL}, {"rope", AS_FUSE_ROPE}, {"oback", AS_FUSE_OBACK},
                  {"kvidx", AS_FUSE_KV_IDX}};
     *out = 0;
-    if (!v || !*v || !strcmp(v, "0"))
+    if (!v || !*v) {
+        *out = AS_FUSE_DEFAULT;
+        return 0;
+    }
+    if (!strcmp(v, "0") || !strcmp(v, "none"))
         return 0;
     if (!strcmp(v, "1") || !strcmp(v, "all")) {
         *out = AS_FUSE_ALL;
@@ -26,8 +30,8 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err)
                 bit = names[k].bit;
         if (!bit)
             return as_err(err, AS_EBADINPUT,
-                          "ATTNSCOPE_DECODE_FUSE: unknown fusion '%.*s' (0, 1, all, or a comma list of residual, "
-                          "rope, oback, kvidx)",
+                          "ATTNSCOPE_DECODE_FUSE: unknown fusion '%.*s' (0, none, 1, all, or a comma list of "
+                          "residual, rope, oback, kvidx)",
                           (int)(n < 40 ? n : 40), p);
         bits |= bit;
         if (!p[n])

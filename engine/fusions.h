@@ -10,9 +10,12 @@ enum {
     AS_FUSE_OBACK = 4,    /* o_back in the one-query attention's combine (graph) */
     AS_FUSE_KV_IDX = 8,   /* a reuse layer's idx (window, shared selection, build_idx) on the kv branch */
     AS_FUSE_ALL = 15,
+    /* measured faster one by one through the graph (H200, 2026-11-29 16:45, bench/RESULTS.md); oback, alone
+     * 3.6% slower, is left out */
+    AS_FUSE_DEFAULT = AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_KV_IDX,
 };
 
-/* The fusions an ATTNSCOPE_DECODE_FUSE value names: NULL, "" or "0" none (the default: all four together
- * measured 1.2% slower through the graph on the H200, 2026-11-29), "1" or "all" every one, else a comma
- * list of residual, rope, oback, kvidx. AS_EBADINPUT, one line, for anything else. */
+/* The fusions an ATTNSCOPE_DECODE_FUSE value names: NULL or "" AS_FUSE_DEFAULT, "0" or "none" none, "1" or
+ * "all" every one, else a comma list of residual, rope, oback, kvidx. AS_EBADINPUT, one line, for anything
+ * else. */
 int as_decode_fusions(const char *v, unsigned *out, AsError *err);

@@ -120,8 +120,8 @@ struct AsEngine {
      * st after x (ev_x) and joined after q's RoPE (ev_kv), so that it overlaps the q branch; a graph
      * captures the two as parallel branches */
     cudaStream_t st_kv;
-    /* the decode fusions taken (AS_FUSE_* bits, from ATTNSCOPE_DECODE_FUSE; none by default; the same
-     * bits of output either way) */
+    /* the decode fusions taken (AS_FUSE_* bits, from ATTNSCOPE_DECODE_FUSE; AS_FUSE_DEFAULT when unset;
+     * the same bits of output either way) */
     unsigned fuse;
     cudaEvent_t ev_x, ev_kv;
     cublasHandle_t cublas;

@@ -332,13 +332,14 @@ static void expect_shapes(const Pair *p, const char *name, int captures)
 
 GPU_TEST(gpu_graph_tiny_300_steps)
 {
-    /* twice: as the engine runs by default, then with the decode fusions (ATTNSCOPE_DECODE_FUSE=1: residual
-     * in wo_b's GEMV, RoPE in wq_b's, o_back in the attention's combine, a reuse layer's idx on the kv
-     * branch) in both engines; the uncaptured decode takes the by-value attention and the row pipeline
-     * for o_back, so the second pass also checks the fused o_back */
-    for (int fuse = 0; fuse < 2; fuse++) {
-        REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", fuse ? "1" : "0", 1) == 0, "setenv");
-        const char *how = fuse ? "tiny, fused" : "tiny";
+    /* three times: without the decode fusions, as the engine runs by default (residual in wo_b's GEMV,
+     * RoPE in wq_b's, a reuse layer's idx on the kv branch), then with all four (o_back in the attention's
+     * combine too) in both engines; the uncaptured decode takes the by-value attention and the row
+     * pipeline for o_back, so the last pass also checks the fused o_back */
+    static const char *const fuse_env[] = {"0", "", "1"}, *const fuse_how[] = {"tiny, unfused", "tiny", "tiny, all fused"};
+    for (int fuse = 0; fuse < 3; fuse++) {
+        REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", fuse_env[fuse], 1) == 0, "setenv");
+        const char *how = fuse_how[fuse];
         AsModel *m = as_test_model("tiny", NULL, 7);
         Pair p;
         pair_open(&p, m, NULL, 9 + 300 + 1, false);
