@@ -27,7 +27,9 @@
 //       exponentiates half of the tile's rows and the bf16 halves are swapped through shared memory;
 //     O_w = O_w * alpha + bf16(P) . R[:, 256 w .. +256]      4 x wgmma m64n256k16 (P from registers)
 //   The next tile's rows are in flight (cp.async) while a tile is computed; the selection entries
-//   two tiles ahead are read into registers meanwhile.
+//   two tiles ahead are read into registers meanwhile. The loop stops after the last tile holding a
+//   row that exists (found while Q lands): an early query's selection ends in -1 entries, whose
+//   tiles would add nothing.
 //   end: the sink is folded in as in the mma.sync kernel, the bf16 rows staged in the Q buffer and
 //   written with coalesced 16-byte stores.
 // No split over the selection: the launcher takes this kernel where s x head blocks fill the device
@@ -58,10 +60,12 @@ constexpr uint32_t kQBytes = 8 * kBlk;   // 64 KB
 constexpr uint32_t kRBytes = 8 * kBlk;   // 64 KB a stage
 constexpr uint32_t kXBytes = 2 * 128 * 32 * 4;
 constexpr uint32_t kBiasBytes = 2 * kTR * 4;
-constexpr uint32_t kSmemBytes = 1024 + kQBytes + 2 * kRBytes + kXBytes + kBiasBytes; // 230912
+constexpr uint32_t kLastBytes = 8 * 4; // [8 warps]: the last tile holding a row that exists
+constexpr uint32_t kSmemBytes = 1024 + kQBytes + 2 * kRBytes + kXBytes + kBiasBytes + kLastBytes; // 230944
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kSlack = 8.0f / kLog2e; // a tile maximum this far above the reference moves it (weights <= 2^8)
 static_assert(kHB == kTR, "Q and a row tile share one layout");
+static_assert(kSmemBytes <= 227 * 1024, "an sm_90 block's shared memory");
 
 // Byte offset of 16-byte chunk `ch` (0..63) of row `row` in a swizzled 64-row tile.
 __device__ __forceinline__ uint32_t tile_off(int row, int ch)
@@ -129,6 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
     uint8_t *sq = smem;                                            // Q, later the bf16 output
     float4 *sx = (float4 *)(smem + kQBytes + 2 * kRBytes);         // [2 wg][8][128 threads]
     float *sbias = (float *)(smem + kQBytes + 2 * kRBytes + kXBytes); // [2][64]: 0, or -inf for a skipped row
+    int *slast = (int *)(smem + kQBytes + 2 * kRBytes + kXBytes + kBiasBytes); // [8 warps]
     const uint32_t sq_a = smem_u32(sq), sr_a = sq_a + kQBytes;
 
     // wg through a broadcast: the compiler then knows it is warp-uniform and keeps the descriptors
@@ -173,6 +178,21 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
     if (ntiles > 0)
         load_tile(0, entry(0));
     cp_async_commit(); // group: Q + tile 0
+    {
+        // The tiles after the last one holding a row that exists add nothing (every weight 0): the
+        // loop stops there (an early query's selection ends in -1). Read while Q and tile 0 land;
+        // published by the loop's first barrier.
+        int last = -1;
+        for (int e = tid; e < a.topk; e += kThreads) {
+            const int v = __ldg(sel + e);
+            if (v >= 0 && v < nrows)
+                last = e / kTR; // e grows: the thread's last
+        }
+        last = __reduce_max_sync(0xffffffffu, last);
+        if (lane == 0)
+            slast[tid >> 5] = last;
+    }
+    int nt = ntiles; // the tiles to run: from the first barrier on, up to the last with a row
 
     float acc_o[128];
 #pragma unroll
@@ -186,12 +206,19 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
     const uint64_t ds0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, 16, 1024);
     const uint64_t do0 = aswg::desc_sw128(sr_a + (uint32_t)(4 * wg) * kBlk, kBlk, 1024);
 
-    for (int it = 0; it < ntiles; it++) {
+    for (int it = 0; it < nt; it++) {
         const int stage = it & 1;
         const uint64_t stage_step = (uint64_t)(stage * kRBytes) >> 4;
         cp_async_wait<0>();
         aswg::fence_proxy_async();
         __syncthreads(); // tile `it` (and Q) landed and visible to wgmma; everyone is done with tile it - 1
+        if (it == 0) {
+            int last = slast[0];
+#pragma unroll
+            for (int w = 1; w < kThreads / 32; w++)
+                last = max(last, slast[w]);
+            nt = last + 1 > 1 ? last + 1 : 1; // tile 0 is loaded: it runs even when nothing exists
+        }
 
         // ---- S_w = Q[:, half w] . R[:, half w]^T (64 heads x 64 rows, K = 256), issued first
         float s[32];
@@ -207,10 +234,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
         }
         aswg::commit();
         // ---- while it runs: the next tile's rows into the other stage, the entry after it into a register
-        if (it + 1 < ntiles) {
+        if (it + 1 < nt) {
             load_tile(it + 1, ent_next);
             cp_async_commit();
-            ent_next = it + 2 < ntiles ? entry(it + 2) : -1;
+            ent_next = it + 2 < nt ? entry(it + 2) : -1;
         }
         aswg::wait<0>();
         aswg::pin(s);
