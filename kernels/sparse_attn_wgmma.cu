@@ -60,7 +60,7 @@ constexpr uint32_t kQBytes = 8 * kBlk;   // 64 KB
 constexpr uint32_t kRBytes = 8 * kBlk;   // 64 KB a stage
 constexpr uint32_t kXBytes = 2 * 128 * 32 * 4;
 constexpr uint32_t kBiasBytes = 2 * kTR * 4;
-constexpr uint32_t kLastBytes = 8 * 4; // [8 warps]: the last tile holding a row that exists
+constexpr uint32_t kLastBytes = 8 * 4; // [8 warps]: each one's last tile holding a row that exists
 constexpr uint32_t kSmemBytes = 1024 + kQBytes + 2 * kRBytes + kXBytes + kBiasBytes + kLastBytes; // 230944
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kSlack = 8.0f / kLog2e; // a tile maximum this far above the reference moves it (weights <= 2^8)
@@ -178,10 +178,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
     if (ntiles > 0)
         load_tile(0, entry(0));
     cp_async_commit(); // group: Q + tile 0
+    // The tiles after the last one holding a row that exists add nothing (every weight 0): the loop
+    // stops there (an early query's selection ends in -1). Read while Q and tile 0 land.
+    int nt;
     {
-        // The tiles after the last one holding a row that exists add nothing (every weight 0): the
-        // loop stops there (an early query's selection ends in -1). Read while Q and tile 0 land;
-        // published by the loop's first barrier.
         int last = -1;
         for (int e = tid; e < a.topk; e += kThreads) {
             const int v = __ldg(sel + e);
@@ -191,8 +191,14 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
         last = __reduce_max_sync(0xffffffffu, last);
         if (lane == 0)
             slast[tid >> 5] = last;
+        __syncthreads();
+#pragma unroll
+        for (int w = 0; w < kThreads / 32; w++)
+            last = max(last, slast[w]);
+        // tile 0 is loaded: it runs even when nothing exists. Through a broadcast, as wg: the compiler
+        // then knows the loop's control is warp-uniform and keeps the stage's descriptors uniform
+        nt = __shfl_sync(0xffffffffu, min(ntiles, max(last + 1, 1)), 0);
     }
-    int nt = ntiles; // the tiles to run: from the first barrier on, up to the last with a row
 
     float acc_o[128];
 #pragma unroll
@@ -212,13 +218,6 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
         cp_async_wait<0>();
         aswg::fence_proxy_async();
         __syncthreads(); // tile `it` (and Q) landed and visible to wgmma; everyone is done with tile it - 1
-        if (it == 0) {
-            int last = slast[0];
-#pragma unroll
-            for (int w = 1; w < kThreads / 32; w++)
-                last = max(last, slast[w]);
-            nt = last + 1 > 1 ? last + 1 : 1; // tile 0 is loaded: it runs even when nothing exists
-        }
 
         // ---- S_w = Q[:, half w] . R[:, half w]^T (64 heads x 64 rows, K = 256), issued first
         float s[32];
