@@ -157,6 +157,15 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
             cp_async16(tile + (uint32_t)(i >> 1) * kBlk + dst_row + ((i & 1) ? dst_odd : dst_even),
                        src + (cq + 4 * i) * 8, ok ? 16 : 0);
     };
+    // The selection's first kScan x 256 entries, one a thread a round, read before anything else as
+    // independent loads: they are in flight with Q's and tile 0's copies (the tile bound below).
+    constexpr int kScan = 4; // rounds: topk <= 1024 entirely
+    int scan[kScan];
+#pragma unroll
+    for (int i = 0; i < kScan; i++) {
+        const int e = i * kThreads + tid;
+        scan[i] = e < a.topk ? __ldg(sel + e) : -1;
+    }
     {
         const bool ok = h0 + cp_row < a.nh;
         copy_row(sq_a, ok ? a.q + ((int64_t)t * a.nh + h0 + cp_row) * kHD : a.q, ok);
@@ -183,10 +192,14 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
     int nt;
     {
         int last = -1;
-        for (int e = tid; e < a.topk; e += kThreads) {
+#pragma unroll
+        for (int i = 0; i < kScan; i++)
+            if (scan[i] >= 0 && scan[i] < nrows)
+                last = (i * kThreads + tid) / kTR; // i grows: the thread's last
+        for (int e = kScan * kThreads + tid; e < a.topk; e += kThreads) { // a topk above kScan x 256
             const int v = __ldg(sel + e);
             if (v >= 0 && v < nrows)
-                last = e / kTR; // e grows: the thread's last
+                last = e / kTR;
         }
         last = __reduce_max_sync(0xffffffffu, last);
         if (lane == 0)
