@@ -313,6 +313,10 @@ GPU_TEST(gpu_sparse_attn_flash)
         {"very negative sinks (-1000)", 64, FL, 128, 900, 640, SEL_RANDOM, SINK_NEG, 2, 2, 0, 1, 0},
         {"peaked softmax (|q|, |row| <= 4)", 64, FL, 128, 900, 640, SEL_RANDOM, SINK_NORMAL, 4, 4, 0, 1, 0},
         {"wide selection (topk 2048)", 3, FL, 1000, 3000, 2048, SEL_RANDOM, SINK_NORMAL, 2, 2, 0, 1, 0},
+        /* the wgmma kernel reads a selection's first 1024 entries up front to find its last tile with a
+         * row; beyond them it reads on: rows only past entry 1024, and one row anywhere in 2048 */
+        {"wide, the first 1024 entries -1", 3, FL, 1000, 3000, 2048, SEL_LEADING_NEG, SINK_NORMAL, 2, 2, 0, 1, 0},
+        {"wide, one valid entry per query", 64, FL, 1000, 3000, 2048, SEL_ONE_VALID, SINK_NORMAL, 2, 2, 0, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_attn(&cases[i], 1000 + 17 * i);
