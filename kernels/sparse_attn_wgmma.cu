@@ -28,8 +28,10 @@
 //     O_w = O_w * alpha + bf16(P) . R[:, 256 w .. +256]      4 x wgmma m64n256k16 (P from registers)
 //   The next tile's rows are in flight (cp.async) while a tile is computed; the selection entries
 //   two tiles ahead are read into registers meanwhile. The loop stops after the last tile holding a
-//   row that exists (found while Q lands): an early query's selection ends in -1 entries, whose
-//   tiles would add nothing.
+//   row that exists: an early query's selection ends in -1 entries, whose tiles would add nothing.
+//   The selection's first 1024 entries are read before anything else, as independent loads that
+//   land with Q's and tile 0's copies (as a dependent loop after them the scan cost 9% on full
+//   selections: bench/RESULTS.md).
 //   end: the sink is folded in as in the mma.sync kernel, the bf16 rows staged in the Q buffer and
 //   written with coalesced 16-byte stores.
 // No split over the selection: the launcher takes this kernel where s x head blocks fill the device
