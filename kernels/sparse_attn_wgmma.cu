@@ -142,7 +142,9 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
     // in uniform registers (a k-step is one uniform add, not a move of each half into them)
     const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), tig = tid & 127, lane = tid & 31;
     const int wi = tig >> 5, g = lane >> 2, c4 = lane & 3;
-    const int t = blockIdx.x, h0 = blockIdx.y * kHB;
+    // the last query first: a prefill's later queries select more rows that exist (more tiles), so
+    // the heavy blocks go out in the first waves and the light ones fill the last, short wave
+    const int t = (int)(gridDim.x - 1 - blockIdx.x), h0 = blockIdx.y * kHB;
     const int64_t nrows = (int64_t)a.na + a.nb;
     const int ntiles = (a.topk + kTR - 1) / kTR;
     const int32_t *sel = a.idx + (int64_t)t * a.topk;
