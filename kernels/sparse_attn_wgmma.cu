@@ -84,6 +84,44 @@ __device__ __forceinline__ float ex2_approx(float x)
     return y;
 }
 
+// This thread's partial S of the other warpgroup's half (fragment chunks 4 (1 - H) .. + 3: rows
+// 32 (1 - H) .. + 31 of the tile), for it to sum: four 16-byte slots 128 x 16 bytes apart.
+template <int H> __device__ __forceinline__ void give_partial(const float (&s)[32], float4 *out)
+{
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++) {
+        const int j = 4 * (1 - H) + jj;
+        out[jj * 128] = make_float4(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
+    }
+}
+// S of half H (chunks 4 H .. 4 H + 3): this warpgroup's partial + the other's from `in`, z = S * scale
+// (one rounding: the fma's addend is 0) or -inf for a skipped row (bias); m: the half's maximum of rows
+// g and g + 8 over the quad.
+template <int H>
+__device__ __forceinline__ void sum_half(float (&s)[32], const float4 *in, const float *bias, float scale,
+                                         float (&m)[2])
+{
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++) {
+        const int j = 4 * H + jj;
+        const float4 o4 = in[jj * 128];
+        const float2 b2 = *(const float2 *)(bias + 8 * j);
+        s[4 * j + 0] = fmaf(s[4 * j + 0] + o4.x, scale, b2.x);
+        s[4 * j + 1] = fmaf(s[4 * j + 1] + o4.y, scale, b2.y);
+        s[4 * j + 2] = fmaf(s[4 * j + 2] + o4.z, scale, b2.x);
+        s[4 * j + 3] = fmaf(s[4 * j + 3] + o4.w, scale, b2.y);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float v = -INFINITY;
+#pragma unroll
+        for (int j = 4 * H; j < 4 * H + 4; j++)
+            v = fmaxf(v, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+        m[r] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    }
+}
+
 // The weights of half H of a tile's 64 rows (S fragment chunks 4 H .. 4 H + 3, in place in s): p =
 // 2^(z log2 e - mc), their part of the row sums into l, and as bf16 A fragments of the O product's
 // k-steps 2 H, 2 H + 1, kept in pf and written for the other warpgroup to `out` (two 16-byte slots
@@ -258,37 +296,35 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
         aswg::wait<0>();
         aswg::pin(s);
 
-        // ---- S = S_w + S_other: the thread of the same index in the other warpgroup holds the same elements
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            sx[(wg * 8 + j) * 128 + tig] = make_float4(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
+        // ---- S = S_w + S_other, each warpgroup for its half of the tile's rows (the ones it exponentiates):
+        // the thread of the same index in the other warpgroup holds the same elements, so each hands it
+        // the partial sums of the other half and takes the other's of its own (fp addition commutes:
+        // both orders give the same bits); then the rows' maxima of the two halves are swapped.
+        float4 *xmine = sx + wg * 8 * 128 + tig;
+        const float4 *xtheirs = sx + (1 - wg) * 8 * 128 + tig;
+        if (wg == 0)
+            give_partial<0>(s, xmine);
+        else
+            give_partial<1>(s, xmine);
         asmma::bar_named(1, kThreads);
         const float *bias = sbias + stage * kTR + 2 * c4;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float4 o4 = sx[((1 - wg) * 8 + j) * 128 + tig];
-            const float2 b2 = *(const float2 *)(bias + 8 * j);
-            // z = S * scale (one rounding: the fma's addend is 0), or -inf for a skipped row
-            s[4 * j + 0] = fmaf(s[4 * j + 0] + o4.x, a.scale, b2.x);
-            s[4 * j + 1] = fmaf(s[4 * j + 1] + o4.y, a.scale, b2.y);
-            s[4 * j + 2] = fmaf(s[4 * j + 2] + o4.z, a.scale, b2.x);
-            s[4 * j + 3] = fmaf(s[4 * j + 3] + o4.w, a.scale, b2.y);
+        float mx[2];
+        if (wg == 0)
+            sum_half<0>(s, xtheirs, bias, a.scale, mx);
+        else
+            sum_half<1>(s, xtheirs, bias, a.scale, mx);
+        xmine[4 * 128] = make_float4(mx[0], mx[1], 0.0f, 0.0f);
+        asmma::bar_named(1, kThreads);
+        {
+            const float4 om = xtheirs[4 * 128];
+            mx[0] = fmaxf(mx[0], om.x);
+            mx[1] = fmaxf(mx[1], om.y);
         }
         // ---- online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3). The weights are taken relative to
         // m_run, which moves only when a row's tile maximum passes it by more than kSlack (then every
         // row of the warp moves to its running maximum and O, l are rescaled): weights stay <= 2^8,
         // and most tiles skip the 128 multiplies of the rescale. Any reference gives the same
         // normalised result; the epilogue folds the sink relative to the final m_run.
-        float mx[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float m = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                m = fmaxf(m, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-            mx[r] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        }
         if (__any_sync(0xffffffffu, mx[0] > m_run[0] + kSlack || mx[1] > m_run[1] + kSlack)) {
             float alpha[2];
 #pragma unroll
