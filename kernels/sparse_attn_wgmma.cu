@@ -19,8 +19,9 @@
 //   and masked), an f32 exchange tile per warpgroup (16 KB each), the stages' row biases (0 / -inf).
 //   per tile of 64 selected rows, warpgroup w:
 //     S_w = Q[:, 256 w .. +256] . R[:, 256 w .. +256]^T    16 x wgmma m64n64k16 (both from shared)
-//     S = S_w + S_(1-w) through shared memory (each adds the other's half to its own: fp addition
-//       commutes, so both warpgroups hold the same bits), z = S * scale, -inf for skipped rows;
+//     S = S_w + S_(1-w) through shared memory, each warpgroup for the 32 rows it exponentiates (it
+//       hands the other its partial sums of the other 32: fp addition commutes, so either order gives
+//       the same bits), z = S * scale, -inf for skipped rows; the halves' row maxima swapped;
 //     online softmax per head (max without the sink, sum of unrounded exp, P rounded to bf16 for the
 //       product), relative to a reference max that moves only when a tile's max passes it by more
 //       than 8 / ln 2 (weights <= 2^8): most tiles skip the rescale of O; each warpgroup
@@ -35,7 +36,8 @@
 //   end: the sink is folded in as in the mma.sync kernel, the bf16 rows staged in the Q buffer and
 //   written with coalesced 16-byte stores.
 // No split over the selection: the launcher takes this kernel where s x head blocks fill the device
-// (prefill); decode and short chunks keep kernels/sparse_attn.cu and kernels/attn_decode.cu.
+// (prefill); decode and short chunks keep kernels/sparse_attn.cu and kernels/attn_decode.cu. Blocks
+// run from the last query down: the heavy ones first, the light ones fill the last wave.
 #include <math.h>
 #include <stdint.h>
 
