@@ -173,7 +173,9 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
     const uint32_t raw = smem_u32(smem_raw), pad = ((raw + 1023u) & ~1023u) - raw;
     uint8_t *smem = smem_raw + pad;
     uint8_t *sq = smem;                                            // Q, later the bf16 output
-    float4 *sx = (float4 *)(smem + kQBytes + 2 * kRBytes);         // [2 wg][8][128 threads]
+    // [2 wg][8 slots][128 threads]: a tile's slots 0-3 hold the partial S handed over, 4 the half's
+    // row maxima, 0-1 then the bf16 weights handed over; after the loop, 0 the row sums
+    float4 *sx = (float4 *)(smem + kQBytes + 2 * kRBytes);
     float *sbias = (float *)(smem + kQBytes + 2 * kRBytes + kXBytes); // [2][64]: 0, or -inf for a skipped row
     int *slast = (int *)(smem + kQBytes + 2 * kRBytes + kXBytes + kBiasBytes); // [8 warps]
     const uint32_t sq_a = smem_u32(sq), sr_a = sq_a + kQBytes;
