@@ -44,11 +44,7 @@ struct Args {
     float scale;
     float *ws_o;  // [nsplit][nh][HD]
     float *ws_ml; // [nsplit][nh][2]
-    // o_back (optional): o rotated back (AsOBack)
-    uint16_t *o_back;
-    const float *cos_t, *sin_t;
-    int rd, pos0;
-    const int32_t *pos_d;
+    AsOBack ob; // ob.o_back non-null: the combine also writes o rotated back
 };
 
 __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
@@ -208,19 +204,20 @@ __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
         y[t] = den > 0.0f ? as_d_f32_to_bf16(acc[t] / den) : 0;
         dst[t] = y[t];
     }
-    if (a.o_back) {
+    if (a.ob.o_back) {
         // row_pipe.cu's inverse RoPE on the last rd channels, pair (base + 2k, base + 2k + 1) with k's
         // cos and the negated sin, each step rounded; a pair never straddles a thread's 4 channels
         // (c and base are even)
-        const int pos = a.pos_d ? *a.pos_d : a.pos0, base = HD - a.rd, half = a.rd / 2;
+        const AsOBack &b = a.ob;
+        const int pos = b.pos_d ? *b.pos_d : b.pos0, base = HD - b.rd, half = b.rd / 2;
         for (int t = 0; t < 4; t += 2) {
             const int i = c + t;
-            if (a.rd > 0 && pos >= 0 && i >= base) {
+            if (b.rd > 0 && pos >= 0 && i >= base) {
                 const int k = (i - base) / 2;
-                as_d_rope_pair(y[t], y[t + 1], a.cos_t[(int64_t)pos * half + k], -a.sin_t[(int64_t)pos * half + k]);
+                as_d_rope_pair(y[t], y[t + 1], b.cos_t[(int64_t)pos * half + k], -b.sin_t[(int64_t)pos * half + k]);
             }
         }
-        uint16_t *ob = a.o_back + (size_t)h * HD + c;
+        uint16_t *ob = b.o_back + (size_t)h * HD + c;
         for (int t = 0; t < 4; t++)
             ob[t] = y[t];
     }
@@ -267,15 +264,7 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
     const int nsplit = (topk + attn1::kSplit - 1) / attn1::kSplit;
     float *ws_o = nsplit > 0 ? (float *)ws : nullptr;
     attn1::Args a{q, rows_a, rows_b, na, nb, nb_d, idx, topk, topk_d, sink, o, nh, scale, ws_o,
-                  ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr, nullptr, nullptr, nullptr, 0, 0, nullptr};
-    if (ob) {
-        a.o_back = ob->o_back;
-        a.cos_t = ob->cos_t;
-        a.sin_t = ob->sin_t;
-        a.rd = ob->rd;
-        a.pos0 = ob->pos0;
-        a.pos_d = ob->pos_d;
-    }
+                  ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr, ob ? *ob : AsOBack{}};
     int rc = 0;
     if (nsplit > 0) {
         dim3 grid((unsigned)nsplit, (unsigned)(nh / attn1::kHeads));

@@ -60,13 +60,12 @@ static void run(const char *name, int nh, int na, int nb_live, int nb_max, int t
         ws_dec((size_t)ns_max * nh * (HD + 2), NAN);
     attn1::Args a{q.data(), rows.data(), rows.data() + (size_t)na * HD, na, nb_live, nullptr, idx.data(), topk_live,
                   nullptr, sink.data(), o_bv.data(), nh, scale, ns_live ? ws_bv.data() : nullptr,
-                  ns_live ? ws_bv.data() + (size_t)ns_live * nh * HD : nullptr, nullptr, nullptr, nullptr, 0, 0,
-                  nullptr};
+                  ns_live ? ws_bv.data() + (size_t)ns_live * nh * HD : nullptr, AsOBack{}};
     launch<HD>(a, ns_live, nh);
     const int32_t topk_d = topk_live, nb_d = nb_live;
     attn1::Args d{q.data(), rows.data(), rows.data() + (size_t)na * HD, na, nb_max, &nb_d, idx.data(), topk_max,
                   &topk_d, sink.data(), o_dec.data(), nh, scale, ws_dec.data(),
-                  ws_dec.data() + (size_t)ns_max * nh * HD, nullptr, nullptr, nullptr, 0, 0, nullptr};
+                  ws_dec.data() + (size_t)ns_max * nh * HD, AsOBack{}};
     // the device-parameter launch also writes o_back (the inverse RoPE of o's last rd channels at *pos_d)
     const int rd = HD / 8, half = rd / 2, pos = (int)(seed * 37 % 500);
     std::vector<float> cs((size_t)(pos + 1) * half), sn((size_t)(pos + 1) * half);
@@ -74,12 +73,7 @@ static void run(const char *name, int nh, int na, int nb_live, int nb_max, int t
         cs[i] = urnd(1.0f), sn[i] = urnd(1.0f);
     std::vector<uint16_t> o_back((size_t)nh * HD, 0x5555);
     const int32_t pos_d = pos;
-    d.o_back = o_back.data();
-    d.cos_t = cs.data();
-    d.sin_t = sn.data();
-    d.rd = rd;
-    d.pos0 = -1;
-    d.pos_d = &pos_d;
+    d.ob = AsOBack{o_back.data(), cs.data(), sn.data(), rd, -1, &pos_d};
     launch<HD>(d, ns_max, nh);
     long back_bad = 0; // row_pipe.cu's inverse RoPE of o_dec, each step rounded
     for (int h = 0; h < nh; h++)
