@@ -310,7 +310,8 @@ template <auto Kernel> static int read_blocks_per_sm(int dev)
 // Blocks of one GEMV launch: every row set (a block each), or with ATTNSCOPE_GEMV_RESIDENT on, at
 // most as many as are resident at once (the blocks loop over the row sets).
 // ATTNSCOPE_GEMV_BLOCKS_PER_SM=N (N >= 1) caps the resident launch below the occupancy, leaving room on
-// each SM for a parallel branch's kernels (an experiment: bench/RESULTS.md, gpu_session.sh fusebisect).
+// each SM for a parallel branch's kernels (an experiment, gpu_session.sh fusebisect: 2 measured slower
+// with every fusion set, bench/RESULTS.md 16:45).
 static int blocks_per_sm_cap()
 {
     static int cap = -1; // read once, on the first launch
@@ -328,8 +329,9 @@ template <auto Kernel> int grid_x(int64_t row_sets, int batch)
     if (!switch_on("ATTNSCOPE_GEMV_RESIDENT", &resident))
         return (int)row_sets;
     int per_sm = as_per_device<read_blocks_per_sm<Kernel>>(1);
-    if (blocks_per_sm_cap() && blocks_per_sm_cap() < per_sm)
-        per_sm = blocks_per_sm_cap();
+    const int cap_sm = blocks_per_sm_cap();
+    if (cap_sm && cap_sm < per_sm)
+        per_sm = cap_sm;
     const int64_t cap = (int64_t)per_sm * as_sm_count() / batch;
     return (int)(row_sets < cap ? row_sets : cap > 0 ? cap : 1);
 }

@@ -336,10 +336,12 @@ GPU_TEST(gpu_graph_tiny_300_steps)
      * RoPE in wq_b's, a reuse layer's idx on the kv branch), then with all four (o_back in the attention's
      * combine too) in both engines; the uncaptured decode takes the by-value attention and the row
      * pipeline for o_back, so the last pass also checks the fused o_back */
-    static const char *const fuse_env[] = {"0", "", "1"}, *const fuse_how[] = {"tiny, unfused", "tiny", "tiny, all fused"};
-    for (int fuse = 0; fuse < 3; fuse++) {
-        REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", fuse_env[fuse], 1) == 0, "setenv");
-        const char *how = fuse_how[fuse];
+    static const struct {
+        const char *env, *how;
+    } runs[] = {{"0", "tiny, unfused"}, {"", "tiny"}, {"1", "tiny, all fused"}};
+    for (size_t run = 0; run < sizeof runs / sizeof runs[0]; run++) {
+        REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", runs[run].env, 1) == 0, "setenv");
+        const char *how = runs[run].how;
         AsModel *m = as_test_model("tiny", NULL, 7);
         Pair p;
         pair_open(&p, m, NULL, 9 + 300 + 1, false);
