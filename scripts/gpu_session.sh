@@ -179,10 +179,16 @@ for p in "$@"; do
     nsys)
         # where a decode step's device time goes, per kernel (Nsight Systems, when the machine has it)
         need_flash
-        if command -v nsys >/dev/null 2>&1; then
-            phase nsys 120 nsys profile -o /tmp/as-prof --force-overwrite true --trace cuda --sample none \
+        NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys \
+            /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -1)
+        if [ -n "$NSYS" ]; then
+            # --cuda-graph-trace node: each kernel of a replayed graph on the timeline, so the gaps
+            # between them (launch latency, tails) can be summed against the kernels' own time
+            phase nsys 150 "$NSYS" profile -o /tmp/as-prof --force-overwrite true --trace cuda \
+                --cuda-graph-trace node --sample none --cpuctxsw none \
                 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 10 --prefill 0
-            nsys stats --report cuda_gpu_kern_sum --format csv /tmp/as-prof.nsys-rep >"$OUT/kern_sum.csv" 2>&1
+            "$NSYS" stats --report cuda_gpu_kern_sum --format csv /tmp/as-prof.nsys-rep >"$OUT/kern_sum.csv" 2>&1
+            "$NSYS" stats --report cuda_gpu_trace --format csv /tmp/as-prof.nsys-rep 2>&1 | xz -6 >"$OUT/gpu_trace.csv.xz"
             head -40 "$OUT/kern_sum.csv" | tee -a "$SUM"
         else
             say "nsys: not on this machine"
