@@ -54,63 +54,92 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 {
     as_d_pdl_wait();
-    constexpr int CPR = HD / 8;       // 16-byte chunks per row
-    constexpr int CPL = CPR / 32;     // chunks per lane
+    constexpr int CPR = HD / 8;             // 16-byte chunks per row
+    constexpr int CPL = CPR / 32;           // chunks per lane
+    constexpr int RPP = kThreads / CPR;     // rows staged per pass of the block
+    constexpr int kPass = kSplit / RPP;     // a thread stages chunk tid % CPR of rows tid / CPR + RPP * i
+    static_assert(kThreads % CPR == 0 && kSplit % RPP == 0, "a pass stages whole rows");
     __shared__ __align__(16) uint4 rows[kSplit][CPR];
     __shared__ int valid[kSplit];
-    const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
-    const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
     const int split = blockIdx.x, e0 = split * kSplit;
-    if (e0 >= topk)
-        return; // past the live selection: the combine does not read it
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    if (tid < kSplit) {
-        const int e = e0 + tid;
-        const int i = e < topk ? a.idx[e] : -1;
-        valid[tid] = i >= 0 && i < a.na + nb ? i : -1;
+    const int h = blockIdx.y * kHeads + warp, k = tid % CPR;
+    // The loads are issued together, not one after another (each round trip to memory costs ~1 us
+    // here; in a chain they were most of this kernel's time): the entries this thread stages, its
+    // warp's query and the live width and row count, then the rows those entries name.
+    int ent[kPass];
+    for (int i = 0; i < kPass; i++) {
+        const int e = e0 + tid / CPR + RPP * i;
+        ent[i] = e < a.topk ? __ldg(a.idx + e) : -1;
     }
-    __syncthreads();
-    for (int c = tid; c < kSplit * CPR; c += kThreads) {
-        const int r = c / CPR, k = c % CPR;
-        const int i = valid[r];
-        if (i >= 0) {
-            const uint16_t *src = i < a.na ? a.rows_a + (size_t)i * HD : a.rows_b + (size_t)(i - a.na) * HD;
-            rows[r][k] = __ldg((const uint4 *)src + k);
-        }
-    }
-    __syncthreads();
-    const int h = blockIdx.y * kHeads + warp;
-    if (h >= a.nh)
-        return;
+    const int ev = e0 + tid;
+    const int vi = tid < kSplit && ev < a.topk ? __ldg(a.idx + ev) : -1;
     float q[CPL][8];
-    for (int j = 0; j < CPL; j++) {
-        const uint4 v = __ldg((const uint4 *)(a.q + (size_t)h * HD) + lane + 32 * j);
-        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-        for (int t = 0; t < 4; t++) {
-            q[j][2 * t] = bf16_lo(w[t]);
-            q[j][2 * t + 1] = bf16_hi(w[t]);
-        }
-    }
-    // lane r keeps z of entry r: the exponentials are then one per lane, not one per lane and entry
-    float zl = -INFINITY, m = -INFINITY;
-    for (int r = 0; r < kSplit; r++) {
-        float acc = 0.0f;
-        if (valid[r] >= 0) {
-            for (int j = 0; j < CPL; j++) {
-                const uint4 v = rows[r][lane + 32 * j];
-                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                for (int t = 0; t < 4; t++) {
-                    acc = fmaf(q[j][2 * t], bf16_lo(w[t]), acc);
-                    acc = fmaf(q[j][2 * t + 1], bf16_hi(w[t]), acc);
-                }
+    if (h < a.nh)
+        for (int j = 0; j < CPL; j++) {
+            const uint4 v = __ldg((const uint4 *)(a.q + (size_t)h * HD) + lane + 32 * j);
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+            for (int t = 0; t < 4; t++) {
+                q[j][2 * t] = bf16_lo(w[t]);
+                q[j][2 * t + 1] = bf16_hi(w[t]);
             }
         }
+    const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
+    const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
+    if (e0 >= topk)
+        return; // past the live selection: the combine does not read it
+    uint4 staged[kPass];
+    for (int i = 0; i < kPass; i++) {
+        const int e = e0 + tid / CPR + RPP * i;
+        const int id = e < topk ? ent[i] : -1;
+        ent[i] = id >= 0 && id < a.na + nb ? id : -1;
+        if (ent[i] >= 0) {
+            const uint16_t *src = ent[i] < a.na ? a.rows_a + (size_t)ent[i] * HD : a.rows_b + (size_t)(ent[i] - a.na) * HD;
+            staged[i] = __ldg((const uint4 *)src + k);
+        }
+    }
+    if (tid < kSplit)
+        valid[tid] = ev < topk && vi >= 0 && vi < a.na + nb ? vi : -1;
+    for (int i = 0; i < kPass; i++)
+        if (ent[i] >= 0)
+            rows[tid / CPR + RPP * i][k] = staged[i];
+    __syncthreads();
+    if (h >= a.nh)
+        return;
+    // lane r keeps z of entry r: the exponentials are then one per lane, not one per lane and entry.
+    // kIlp entries' dot products run side by side (independent chains, each summed in the same order
+    // as alone: the same bits, a quarter of the latency)
+    constexpr int kIlp = 4;
+    float zl = -INFINITY, m = -INFINITY;
+    for (int r0 = 0; r0 < kSplit; r0 += kIlp) {
+        float acc[kIlp];
+#pragma unroll
+        for (int u = 0; u < kIlp; u++) {
+            float s_ = 0.0f;
+#pragma unroll
+            for (int j = 0; j < CPL; j++) {
+                const uint4 v = rows[r0 + u][lane + 32 * j];
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int t = 0; t < 4; t++) {
+                    s_ = fmaf(q[j][2 * t], bf16_lo(w[t]), s_);
+                    s_ = fmaf(q[j][2 * t + 1], bf16_hi(w[t]), s_);
+                }
+            }
+            acc[u] = valid[r0 + u] >= 0 ? s_ : 0.0f; // a row not staged: never read as a value
+        }
+#pragma unroll
         for (int o = 16; o > 0; o >>= 1)
-            acc += __shfl_xor_sync(kFull, acc, o);
-        const float z = valid[r] >= 0 ? acc * a.scale : -INFINITY;
-        if (lane == r)
-            zl = z;
-        m = fmaxf(m, z);
+#pragma unroll
+            for (int u = 0; u < kIlp; u++)
+                acc[u] += __shfl_xor_sync(kFull, acc[u], o);
+#pragma unroll
+        for (int u = 0; u < kIlp; u++) {
+            const float z = valid[r0 + u] >= 0 ? acc[u] * a.scale : -INFINITY;
+            if (lane == r0 + u)
+                zl = z;
+            m = fmaxf(m, z);
+        }
     }
     const float pl = valid[lane] >= 0 && m != -INFINITY ? as_d_expf(zl - m) : 0.0f;
     float l = pl;
@@ -148,54 +177,64 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 }
 
 // One block per head, HD / 4 threads of 4 channels: the live splits folded in split order. The
-// splits' (m, l) are read once into shared memory, their factors exp(m_j - M) computed once each,
-// the denominator summed by one thread in split order.
+// splits' (m, l) are read once into shared memory, their factors exp(m_j - M) computed once each;
+// every thread then takes M and the denominator from them in split order (the same bits in each
+// thread, no barrier for them). A thread's partials are loaded kAhead splits at a time before their
+// FMAs, the first group before any barrier: loads in flight together, the FMAs in split order.
 template <int HD>
 __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 {
     as_d_pdl_wait();
+    constexpr int kAhead = 8;
     __shared__ float fsm[3 * kMaxSplits]; // m_j, then l_j, then the factors
-    __shared__ float sM, sden;
     const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
     const int nsplit = (topk + kSplit - 1) / kSplit;
     const int h = blockIdx.x, c = threadIdx.x * 4;
+    const float *part = nsplit > 0 ? a.ws_o + (size_t)h * HD + c : nullptr; // split j's: part + j * nh * HD
+    const size_t stride = (size_t)a.nh * HD;
+    float4 v[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; u++)
+        if (u < nsplit)
+            v[u] = *(const float4 *)(part + u * stride);
+    const float sink = a.sink[h];
     float *mj = fsm, *lj = fsm + nsplit, *fj = fsm + 2 * nsplit;
     for (int j = threadIdx.x; j < nsplit; j += blockDim.x) {
         mj[j] = a.ws_ml[((size_t)j * a.nh + h) * 2];
         lj[j] = a.ws_ml[((size_t)j * a.nh + h) * 2 + 1];
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        float M = a.sink[h];
-        for (int j = 0; j < nsplit; j++)
-            M = fmaxf(M, mj[j]);
-        sM = M;
-    }
-    __syncthreads();
-    const float M = sM;
+    float M = sink;
+    for (int j = 0; j < nsplit; j++)
+        M = fmaxf(M, mj[j]);
     for (int j = threadIdx.x; j < nsplit; j += blockDim.x)
         fj[j] = M != -INFINITY && mj[j] != -INFINITY ? as_d_expf(mj[j] - M) : 0.0f;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        float den = M != -INFINITY ? as_d_expf(a.sink[h] - M) : 0.0f;
-        for (int j = 0; j < nsplit; j++)
-            if (fj[j] != 0.0f)
-                den += lj[j] * fj[j];
-        sden = den;
-    }
-    __syncthreads();
-    const float den = sden;
+    float den = M != -INFINITY ? as_d_expf(sink - M) : 0.0f;
+    for (int j = 0; j < nsplit; j++)
+        if (fj[j] != 0.0f)
+            den += lj[j] * fj[j];
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (M != -INFINITY) {
-        for (int j = 0; j < nsplit; j++) {
-            const float f = fj[j];
-            if (f == 0.0f)
-                continue;
-            const float4 v = *(const float4 *)(a.ws_o + ((size_t)j * a.nh + h) * HD + c);
-            acc[0] = fmaf(v.x, f, acc[0]);
-            acc[1] = fmaf(v.y, f, acc[1]);
-            acc[2] = fmaf(v.z, f, acc[2]);
-            acc[3] = fmaf(v.w, f, acc[3]);
+        for (int j0 = 0; j0 < nsplit; j0 += kAhead) {
+            if (j0 > 0)
+#pragma unroll
+                for (int u = 0; u < kAhead; u++)
+                    if (j0 + u < nsplit)
+                        v[u] = *(const float4 *)(part + (j0 + u) * stride);
+#pragma unroll
+            for (int u = 0; u < kAhead; u++) {
+                const int j = j0 + u;
+                if (j >= nsplit)
+                    break;
+                const float f = fj[j];
+                if (f == 0.0f)
+                    continue;
+                acc[0] = fmaf(v[u].x, f, acc[0]);
+                acc[1] = fmaf(v[u].y, f, acc[1]);
+                acc[2] = fmaf(v[u].z, f, acc[2]);
+                acc[3] = fmaf(v[u].w, f, acc[3]);
+            }
         }
     }
     uint16_t y[4];

@@ -181,19 +181,31 @@ __device__ void insertion_sort(const Row &r, int first, int last)
 // (no bank conflicts) and one pass writes both lists.
 __device__ int warp_partition(const Row &r, int lo, int hi, float P, int lane)
 {
+    // kGroups groups' values are read before any of them is ranked: the stores to pa / pb would
+    // otherwise hold each read back behind them (the compiler cannot tell the arrays apart)
+    constexpr int kGroups = 4;
     int ta = 0, tb = 0;
-    for (int g = lo; g < hi; g += 32) {
-        const int i = g + lane;
-        const bool in = i < hi;
-        const float x = in ? r.v[i] : 0.0f;
-        const bool sa = in && !comp(x, P), sb = in && !comp(P, x);
-        const unsigned ma = __ballot_sync(kFull, sa), mb = __ballot_sync(kFull, sb);
-        if (sa)
-            r.pa[ta + __popc(ma & lanes_below(lane))] = (uint16_t)i;
-        if (sb)
-            r.pb[tb + __popc(mb & lanes_below(lane))] = (uint16_t)i;
-        ta += __popc(ma);
-        tb += __popc(mb);
+    for (int g0 = lo; g0 < hi; g0 += 32 * kGroups) {
+        float xs[kGroups];
+#pragma unroll
+        for (int u = 0; u < kGroups; u++) {
+            const int i = g0 + 32 * u + lane;
+            xs[u] = i < hi ? r.v[i] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kGroups; u++) {
+            const int i = g0 + 32 * u + lane;
+            const bool in = i < hi;
+            const float x = xs[u];
+            const bool sa = in && !comp(x, P), sb = in && !comp(P, x);
+            const unsigned ma = __ballot_sync(kFull, sa), mb = __ballot_sync(kFull, sb);
+            if (sa)
+                r.pa[ta + __popc(ma & lanes_below(lane))] = (uint16_t)i;
+            if (sb)
+                r.pb[tb + __popc(mb & lanes_below(lane))] = (uint16_t)i;
+            ta += __popc(ma);
+            tb += __popc(mb);
+        }
     }
     __syncwarp();
     // m*: the leading passes whose stoppers have not crossed (A rises, B falls: a prefix)
@@ -339,7 +351,7 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
-    const int t = blockIdx.x, lane = threadIdx.x;
+    const int t = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
     if (width_d)
         width = *width_d;
     if (k_d)
@@ -349,16 +361,35 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
     const topk::Row r = topk::row_in(smem, n);
     uint16_t *srow = score + (int64_t)t * ld;
     const uint8_t *crow = cand ? cand + (int64_t)t * cand_ld : nullptr;
-    for (int i = lane; i < n; i += 32) {
-        float x = topk::load_value(srow + i);
-        if (crow && !crow[i]) {
-            x = -INFINITY;
-            srow[i] = 0xff80; // bf16 -inf
+    // The row is read by the whole block, kLoadBatch columns a thread at a time, every read before
+    // the stores (the masked scores written back could alias what is read next): a few memory
+    // latencies, not one per 32 columns as with the selecting warp alone.
+    constexpr int kLoadBatch = 4;
+    for (int i0 = tid; i0 < n; i0 += kLoadBatch * (int)blockDim.x) {
+        float x[kLoadBatch];
+        bool masked[kLoadBatch];
+#pragma unroll
+        for (int u = 0; u < kLoadBatch; u++) {
+            const int i = i0 + u * (int)blockDim.x;
+            x[u] = i < n ? topk::load_value(srow + i) : 0.0f;
+            masked[u] = i < n && crow && !crow[i];
         }
-        r.v[i] = x;
-        r.ix[i] = (uint16_t)i;
+#pragma unroll
+        for (int u = 0; u < kLoadBatch; u++) {
+            const int i = i0 + u * (int)blockDim.x;
+            if (i >= n)
+                break;
+            if (masked[u]) {
+                x[u] = -INFINITY;
+                srow[i] = 0xff80; // bf16 -inf
+            }
+            r.v[i] = x[u];
+            r.ix[i] = (uint16_t)i;
+        }
     }
-    __syncwarp();
+    __syncthreads();
+    if (tid >= 32)
+        return; // the selection is one warp's
     topk::warp_torch_topk(r, n, k, lane, stats);
     const int clen = prefill ? (t + 1) / ratio : width;
     int32_t *o1 = sel + (int64_t)t * ldsel;
@@ -444,6 +475,9 @@ extern "C" int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *s
     return AS_LAUNCH_RESULT();
 }
 
+// index_topk_kernel's block: 8 warps read the row, the first selects
+constexpr int kIndexTopkThreads = 256;
+
 extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
 {
     const int wmax = a->width_d ? a->max_width : a->width;
@@ -457,7 +491,7 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
     int rc = topk_allow_smem<index_topk_kernel>(smem);
     if (rc)
         return rc;
-    as_launch(index_topk_kernel, a->s, 32, smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
+    as_launch(index_topk_kernel, a->s, kIndexTopkThreads, smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
               a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2,
               a->stats);
     return AS_LAUNCH_RESULT();

@@ -28,6 +28,7 @@
 #     attn      the sparse-attention tests alone (every path, the wgmma kernel included), then the
 #               micro-benchmark's attention part (kbench --attn)
 #     attnsan   memcheck, racecheck, initcheck on the sparse-attention tests (small cases)
+#     ncudecode Nsight Compute over one decode step at 4K (each kernel alone, the graph's nodes too): ncu_decode.csv.xz
 #     attnprof  Nsight Compute on one wgmma attention launch (s = 512): stall reasons, instructions,
 #               tensor-pipe activity (the figures bench/RESULTS.md quotes)
 #     tui       the TUI on flash with the engine, screens captured through tmux
@@ -239,6 +240,18 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
         sed -n '/== summary/,$p' "$(logf kbench_attn)" | tee -a "$SUM" ;;
     attnsan)
         sanitized attnsan 120 'gpu_sparse*' ;;
+    ncudecode)
+        # each kernel of a decode step at 4K, the graph's nodes included, timed alone by Nsight Compute
+        # (warm caches, boost clocks): the sum against the graph's time is what the launches' gaps cost
+        need_flash
+        if command -v ncu >/dev/null 2>&1; then
+            LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase ncudecode 300 ncu --graph-profiling node --cache-control none \
+                --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --print-units base \
+                --log-file "$OUT/ncu_decode.csv" "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 1 --prefill 0
+            xz -6 "$OUT/ncu_decode.csv"
+        else
+            say "ncudecode: ncu is not on this machine"
+        fi ;;
     attnprof)
         if command -v ncu >/dev/null 2>&1; then
             LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase attnprof 120 ncu --kernel-name regex:wgmma --launch-skip 5 \

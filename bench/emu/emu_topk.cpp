@@ -88,7 +88,7 @@ static void check_index(int s, int width, int k, int ratio, bool prefill, bool m
     std::vector<int32_t> got((size_t)s * k, -9), got2((size_t)s * k, -9), want((size_t)s * k);
     const int32_t width_d = width, k_d = k;
     const bool dev = !prefill; // a decode reads width and k from the step parameters
-    emu::launch(dim3((unsigned)s), dim3(32), [&] {
+    emu::launch(dim3((unsigned)s), dim3(256), [&] { // as_k_index_topk's block: 8 warps read, one selects
         index_topk_kernel(score.data(), width, dev ? -7 : width, dev ? &width_d : nullptr, dev ? -7 : k,
                           dev ? &k_d : nullptr, ratio, prefill, masked ? cand.data() : nullptr, width, offset,
                           got.data(), k, got2.data(), g_stats);
