@@ -10,9 +10,9 @@ enum {
     AS_FUSE_OBACK = 4,    /* o_back in the one-query attention's combine (graph) */
     AS_FUSE_KV_IDX = 8,   /* a reuse layer's idx (window, shared selection, build_idx) on the kv branch */
     AS_FUSE_ALL = 15,
-    /* measured faster one by one through the graph (H200, 2026-11-29 16:45, bench/RESULTS.md); oback, alone
-     * 3.6% slower, is left out */
-    AS_FUSE_DEFAULT = AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_KV_IDX,
+    /* every one, each measured faster through the graph (H200, 2026-11-29, bench/RESULTS.md); oback measured
+     * 3.6% slower at 16:45 and 1.8% faster at 18:50, once the combine issued its loads together */
+    AS_FUSE_DEFAULT = AS_FUSE_ALL,
 };
 
 /* The fusions an ATTNSCOPE_DECODE_FUSE value names: NULL or "" AS_FUSE_DEFAULT, "0" or "none" none, "1" or

@@ -5,12 +5,13 @@
 // Why a kernel apart from sparse_attn.cu's tensor-core one: at s = 1 the work is tiny (64 heads x
 // 640 rows x 512) and the time is latency. The tensor-core kernel gives each block all 64 heads, so
 // a 640-entry selection makes 20 blocks that each load the whole Q (64 KB) and write a 128 KB partial:
-// ~36 us on the H200. Here a block takes 8 heads (one per warp) and one split of kSplit entries, so
-// the same selection makes 20 x 8 = 160 blocks, each reading 8 KB of Q and its split's rows (32 KB,
-// shared by the 8 head blocks through L2), on CUDA cores in f32:
+// ~36 us on the H200. Here a block takes 4 heads (one per warp) and one split of kSplit entries, so
+// the same selection makes 20 x 16 = 320 blocks, each reading 4 KB of Q and its split's rows (32 KB,
+// shared by the 16 head blocks through L2), on CUDA cores in f32. (8 heads a block made 160 blocks:
+// 28 SMs ran two, and the kernel is bound by instruction issue on those.)
 //   block (split j, head group g): the split's entries idx[j*kSplit ..) are resolved (-1 and rows
 //   beyond na + nb skipped), their rows staged in shared memory (16-byte loads, all threads);
-//   warp w = head h = 8g + w, lane l owns the 16-byte chunks l, l + 32, ... of the head (HD / 256
+//   warp w = head h = kHeads g + w, lane l owns the 16-byte chunks l, l + 32, ... of the head (HD / 256
 //   chunks): z_e = (q_h . row_e) * scale (lane partial sums, xor tree: every lane holds z_e), the
 //   split's m = max z, p_e = exp(z_e - m), l = sum p_e, o = sum p_e row_e (f32, entry order);
 //   written to the workspace as [split][h][HD] and [split][h][2].
@@ -26,7 +27,7 @@
 namespace attn1 {
 
 constexpr int kSplit = 32;  // selection entries per split (block)
-constexpr int kHeads = 8;   // heads per block: one warp each
+constexpr int kHeads = 4;   // heads per block: one warp each
 constexpr int kThreads = kHeads * 32;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kMaxSplits = 256; // selections up to 8192 entries

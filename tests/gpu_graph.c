@@ -332,13 +332,13 @@ static void expect_shapes(const Pair *p, const char *name, int captures)
 
 GPU_TEST(gpu_graph_tiny_300_steps)
 {
-    /* three times: without the decode fusions, as the engine runs by default (residual in wo_b's GEMV,
-     * RoPE in wq_b's, a reuse layer's idx on the kv branch), then with all four (o_back in the attention's
-     * combine too) in both engines; the uncaptured decode takes the by-value attention and the row
-     * pipeline for o_back, so the last pass also checks the fused o_back */
+    /* three times: without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a
+     * reuse layer's idx on the kv branch), then as the engine runs by default, all four (o_back in the
+     * attention's combine too) in both engines; the uncaptured decode takes the by-value attention and
+     * the row pipeline for o_back, so the last pass also checks the fused o_back */
     static const struct {
         const char *env, *how;
-    } runs[] = {{"0", "tiny, unfused"}, {"", "tiny"}, {"1", "tiny, all fused"}};
+    } runs[] = {{"0", "tiny, unfused"}, {"residual,rope,kvidx", "tiny, three fused"}, {"", "tiny, all fused"}};
     for (size_t run = 0; run < sizeof runs / sizeof runs[0]; run++) {
         REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", runs[run].env, 1) == 0, "setenv");
         const char *how = runs[run].how;

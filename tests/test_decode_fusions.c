@@ -10,8 +10,8 @@ TEST(decode_fusions_values)
         const char *v;
         unsigned want;
     } cases[] = {
-        {NULL, AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_KV_IDX},
-        {"", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_KV_IDX},
+        {NULL, AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX},
+        {"", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX},
         {"0", 0},
         {"none", 0},
         {"1", AS_FUSE_ALL},
@@ -20,7 +20,7 @@ TEST(decode_fusions_values)
         {"rope,oback", AS_FUSE_ROPE | AS_FUSE_OBACK},
         {"kvidx,residual,rope,oback", AS_FUSE_ALL},
         {"rope,rope", AS_FUSE_ROPE},
-        {"residual,rope,kvidx", AS_FUSE_DEFAULT},
+        {"residual,rope,kvidx", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_KV_IDX},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         AsError err = {0};
