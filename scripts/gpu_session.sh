@@ -29,6 +29,7 @@
 #               micro-benchmark's attention part (kbench --attn)
 #     attnsan   memcheck, racecheck, initcheck on the sparse-attention tests (small cases)
 #     ncudecode Nsight Compute over one decode step at 4K (each kernel alone, the graph's nodes too): ncu_decode.csv.xz
+#     decprof   Nsight Compute's stall reasons for the decode's latency-bound kernels (attention, top-k, rmsnorm)
 #     attnprof  Nsight Compute on one wgmma attention launch (s = 512): stall reasons, instructions,
 #               tensor-pipe activity (the figures bench/RESULTS.md quotes)
 #     tui       the TUI on flash with the engine, screens captured through tmux
@@ -251,6 +252,19 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
             xz -6 "$OUT/ncu_decode.csv"
         else
             say "ncudecode: ncu is not on this machine"
+        fi ;;
+    decprof)
+        # Nsight Compute's stall reasons for the decode's latency-bound kernels (one launch each, at 4K)
+        need_flash
+        if command -v ncu >/dev/null 2>&1; then
+            for k in split_kernel combine_kernel index_topk_kernel rmsnorm_kernel; do
+                LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase "decprof_$k" 120 ncu --kernel-name "regex:$k" --launch-skip 20 \
+                    --launch-count 1 --clock-control none --section SpeedOfLight --section WarpStateStats \
+                    --section SchedulerStats --section LaunchStats --section Occupancy --section InstructionStats \
+                    "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 1 --prefill 0
+            done
+        else
+            say "decprof: ncu is not on this machine"
         fi ;;
     attnprof)
         if command -v ncu >/dev/null 2>&1; then
