@@ -51,6 +51,18 @@ struct Args {
 __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
+// One level of the split kernel's reduce-scatter: acc[0 .. 2W) are the entries this lane holds; it
+// keeps the lower or upper W (by lane bit W) summed with its partner's, in acc[0 .. W).
+template <int W> __device__ __forceinline__ void scatter_level(float (&acc)[kSplit], int lane)
+{
+    const bool upper = lane & W;
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        const float keep = upper ? acc[i + W] : acc[i], send = upper ? acc[i] : acc[i + W];
+        acc[i] = keep + __shfl_xor_sync(kFull, send, W);
+    }
+}
+
 template <int HD>
 __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 {
@@ -107,60 +119,70 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
     __syncthreads();
     if (h >= a.nh)
         return;
-    // lane r keeps z of entry r: the exponentials are then one per lane, not one per lane and entry.
-    // kIlp entries' dot products run side by side (independent chains, each summed in the same order
-    // as alone: the same bits, a quarter of the latency)
-    constexpr int kIlp = 4;
-    float zl = -INFINITY, m = -INFINITY;
-    for (int r0 = 0; r0 < kSplit; r0 += kIlp) {
-        float acc[kIlp];
+    // QK: each lane's partial dot products of all kSplit entries (32 independent chains), then a
+    // butterfly reduce-scatter: at distance w a lane keeps half of the entries it holds and sends the
+    // other half to lane ^ w, so that lane r ends with entry r's sum. Each sum is added over the same
+    // pairs of lanes, level by level, as an xor all-reduce (a + b = b + a): the same bits, with 31
+    // shuffles for the split instead of 5 per entry. Lane r keeps z of entry r: one exponential a lane.
+    static_assert(kSplit == 32, "one entry per lane after the reduce-scatter");
+    float acc[kSplit];
+#pragma unroll kSplit
+    for (int r = 0; r < kSplit; r++) {
+        float s_ = 0.0f;
 #pragma unroll
-        for (int u = 0; u < kIlp; u++) {
-            float s_ = 0.0f;
+        for (int j = 0; j < CPL; j++) {
+            const uint4 v = rows[r][lane + 32 * j];
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-            for (int j = 0; j < CPL; j++) {
-                const uint4 v = rows[r0 + u][lane + 32 * j];
-                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                for (int t = 0; t < 4; t++) {
-                    s_ = fmaf(q[j][2 * t], bf16_lo(w[t]), s_);
-                    s_ = fmaf(q[j][2 * t + 1], bf16_hi(w[t]), s_);
-                }
+            for (int t = 0; t < 4; t++) {
+                s_ = fmaf(q[j][2 * t], bf16_lo(w[t]), s_);
+                s_ = fmaf(q[j][2 * t + 1], bf16_hi(w[t]), s_);
             }
-            acc[u] = valid[r0 + u] >= 0 ? s_ : 0.0f; // a row not staged: never read as a value
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-            for (int u = 0; u < kIlp; u++)
-                acc[u] += __shfl_xor_sync(kFull, acc[u], o);
-#pragma unroll
-        for (int u = 0; u < kIlp; u++) {
-            const float z = valid[r0 + u] >= 0 ? acc[u] * a.scale : -INFINITY;
-            if (lane == r0 + u)
-                zl = z;
-            m = fmaxf(m, z);
-        }
+        acc[r] = valid[r] >= 0 ? s_ : 0.0f; // a row not staged: never read as a value
     }
+    scatter_level<16>(acc, lane);
+    scatter_level<8>(acc, lane);
+    scatter_level<4>(acc, lane);
+    scatter_level<2>(acc, lane);
+    scatter_level<1>(acc, lane);
+    const float zl = valid[lane] >= 0 ? acc[0] * a.scale : -INFINITY;
+    float m = zl; // max is exact: any order gives the entry-order maximum
+    for (int off = 16; off > 0; off >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, off));
     const float pl = valid[lane] >= 0 && m != -INFINITY ? as_d_expf(zl - m) : 0.0f;
     float l = pl;
     for (int off = 16; off > 0; off >>= 1)
         l += __shfl_xor_sync(kFull, l, off);
+    // PV in entry order; kAhead entries' rows and weights are read before their FMAs
+    constexpr int kAhead = 4;
     float o[CPL][8];
     for (int j = 0; j < CPL; j++)
         for (int t = 0; t < 8; t++)
             o[j][t] = 0.0f;
     if (m != -INFINITY) {
-        for (int r = 0; r < kSplit; r++) {
-            if (valid[r] < 0)
-                continue; // the same for every lane: the shuffle below stays warp-wide
-            const float p = __shfl_sync(kFull, pl, r);
-            for (int j = 0; j < CPL; j++) {
-                const uint4 v = rows[r][lane + 32 * j];
-                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                for (int t = 0; t < 4; t++) {
-                    o[j][2 * t] = fmaf(p, bf16_lo(w[t]), o[j][2 * t]);
-                    o[j][2 * t + 1] = fmaf(p, bf16_hi(w[t]), o[j][2 * t + 1]);
+        for (int r0 = 0; r0 < kSplit; r0 += kAhead) {
+            float p[kAhead];
+            uint4 v[kAhead][CPL];
+#pragma unroll
+            for (int u = 0; u < kAhead; u++) {
+                p[u] = __shfl_sync(kFull, pl, r0 + u);
+#pragma unroll
+                for (int j = 0; j < CPL; j++)
+                    v[u][j] = rows[r0 + u][lane + 32 * j];
+            }
+#pragma unroll
+            for (int u = 0; u < kAhead; u++) {
+                if (valid[r0 + u] < 0)
+                    continue; // the same for every lane
+#pragma unroll
+                for (int j = 0; j < CPL; j++) {
+                    const uint32_t w[4] = {v[u][j].x, v[u][j].y, v[u][j].z, v[u][j].w};
+#pragma unroll
+                    for (int t = 0; t < 4; t++) {
+                        o[j][2 * t] = fmaf(p[u], bf16_lo(w[t]), o[j][2 * t]);
+                        o[j][2 * t + 1] = fmaf(p[u], bf16_hi(w[t]), o[j][2 * t + 1]);
+                    }
                 }
             }
         }
