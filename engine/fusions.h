@@ -11,7 +11,7 @@ enum {
     AS_FUSE_KV_IDX = 8,   /* a reuse layer's idx (window, shared selection, build_idx) on the kv branch */
     AS_FUSE_ALL = 15,
     /* every one, each measured faster through the graph (H200, 2026-11-29, bench/RESULTS.md); oback measured
-     * 3.6% slower at 16:45 and 1.8% faster at 18:50, once the combine issued its loads together */
+     * 3.6% slower at 16:45 and 1.8% faster at 18:36, once the combine issued its loads together */
     AS_FUSE_DEFAULT = AS_FUSE_ALL,
 };
 

@@ -565,7 +565,7 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
         return (int)cudaErrorInvalidValue;
     if (path == 3) // the wgmma kernel (kernels/sparse_attn_wgmma.cu) or cudaErrorInvalidValue
         return as_k_sparse_attn_wgmma(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, st);
-    // one query: the split kernel of attn_decode.cu (8 heads x 32 entries a block), automatic path only
+    // one query: the split kernel of attn_decode.cu (4 heads x 32 entries a block), automatic path only
     if (path == 0 && s == 1 && one_query_ok(nh, hd, topk, q, rows_a, na, rows_b, nb))
         return as_k_attn_decode(q, rows_a, na, rows_b, nb, nullptr, idx, topk, nullptr, sink, o, nh, hd, scale, nullptr,
                                 0, nullptr, st);
