@@ -340,6 +340,9 @@ GPU_TEST(gpu_sparse_attn_other_geometries)
         /* hd outside the tensor-core set, nh not a multiple of 16: the warp kernel */
         {"64 heads x 96", 3, 64, 96, 200, 300, 100, SEL_RANDOM, SINK_NORMAL, 2, 2, 0, 1, 0},
         {"5 heads x 512", 7, 5, 512, 200, 300, 640, SEL_RANDOM, SINK_NORMAL, 2, 2, 0, 1, 0},
+        /* one query, heads a multiple of the one-query kernel's 4 a block but not of 8 or 16 */
+        {"12 heads x 512, one query", 1, 12, 512, 200, 300, 640, SEL_RANDOM, SINK_NORMAL, 2, 2, 0, 1, 0},
+        {"20 heads x 256, one query", 1, 20, 256, 100, 150, 161, SEL_RANDOM, SINK_NORMAL, 2, 2, 0, 1, 0},
         {"topk 0", 3, 64, 512, 10, 10, 0, SEL_RANDOM, SINK_NORMAL, 2, 2, 0, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

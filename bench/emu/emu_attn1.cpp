@@ -123,6 +123,8 @@ int main()
     run<512>("flash, window + 512", 64, 128, 2048, 2048, 640, 640, false, 4);
     run<512>("flash, 33 entries (a split of one)", 64, 128, 300, 400, 33, 640, false, 5);
     run<256>("hd 256, 16 heads", 16, 40, 70, 100, 90, 110, false, 6);
+    run<512>("12 heads (three blocks of 4)", 12, 128, 300, 400, 428, 640, false, 8);
+    run<256>("hd 256, 20 heads", 20, 40, 70, 100, 90, 110, false, 9);
     run<512>("nothing selected, no sink", 8, 4, 0, 0, 0, 32, true, 7);
     printf(g_fail ? "FAIL: %d cases\n" : "attn_decode: every case within tolerance and bit-exact by device parameters\n",
            g_fail);
