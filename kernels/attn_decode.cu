@@ -12,8 +12,9 @@
 //   block (split j, head group g): the split's entries idx[j*kSplit ..) are resolved (-1 and rows
 //   beyond na + nb skipped), their rows staged in shared memory (16-byte loads, all threads);
 //   warp w = head h = kHeads g + w, lane l owns the 16-byte chunks l, l + 32, ... of the head (HD / 256
-//   chunks): z_e = (q_h . row_e) * scale (lane partial sums, xor tree: every lane holds z_e), the
-//   split's m = max z, p_e = exp(z_e - m), l = sum p_e, o = sum p_e row_e (f32, entry order);
+//   chunks): z_e = (q_h . row_e) * scale (lane partial sums, added over the xor tree of lanes: a
+//   reduce-scatter leaves z_e in lane e), the split's m = max z, p_e = exp(z_e - m), l = sum p_e,
+//   o = sum p_e row_e (f32, entry order);
 //   written to the workspace as [split][h][HD] and [split][h][2].
 // The combine folds the live splits and the sink for each head: M = max(sink, max_j m_j),
 // den = exp(sink - M) + sum_j l_j exp(m_j - M), o = bf16(sum_j exp(m_j - M) o_j / den) (no selected
