@@ -153,7 +153,6 @@ struct AsEngine {
  * weights through the q8_1 kernels (mmvq up to 8 rows, mmq above). */
 int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                 int64_t ldy, const char *what, AsError *err);
-/* f32 weights and f32 output (the ratio-2 compressor); x bf16. */
 /* RoPE of a projection's heads of hd channels (the last rd of each) at pos ? pos[row] : pos0 + row */
 typedef struct {
     int hd, rd, pos0;
@@ -165,6 +164,7 @@ int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const 
                      int64_t ldy, const AsDevRope *r, const char *what, AsError *err);
 int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                          as_bf16_t *h, const char *what, AsError *err);
+/* f32 weights and f32 output (the ratio-2 compressor); x bf16. */
 int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
                     AsError *err);
 /* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call. */

@@ -169,11 +169,6 @@ int as_k_index_scores_decode(const as_bf16_t *iq, const as_bf16_t *keys, const a
 /* Sets the tensor-core kernel's shared-memory limit for ihd now (before a graph capture). */
 int as_k_index_scores_prepare(int ihd);
 
-/* as_k_sparse_attn over the live selection width *topk_d (<= topk_max, idx's row stride) and
- * compressed row count *nb_d (<= nb_max). The tensor-core path splits the selection as the by-value
- * launch at topk_max would (tiles per split from as_k_sparse_attn_decode_plan) into the caller's
- * workspace ws (never allocated here); for the live width it computes what the by-value launch at that
- * width computes whenever both split into single tiles (tiles_per_split 1). */
 /* o's copy rotated back: o_back = RoPE^-1 of each head's last rd channels of o at row t's position
  * (pos_d ? pos_d[t] : pos0 + t; a negative position copies), the other channels copied: the row
  * pipeline's inverse RoPE, bit for bit. Given to as_k_sparse_attn_decode, the one-query kernel's
@@ -191,6 +186,12 @@ static inline int as_oback_ok(const AsOBack *ob, int hd)
 }
 /* o_back of `rows` rows of nh heads x hd (rows nh * hd apart) through the row pipeline. */
 int as_k_o_back(const as_bf16_t *o, int rows, int nh, int hd, const AsOBack *ob, cudaStream_t st);
+/* as_k_sparse_attn over the live selection width *topk_d (<= topk_max, idx's row stride) and
+ * compressed row count *nb_d (<= nb_max). The tensor-core path splits the selection as the by-value
+ * launch at topk_max would (tiles per split from as_k_sparse_attn_decode_plan) into the caller's
+ * workspace ws (never allocated here); for the live width it computes what the by-value launch at that
+ * width computes whenever both split into single tiles (tiles_per_split 1). With ob,
+ * o_back too (AsOBack). */
 int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
                             const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
                             const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
@@ -204,9 +205,10 @@ int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, 
 /* ---- one query (kernels/attn_decode.cu): the automatic path of as_k_sparse_attn and
  * as_k_sparse_attn_decode at s = 1 where it applies (hd 256 or 512, nh a multiple of 4, 16-byte
  * aligned q and rows, at most 8192 entries). Splits of 32 entries x 4 heads per block on CUDA cores,
- * then a combine with the sink. topk / nb by value, or read from topk_d / nb_d (at most topk / nb, which size the launch); ws
- * at least as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null (by value only: allocated on the
- * stream); ob (optional): the combine also writes o_back (AsOBack, rd <= hd, rd even). */
+ * then a combine with the sink. topk / nb by value, or read from topk_d / nb_d (at most topk / nb,
+ * which size the launch); ws at least as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null (by
+ * value only: allocated on the stream); ob (optional): the combine also writes o_back (AsOBack, rd <=
+ * hd, rd even). */
 int as_k_attn_decode_applies(int nh, int hd, int topk_max);
 size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max);
 int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
