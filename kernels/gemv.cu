@@ -24,7 +24,6 @@
 //     (gemv_epilogue.cuh).
 // Launch configuration (R, W_WARPS) comes from pick_config() (bench/kernels_bench.cu sweeps the
 // alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -460,9 +459,8 @@ extern "C" int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, cons
                                    as_bf16_t *y, int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
                                    const float *cos_t, const float *sin_t, int inverse, cudaStream_t st)
 {
-    // as_k_rope's refusals, and the rotated rows must be the GEMV's outputs
-    if (heads <= 0 || rd <= 0 || rd % 2 || hd % 2 || hd < rd || (int64_t)heads * hd != n_out || !cos_t || !sin_t ||
-        (!pos && (pos0 < 0 || (m > 0 && pos0 > INT_MAX - (m - 1)))))
+    // as_k_rope's refusals, and the rotated rows must be the GEMV's outputs, pairs of rows (hd even)
+    if (!as_rope_shape_ok(m, heads, hd, rd, pos0, pos) || hd % 2 || (int64_t)heads * hd != n_out || !cos_t || !sin_t)
         return (int)cudaErrorInvalidValue;
     GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, nullptr, 0, {cos_t, sin_t, hd, rd, pos0, pos,
                                                                                    inverse ? 1 : 0}};

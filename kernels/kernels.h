@@ -6,6 +6,7 @@
 #define AS_KERNELS_H
 
 #include <cuda_runtime_api.h>
+#include <limits.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -23,6 +24,13 @@ enum { AS_KQ_FP8 = 1, AS_KQ_FP4_E8M0 = 2, AS_KQ_FP4_E4M3 = 3 };
 int as_k_rmsnorm(const as_bf16_t *x, int64_t ldx, const float *w, as_bf16_t *y, int64_t ldy, int rows, int n,
                  float eps, cudaStream_t st);
 
+/* The shapes and positions as_k_rope (and the GEMV that rotates in its store) take: rd even and
+ * within width, and without pos, rows positions from pos0 that fit in an int. */
+static inline int as_rope_shape_ok(int rows, int heads, int width, int rd, int pos0, const int32_t *pos)
+{
+    return rows >= 0 && heads > 0 && rd > 0 && rd % 2 == 0 && width >= rd &&
+           (pos || (pos0 >= 0 && (rows == 0 || pos0 <= INT_MAX - (rows - 1))));
+}
 /* as_rope_rows / as_rope_heads, in place: `rows` rows (stride ld) of `heads` sub-rows of `width`
  * (contiguous); RoPE on the last rd channels of each sub-row at position pos ? pos[row] :
  * pos0 + row; cos_t / sin_t are the reference's tables [max_seq][rd/2] uploaded as they are. */

@@ -12,8 +12,6 @@
 #include "kernels/kernels.h"
 #include "kernels/rope_pair.cuh"
 
-#include <limits.h>
-
 namespace {
 
 constexpr int kThreads = 256;
@@ -50,9 +48,7 @@ __global__ void rope_kernel(uint16_t *x, int64_t ld, int rows, int heads, int wi
 extern "C" int as_k_rope(as_bf16_t *x, int64_t ld, int rows, int heads, int width, int rd, int pos0,
                          const int32_t *pos, const float *cos_t, const float *sin_t, int inverse, cudaStream_t st)
 {
-    if (rows < 0 || heads <= 0 || rd <= 0 || rd % 2 || width < rd || ld < (int64_t)heads * width)
-        return (int)cudaErrorInvalidValue;
-    if (!pos && (pos0 < 0 || (rows > 0 && pos0 > INT_MAX - (rows - 1))))
+    if (!as_rope_shape_ok(rows, heads, width, rd, pos0, pos) || ld < (int64_t)heads * width)
         return (int)cudaErrorInvalidValue;
     if (rows == 0)
         return 0;
