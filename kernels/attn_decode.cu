@@ -49,8 +49,16 @@ struct Args {
     AsOBack ob; // ob.o_back non-null: the combine also writes o rotated back
 };
 
-__device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+// The 8 bf16 of a 16-byte chunk, widened to f32 in channel order.
+__device__ __forceinline__ void bf16x8(const uint4 &v, float (&f)[8])
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        f[2 * t] = __uint_as_float(w[t] << 16);
+        f[2 * t + 1] = __uint_as_float(w[t] & 0xffff0000u);
+    }
+}
 
 // One level of the split kernel's reduce-scatter: acc[0 .. 2W) are the entries this lane holds; it
 // keeps the lower or upper W (by lane bit W) summed with its partner's, in acc[0 .. W).
@@ -90,14 +98,8 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
     const int vi = tid < kSplit && ev < a.topk ? __ldg(a.idx + ev) : -1;
     float q[CPL][8];
     if (h < a.nh)
-        for (int j = 0; j < CPL; j++) {
-            const uint4 v = __ldg((const uint4 *)(a.q + (size_t)h * HD) + lane + 32 * j);
-            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-            for (int t = 0; t < 4; t++) {
-                q[j][2 * t] = bf16_lo(w[t]);
-                q[j][2 * t + 1] = bf16_hi(w[t]);
-            }
-        }
+        for (int j = 0; j < CPL; j++)
+            bf16x8(__ldg((const uint4 *)(a.q + (size_t)h * HD) + lane + 32 * j), q[j]);
     const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
     const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
     if (e0 >= topk)
@@ -132,13 +134,11 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
         float s_ = 0.0f;
 #pragma unroll
         for (int j = 0; j < CPL; j++) {
-            const uint4 v = rows[r][lane + 32 * j];
-            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+            float x[8];
+            bf16x8(rows[r][lane + 32 * j], x);
 #pragma unroll
-            for (int t = 0; t < 4; t++) {
-                s_ = fmaf(q[j][2 * t], bf16_lo(w[t]), s_);
-                s_ = fmaf(q[j][2 * t + 1], bf16_hi(w[t]), s_);
-            }
+            for (int e = 0; e < 8; e++)
+                s_ = fmaf(q[j][e], x[e], s_);
         }
         acc[r] = valid[r] >= 0 ? s_ : 0.0f; // a row not staged: never read as a value
     }
@@ -178,12 +178,11 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
                     continue; // the same for every lane
 #pragma unroll
                 for (int j = 0; j < CPL; j++) {
-                    const uint32_t w[4] = {v[u][j].x, v[u][j].y, v[u][j].z, v[u][j].w};
+                    float x[8];
+                    bf16x8(v[u][j], x);
 #pragma unroll
-                    for (int t = 0; t < 4; t++) {
-                        o[j][2 * t] = fmaf(p[u], bf16_lo(w[t]), o[j][2 * t]);
-                        o[j][2 * t + 1] = fmaf(p[u], bf16_hi(w[t]), o[j][2 * t + 1]);
-                    }
+                    for (int e = 0; e < 8; e++)
+                        o[j][e] = fmaf(p[u], x[e], o[j][e]);
                 }
             }
         }
