@@ -211,8 +211,6 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
     }
     if ((rc = as_decode_fusions(getenv("ATTNSCOPE_DECODE_FUSE"), &e->fuse, err)))
         goto fail;
-    if ((rc = as_l2_prefetch_sizes(getenv("ATTNSCOPE_L2_PREFETCH"), e->pf_mb, err)))
-        goto fail;
     int count = as_engine_device_count();
     if (e->device < 0 || e->device >= count) {
         rc = as_err(err, AS_ERUNTIME, "CUDA device %d not present (%d visible)", e->device, count);
@@ -230,10 +228,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
                  ? as_err(err, AS_ERUNTIME, "cudaStreamCreate (kv)")
                  : 0);
     STEP(cudaEventCreateWithFlags(&e->ev_x, cudaEventDisableTiming) ||
-                 cudaEventCreateWithFlags(&e->ev_kv, cudaEventDisableTiming) ||
-                 cudaEventCreateWithFlags(&e->ev_q, cudaEventDisableTiming) ||
-                 cudaEventCreateWithFlags(&e->ev_pf, cudaEventDisableTiming)
-             ? as_err(err, AS_ERUNTIME, "cudaEventCreate (the kv branch's fork and joins)")
+                 cudaEventCreateWithFlags(&e->ev_kv, cudaEventDisableTiming)
+             ? as_err(err, AS_ERUNTIME, "cudaEventCreate (the kv branch's fork and join)")
              : 0);
     STEP(cublasCreate(&e->cublas) ? as_err(err, AS_ERUNTIME, "cublasCreate failed on device %d", e->device) : 0);
     STEP(cublasSetStream(e->cublas, e->st) ? as_err(err, AS_ERUNTIME, "cublasSetStream") : 0);
@@ -330,10 +326,6 @@ void as_engine_destroy(AsEngine *e)
         cudaEventDestroy(e->ev_x);
     if (e->ev_kv)
         cudaEventDestroy(e->ev_kv);
-    if (e->ev_q)
-        cudaEventDestroy(e->ev_q);
-    if (e->ev_pf)
-        cudaEventDestroy(e->ev_pf);
     free(e);
 }
 

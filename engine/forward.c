@@ -76,20 +76,6 @@ static bool kv_forks(const Fwd *f)
     return !f->prefill && f->s <= 8 && f->W->wkv.type == AS_DW_BF16 && !f->e->prof && f->e->st_kv;
 }
 
-/* The head of a bf16 weight warmed in the L2 from st_kv (engine/fusions.h): mb MB in all, split over the
- * weight's `slices` equal parts (wo_a's groups: each group's GEMV reads its own head first). */
-static int prefetch_head(Fwd *f, const AsDevWeight *w, int mb, int slices, const char *what, AsError *err)
-{
-    if (mb <= 0 || w->type != AS_DW_BF16)
-        return 0;
-    const int64_t whole = (int64_t)w->out * w->in * 2, stride = whole / slices;
-    int64_t bytes = ((int64_t)mb << 20) / slices;
-    bytes = (bytes < stride ? bytes : stride) & ~(int64_t)15;
-    KL(err, as_k_l2_prefetch(w->d, bytes, slices, stride, f->e->st_kv), "layer %d: L2 prefetch of %s, %d x %lld bytes",
-       f->l, what, slices, (long long)bytes);
-    return 0;
-}
-
 /* Steps 1-2: x, queries and the window KV rows. */
 static int project_q_kv(Fwd *f, AsError *err)
 {
@@ -106,9 +92,7 @@ static int project_q_kv(Fwd *f, AsError *err)
         CU(err, cudaStreamWaitEvent(e->st_kv, e->ev_x, 0), "layer %d: fork the kv branch", f->l);
         cudaStream_t main_st = e->st;
         e->st = e->st_kv; /* the kv branch's launches (as_dev_proj and KL take e->st) */
-        int rc = prefetch_head(f, &f->W->wq_b, e->pf_mb[0], 1, "wq_b", err);
-        if (!rc)
-            rc = project_kv(f, err);
+        int rc = project_kv(f, err);
         if (!rc && f->idx_on_kv_branch)
             rc = select_rows(f, err);
         e->st = main_st;
@@ -122,15 +106,6 @@ static int project_q_kv(Fwd *f, AsError *err)
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
                             .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
     TRY(as_dev_proj_rope(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, &rope, what, err));
-    if (fork && e->pf_mb[1] > 0 && f->W->wo_a.type == AS_DW_BF16) {
-        /* wo_a's heads fetched while the attention runs: on st_kv after wq_b (its stream would evict
-         * them), past the kv branch's end that st joins below, so no kernel of st waits for it */
-        CU(err, cudaEventRecord(e->ev_q, e->st), "layer %d: wq_b issued (the wo_a prefetch's fork)", f->l);
-        CU(err, cudaStreamWaitEvent(e->st_kv, e->ev_q, 0), "layer %d: the wo_a prefetch's fork", f->l);
-        TRY(prefetch_head(f, &f->W->wo_a, e->pf_mb[1], c->o_groups, "wo_a", err));
-        CU(err, cudaEventRecord(e->ev_pf, e->st_kv), "layer %d: the wo_a prefetch's end", f->l);
-        e->kv_tail = true;
-    }
     if (fork)
         CU(err, cudaStreamWaitEvent(e->st, e->ev_kv, 0), "layer %d: join the kv branch", f->l);
     else

@@ -1,4 +1,4 @@
-/* The decode switches' parsers (engine/fusions.h); host code only, so the CPU tests check them. */
+/* ATTNSCOPE_DECODE_FUSE's parser (engine/fusions.h); host code only, so the CPU tests check it. */
 #include <string.h>
 
 #include "engine/fusions.h"
@@ -39,32 +39,5 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err)
         p += n + 1;
     }
     *out = bits;
-    return 0;
-}
-
-int as_l2_prefetch_sizes(const char *v, int pf_mb[2], AsError *err)
-{
-    pf_mb[0] = pf_mb[1] = 0;
-    if (!v || !*v) {
-        pf_mb[0] = AS_L2_PREFETCH_WQB_MB;
-        pf_mb[1] = AS_L2_PREFETCH_WOA_MB;
-        return 0;
-    }
-    if (!strcmp(v, "0") || !strcmp(v, "none"))
-        return 0;
-    int mb[2], k = 0;
-    for (const char *p = v; k < 2; k++) {
-        int n = 0, digits = 0;
-        for (; *p >= '0' && *p <= '9' && n <= AS_L2_PREFETCH_MAX_MB; p++, digits++)
-            n = n * 10 + (*p - '0');
-        if (!digits || n > AS_L2_PREFETCH_MAX_MB || *p != (k == 0 ? ',' : '\0'))
-            return as_err(err, AS_EBADINPUT,
-                          "ATTNSCOPE_L2_PREFETCH: '%.40s' is not 0, none or \"A,B\" (wq_b's and wo_a's MB, each 0..%d)",
-                          v, AS_L2_PREFETCH_MAX_MB);
-        mb[k] = n;
-        p++;
-    }
-    pf_mb[0] = mb[0];
-    pf_mb[1] = mb[1];
     return 0;
 }

@@ -1,6 +1,5 @@
-/* The decode's switches, host code so that the CPU tests check their parsers: the fusions
- * (ATTNSCOPE_DECODE_FUSE), each removing a launch from a decode's queries' path, and the L2 prefetch
- * (ATTNSCOPE_L2_PREFETCH). Neither changes an output bit (docs/ENGINE.md, bench/RESULTS.md). */
+/* The decode fusions (ATTNSCOPE_DECODE_FUSE): each removes a launch from a decode's queries' path and
+ * leaves every output bit as it was (docs/ENGINE.md, bench/RESULTS.md). */
 #pragma once
 
 #include "model/errors.h"
@@ -20,11 +19,3 @@ enum {
  * "all" every one, else a comma list of residual, rope, oback, kvidx. AS_EBADINPUT, one line, for anything
  * else. */
 int as_decode_fusions(const char *v, unsigned *out, AsError *err);
-
-/* The L2 prefetch of a forked decode (engine/forward.c): the head of wq_b warmed while the norm and wq_a
- * run (pf_mb[0] MB), the head of each wo_a group while the attention runs (pf_mb[1] MB in all). */
-enum { AS_L2_PREFETCH_WQB_MB = 0, AS_L2_PREFETCH_WOA_MB = 0, AS_L2_PREFETCH_MAX_MB = 64 };
-
-/* The sizes an ATTNSCOPE_L2_PREFETCH value names: NULL or "" the defaults above, "0" or "none" none, else
- * "A,B": wq_b's and wo_a's MB, integers 0..AS_L2_PREFETCH_MAX_MB. AS_EBADINPUT, one line, otherwise. */
-int as_l2_prefetch_sizes(const char *v, int pf_mb[2], AsError *err);

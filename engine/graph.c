@@ -452,9 +452,6 @@ static int record_step(AsDecodeGraph *g, AsError *err)
                                     cudaMemcpyDeviceToDevice, e->st),
                "decode graph: keep layer %d's out", l);
     }
-    if (e->kv_tail) /* the last L2 prefetch on st_kv, joined: a capture ends with every branch joined */
-        CU(err, cudaStreamWaitEvent(e->st, e->ev_pf, 0), "decode graph: joining the L2 prefetch branch");
-    e->kv_tail = false;
     TRY(check_state(g, err));
     CU(err, cudaMemcpyAsync(g->bad_h, e->wk.bad, sizeof(int) * (size_t)c->n_layers, cudaMemcpyDeviceToHost, e->st),
        "decode graph: the refusal flags to the host");
@@ -550,7 +547,6 @@ static int capture(AsDecodeGraph *g, GSlot *sl, AsError *err)
                       p->start_pos, cudaGetErrorString(bc));
     }
     e->cap = &g->cap;
-    e->kv_tail = false; /* a prefetch of an uncaptured step is not this capture's to join */
     int rc = record_step(g, err);
     cudaGraph_t graph = NULL;
     cudaError_t ec = cudaStreamEndCapture(e->st, &graph);

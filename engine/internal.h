@@ -124,12 +124,6 @@ struct AsEngine {
      * the same bits of output either way) */
     unsigned fuse;
     cudaEvent_t ev_x, ev_kv;
-    /* the L2 prefetch (ATTNSCOPE_L2_PREFETCH, engine/fusions.h), on st_kv: the head of wq_b in the kv
-     * branch, the heads of wo_a once wq_b is issued (after ev_q); that last node is joined to st at the
-     * step's end (ev_pf, kv_tail) */
-    int pf_mb[2];
-    cudaEvent_t ev_q, ev_pf;
-    bool kv_tail;
     cublasHandle_t cublas;
     AsDevLayerWeights w[AS_MAX_LAYERS];
     AsDevLayerState ls[AS_MAX_LAYERS];

@@ -70,11 +70,6 @@ int as_k_f32_to_bf16(const float *x, as_bf16_t *y, int64_t n, cudaStream_t st);
 /* as_index_weights_scale: w = bf16(w * c), c = (float)(ihd^-0.5 * nh^-0.5). */
 int as_k_scale_bf16(as_bf16_t *w, int64_t n, float c, cudaStream_t st);
 
-/* Warms the L2 with `slices` runs of `bytes` bytes, `stride` bytes apart, from p (the head of weights a
- * later kernel streams; kernels/l2_prefetch.cu). Writes nothing. p 16-byte aligned, bytes and stride
- * multiples of 16, runs that do not overlap (stride >= bytes when slices > 1). */
-int as_k_l2_prefetch(const void *p, int64_t bytes, int slices, int64_t stride, cudaStream_t st);
-
 /* h = bf16(h + out) (the attention-only residual stream). */
 int as_k_residual_add(as_bf16_t *h, const as_bf16_t *out, int64_t n, cudaStream_t st);
 

@@ -335,17 +335,12 @@ GPU_TEST(gpu_graph_tiny_300_steps)
     /* three times: without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a
      * reuse layer's idx on the kv branch), then as the engine runs by default, all four (o_back in the
      * attention's combine too) in both engines; the uncaptured decode takes the by-value attention and
-     * the row pipeline for o_back, so the last pass also checks the fused o_back; the L2 prefetch off in
-     * the first, on in the second (wq_b's and wo_a's heads, larger than tiny's weights: whole weights)
-     * and as by default in the last */
+     * the row pipeline for o_back, so the last pass also checks the fused o_back */
     static const struct {
-        const char *env, *pf, *how;
-    } runs[] = {{"0", "0", "tiny, unfused, no prefetch"},
-                {"residual,rope,kvidx", "8,8", "tiny, three fused, L2 prefetch 8,8"},
-                {"", "", "tiny, all fused, default prefetch"}};
+        const char *env, *how;
+    } runs[] = {{"0", "tiny, unfused"}, {"residual,rope,kvidx", "tiny, three fused"}, {"", "tiny, all fused"}};
     for (size_t run = 0; run < sizeof runs / sizeof runs[0]; run++) {
         REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", runs[run].env, 1) == 0, "setenv");
-        REQUIRE(setenv("ATTNSCOPE_L2_PREFETCH", runs[run].pf, 1) == 0, "setenv");
         const char *how = runs[run].how;
         AsModel *m = as_test_model("tiny", NULL, 7);
         Pair p;
@@ -362,7 +357,6 @@ GPU_TEST(gpu_graph_tiny_300_steps)
         as_test_model_free(m);
     }
     unsetenv("ATTNSCOPE_DECODE_FUSE");
-    unsetenv("ATTNSCOPE_L2_PREFETCH");
 }
 
 /* The host selection path (--host-select) through the graph: top-k in host nodes. */

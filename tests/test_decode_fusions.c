@@ -1,5 +1,4 @@
-/* engine/fusions.c: ATTNSCOPE_DECODE_FUSE's and ATTNSCOPE_L2_PREFETCH's values, and the one-line refusal of
- * anything else. */
+/* engine/fusions.c: ATTNSCOPE_DECODE_FUSE's values, and the one-line refusal of anything else. */
 #include <string.h>
 
 #include "engine/fusions.h"
@@ -42,43 +41,5 @@ TEST(decode_fusions_refuses_unknown_names)
         CHECK(rc == AS_EBADINPUT && strstr(err.msg, "ATTNSCOPE_DECODE_FUSE: unknown fusion") && !strchr(err.msg, '\n'),
               "'%s': rc %d, '%s' (want AS_EBADINPUT, one line naming the variable)", bad[i], rc, err.msg);
         CHECK(got == 0, "'%s': fusions %#x left set on a refusal", bad[i], got);
-    }
-}
-
-TEST(l2_prefetch_sizes_values)
-{
-    static const struct {
-        const char *v;
-        int wqb, woa;
-    } cases[] = {
-        {NULL, AS_L2_PREFETCH_WQB_MB, AS_L2_PREFETCH_WOA_MB},
-        {"", AS_L2_PREFETCH_WQB_MB, AS_L2_PREFETCH_WOA_MB},
-        {"0", 0, 0},
-        {"none", 0, 0},
-        {"16,24", 16, 24},
-        {"0,32", 0, 32},
-        {"64,0", 64, 0},
-        {"007,8", 7, 8},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        AsError err = {0};
-        int mb[2] = {-1, -1};
-        int rc = as_l2_prefetch_sizes(cases[i].v, mb, &err);
-        CHECK(rc == 0 && mb[0] == cases[i].wqb && mb[1] == cases[i].woa, "'%s': rc %d, %d,%d (want %d,%d)",
-              cases[i].v ? cases[i].v : "(unset)", rc, mb[0], mb[1], cases[i].wqb, cases[i].woa);
-    }
-}
-
-TEST(l2_prefetch_sizes_refuses_the_rest)
-{
-    static const char *bad[] = {"1", "16", "16,", ",16", "16,24,8", "65,0", "0,65", "-1,4", "4,-1", "a,b",
-                                "16 ,24", "16,24 ", "99999999999,1", "all"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        AsError err = {0};
-        int mb[2] = {-1, -1};
-        int rc = as_l2_prefetch_sizes(bad[i], mb, &err);
-        CHECK(rc == AS_EBADINPUT && strstr(err.msg, "ATTNSCOPE_L2_PREFETCH") && !strchr(err.msg, '\n'),
-              "'%s': rc %d, '%s' (want AS_EBADINPUT, one line naming the variable)", bad[i], rc, err.msg);
-        CHECK(mb[0] == 0 && mb[1] == 0, "'%s': %d,%d left set on a refusal", bad[i], mb[0], mb[1]);
     }
 }
