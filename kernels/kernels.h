@@ -226,7 +226,7 @@ int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const 
 
 /* ---- the selection on the device (issue 8): kernels/topk_select.cu, test tests/gpu_topk.c ----
  * torch's CPU top-k index set (ref/topk.c as_topk_torch_set, ties included) by an exact emulation of
- * libstdc++'s introselect / heap select, one warp per row; rows up to AS_TOPK_MAX_WIDTH columns (the
+ * libstdc++'s introselect / heap select, one block per row; rows up to AS_TOPK_MAX_WIDTH columns (the
  * engine selects wider rows on the host). stats (optional, 3 counters): rows selected, rows whose k-th
  * value is tied across the cut (only the exact emulation decides those), rows through partial_sort. */
 #define AS_TOPK_MAX_WIDTH 16384

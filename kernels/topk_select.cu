@@ -6,17 +6,19 @@
 // columns, 256 values per binade) the k-th largest value is almost always shared by several columns,
 // and WHICH of them torch keeps is decided by libstdc++'s introselect moving pairs around. So each
 // row runs that algorithm itself, step for step, on (value, index) pairs in shared memory, with one
-// warp per row:
+// block per row:
 //   - introselect's control flow (median-of-three into `first`, the depth limit 2*floor(log2 n),
 //     insertion sort below 4 elements, heap_select at the depth limit) and partial_sort's heap_select
-//     (k * 64 <= n) run on lane 0, exactly as ref/topk.c, in O(1) or rare steps;
-//   - the expensive part, __unguarded_partition, runs on the 32 lanes. Its swap sequence has a closed
+//     (k * 64 <= n) run on thread 0, exactly as ref/topk.c, in O(1) or rare steps;
+//   - the expensive part, __unguarded_partition, runs on the whole block. Its swap sequence has a closed
 //     form: with A = positions of the "left stoppers" (!comp(x, pivot)) in rising order and B = those
 //     of the "right stoppers" (!comp(pivot, x)) in falling order, pass m swaps A[m] and B[m] for every
 //     m below m* = the number of leading m with A[m] < B[m], and the partition returns
 //     min(A[m*], B[m*-1]) (the left scan stops at an original stopper or at the swapped-in one,
 //     whichever comes first; see the proof in docs/SELECTION.md). Stoppers are ranked with warp
-//     ballots (32 consecutive columns at a time), m* is a binary search (A rises, B falls), the swaps
+//     ballots (32 consecutive columns at a time), each warp over its own run of the range, the runs'
+//     counts summed in order (so the lists are those one scan would write: one warp did it all until
+//     2026-11-29, 35-46 us a 4096-column row); m* is a binary search (A rises, B falls), the swaps
 //     are disjoint and parallel.
 // The set (the first k pairs) is then flagged and compacted in index order: ascending, as the
 // reference sorts it. Rows wider than AS_TOPK_MAX_WIDTH are refused by the launcher (the engine then
@@ -30,8 +32,11 @@ namespace topk {
 
 constexpr unsigned kFull = 0xffffffffu;
 // One row's working set: f32 values, u16 indices, u16 left / right stopper positions (10 bytes a
-// column), rounded up so that what follows it stays aligned.
-__host__ __device__ constexpr size_t row_bytes(int n) { return ((size_t)n * 10 + 15) & ~(size_t)15; }
+// column), rounded up so that what follows it stays aligned, then the block's scratch (per-warp
+// counts: kScratch ints).
+constexpr int kScratch = 96;
+__host__ __device__ constexpr size_t pairs_bytes(int n) { return ((size_t)n * 10 + 15) & ~(size_t)15; }
+__host__ __device__ constexpr size_t row_bytes(int n) { return pairs_bytes(n) + sizeof(int) * kScratch; }
 
 __device__ __forceinline__ bool is_nan(float x) { return x != x; }
 // ref/topk.c comp(a, b): a before b. NaN first (largest), then larger values.
@@ -41,6 +46,7 @@ struct Row {
     float *v;
     uint16_t *ix;
     uint16_t *pa, *pb; // stopper positions (partition), then the set's flags
+    int *scratch;      // kScratch ints: the warps' counts (partition, emit), a block sum
 };
 
 __device__ __forceinline__ Row row_in(uint8_t *base, int n)
@@ -50,6 +56,7 @@ __device__ __forceinline__ Row row_in(uint8_t *base, int n)
     r.ix = (uint16_t *)(base + 4 * (size_t)n);
     r.pa = r.ix + n;
     r.pb = r.pa + n;
+    r.scratch = (int *)(base + pairs_bytes(n));
     return r;
 }
 
@@ -174,40 +181,80 @@ __device__ void insertion_sort(const Row &r, int first, int last)
     }
 }
 
-// ---- the warp: __unguarded_partition(lo, hi, pivot value P) in closed form ----
+// ---- the block: __unguarded_partition(lo, hi, pivot value P) in closed form ----
+// Every function below is called by every thread of the block (blockDim.x a multiple of 32, at most
+// 1024); a block of one warp runs them as the warp alone.
 
-// A = r.pa[0..ta) and the right stoppers r.pb[0..tb) both in rising position order (B[m] is
-// pb[tb - 1 - m]), ranked with one ballot per 32 consecutive columns: lanes read consecutive words
-// (no bank conflicts) and one pass writes both lists.
-__device__ int warp_partition(const Row &r, int lo, int hi, float P, int lane)
+// Warp w of the block takes the w-th of blockDim.x / 32 contiguous runs of whole 32-column groups
+// of [lo, hi): [*c0, *c1).
+__device__ __forceinline__ void warp_run(int lo, int hi, int *c0, int *c1)
 {
-    // kGroups groups' values are read before any of them is ranked: the stores to pa / pb would
-    // otherwise hold each read back behind them (the compiler cannot tell the arrays apart)
-    constexpr int kGroups = 4;
-    int ta = 0, tb = 0;
-    for (int g0 = lo; g0 < hi; g0 += 32 * kGroups) {
+    const int nw = blockDim.x >> 5, w = threadIdx.x >> 5;
+    const int per = ((hi - lo + 31) / 32 + nw - 1) / nw * 32;
+    *c0 = min(hi, lo + w * per);
+    *c1 = min(hi, *c0 + per);
+}
+
+// Ranks this warp's flags (one ballot per 32 consecutive columns of its run, kGroups groups read
+// ahead): visit(i, rank_a or -1, rank_b or -1) for each column with a flag; returns the counts.
+constexpr int kGroups = 4;
+template <class Visit>
+__device__ __forceinline__ int2 rank_stoppers(const Row &r, int c0, int c1, float P, int oa, int ob, Visit visit)
+{
+    const int lane = threadIdx.x & 31;
+    int ta = oa, tb = ob;
+    for (int g0 = c0; g0 < c1; g0 += 32 * kGroups) {
         float xs[kGroups];
 #pragma unroll
         for (int u = 0; u < kGroups; u++) {
             const int i = g0 + 32 * u + lane;
-            xs[u] = i < hi ? r.v[i] : 0.0f;
+            xs[u] = i < c1 ? r.v[i] : 0.0f;
         }
 #pragma unroll
         for (int u = 0; u < kGroups; u++) {
             const int i = g0 + 32 * u + lane;
-            const bool in = i < hi;
-            const float x = xs[u];
-            const bool sa = in && !comp(x, P), sb = in && !comp(P, x);
+            const bool in = i < c1;
+            const bool sa = in && !comp(xs[u], P), sb = in && !comp(P, xs[u]);
             const unsigned ma = __ballot_sync(kFull, sa), mb = __ballot_sync(kFull, sb);
-            if (sa)
-                r.pa[ta + __popc(ma & lanes_below(lane))] = (uint16_t)i;
-            if (sb)
-                r.pb[tb + __popc(mb & lanes_below(lane))] = (uint16_t)i;
+            visit(i, sa ? ta + __popc(ma & lanes_below(lane)) : -1, sb ? tb + __popc(mb & lanes_below(lane)) : -1);
             ta += __popc(ma);
             tb += __popc(mb);
         }
     }
-    __syncwarp();
+    return make_int2(ta - oa, tb - ob);
+}
+
+// A = r.pa[0..ta) and the right stoppers r.pb[0..tb) both in rising position order (B[m] is
+// pb[tb - 1 - m]). Each warp counts its run's stoppers, the runs' offsets are summed in warp order,
+// then each warp writes its run's positions from its offsets: the lists a single scan would write.
+__device__ int block_partition(const Row &r, int lo, int hi, float P)
+{
+    int *cnt_a = r.scratch, *cnt_b = r.scratch + 32;
+    const int tid = threadIdx.x, w = tid >> 5, nw = blockDim.x >> 5;
+    int c0, c1;
+    warp_run(lo, hi, &c0, &c1);
+    const int2 n = rank_stoppers(r, c0, c1, P, 0, 0, [](int, int, int) {});
+    if ((tid & 31) == 0) {
+        cnt_a[w] = n.x;
+        cnt_b[w] = n.y;
+    }
+    __syncthreads();
+    int oa = 0, ob = 0, ta = 0, tb = 0;
+    for (int v = 0; v < nw; v++) {
+        if (v < w) {
+            oa += cnt_a[v];
+            ob += cnt_b[v];
+        }
+        ta += cnt_a[v];
+        tb += cnt_b[v];
+    }
+    rank_stoppers(r, c0, c1, P, oa, ob, [&](int i, int ra, int rb) {
+        if (ra >= 0)
+            r.pa[ra] = (uint16_t)i;
+        if (rb >= 0)
+            r.pb[rb] = (uint16_t)i;
+    });
+    __syncthreads(); // (also: cnt_a / cnt_b are read before the next partition writes them)
     // m*: the leading passes whose stoppers have not crossed (A rises, B falls: a prefix)
     int m0 = 0, m1 = min(ta, tb);
     while (m0 < m1) {
@@ -221,64 +268,72 @@ __device__ int warp_partition(const Row &r, int lo, int hi, float P, int lane)
     int cut = ms < ta ? (int)r.pa[ms] : INT_MAX;
     if (ms > 0 && (int)r.pb[tb - ms] < cut) // B[ms - 1]
         cut = r.pb[tb - ms];
-    for (int m = lane; m < ms; m += 32)
+    for (int m = tid; m < ms; m += blockDim.x) // (the swaps move v / ix, never pa / pb)
         swap_at(r, r.pa[m], r.pb[tb - 1 - m]);
-    __syncwarp();
+    __syncthreads();
     return cut;
 }
 
 // std::nth_element(first, first + nth, first + n, comp): introselect.
-__device__ void warp_nth_element(const Row &r, int n, int nth, int lane)
+__device__ void block_nth_element(const Row &r, int n, int nth)
 {
+    const bool t0 = threadIdx.x == 0;
     int first = 0, last = n;
     int depth = 2 * (31 - __clz(n));
     while (last - first > 3) {
         if (depth == 0) {
-            if (lane == 0) {
+            if (t0) {
                 heap_select(r, first, nth + 1, last);
                 swap_at(r, first, nth);
             }
-            __syncwarp();
+            __syncthreads();
             return;
         }
         --depth;
-        if (lane == 0)
+        if (t0)
             move_median_to_first(r, first, first + 1, first + (last - first) / 2, last - 1);
-        __syncwarp();
-        const int cut = warp_partition(r, first + 1, last, r.v[first], lane);
+        __syncthreads();
+        const int cut = block_partition(r, first + 1, last, r.v[first]);
         if (cut <= nth)
             first = cut;
         else
             last = cut;
     }
-    if (lane == 0)
+    if (t0)
         insertion_sort(r, first, last);
-    __syncwarp();
+    __syncthreads();
 }
 
 // Leaves torch's index set in r.ix[0..k) (k <= n) and counts, into stats, the row and whether its
 // k-th value is tied across the cut (the case only the exact emulation decides).
-__device__ void warp_torch_topk(const Row &r, int n, int k, int lane, unsigned long long *stats)
+__device__ void block_torch_topk(const Row &r, int n, int k, unsigned long long *stats)
 {
+    int &ge_all = r.scratch[64];
     if (k <= 0 || k >= n)
         return; // nothing, or everything: no algorithm needed
     const bool partial = (int64_t)k * 64 <= n;
     if (partial) {
-        if (lane == 0)
+        if (threadIdx.x == 0)
             heap_select(r, 0, k, n); // partial_sort's sort_heap orders the set, it does not change it
-        __syncwarp();
+        __syncthreads();
     } else {
-        warp_nth_element(r, n, k - 1, lane);
+        block_nth_element(r, n, k - 1);
     }
     if (stats) {
         const float T = partial ? r.v[0] : r.v[k - 1]; // the k-th in comp order
+        if (threadIdx.x == 0)
+            ge_all = 0;
+        __syncthreads();
         int ge = 0;
-        for (int i = lane; i < n; i += 32)
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
             ge += !comp(T, r.v[i]);
         ge = warp_sum_int(ge);
-        if (lane == 0) {
+        if ((threadIdx.x & 31) == 0)
+            atomicAdd(&ge_all, ge);
+        __syncthreads();
+        if (threadIdx.x == 0) {
             atomicAdd(stats, 1ull);
-            if (ge > k)
+            if (ge_all > k)
                 atomicAdd(stats + 1, 1ull);
             if (partial)
                 atomicAdd(stats + 2, 1ull);
@@ -287,32 +342,45 @@ __device__ void warp_torch_topk(const Row &r, int n, int k, int lane, unsigned l
 }
 
 // Flags the set (the first k indices, or all when k >= n) in r.pa and calls emit(j, p) for the j-th
-// member p in ascending order.
+// member p in ascending order (each warp's run counted first, then emitted from its offset).
 template <class Emit>
-__device__ void warp_emit_set(const Row &r, int n, int k, int lane, Emit emit)
+__device__ void block_emit_set(const Row &r, int n, int k, Emit emit)
 {
+    int *cnt = r.scratch;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     uint16_t *flag = r.pa;
     if (k < n) {
-        for (int i = lane; i < n; i += 32)
+        for (int i = tid; i < n; i += blockDim.x)
             flag[i] = 0;
-        __syncwarp();
-        for (int j = lane; j < k; j += 32)
+        __syncthreads();
+        for (int j = tid; j < k; j += blockDim.x)
             flag[r.ix[j]] = 1;
     } else {
-        for (int i = lane; i < n; i += 32)
+        for (int i = tid; i < n; i += blockDim.x)
             flag[i] = 1;
     }
-    __syncwarp();
+    __syncthreads();
+    int c0, c1;
+    warp_run(0, n, &c0, &c1);
+    int mine = 0;
+    for (int i = c0 + lane; i < c1; i += 32)
+        mine += flag[i] != 0;
+    mine = warp_sum_int(mine);
+    if (lane == 0)
+        cnt[w] = mine;
+    __syncthreads();
     int j = 0;
-    for (int g = 0; g < n; g += 32) {
+    for (int v = 0; v < w; v++)
+        j += cnt[v];
+    for (int g = c0; g < c1; g += 32) {
         const int i = g + lane;
-        const bool f = i < n && flag[i];
+        const bool f = i < c1 && flag[i];
         const unsigned m = __ballot_sync(kFull, f);
         if (f)
             emit(j + __popc(m & lanes_below(lane)), i);
         j += __popc(m);
     }
-    __syncwarp();
+    __syncthreads();
 }
 
 __device__ __forceinline__ float load_value(const float *p) { return *p; }
@@ -325,17 +393,17 @@ __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, uns
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
-    const int t = blockIdx.x, lane = threadIdx.x;
+    const int t = blockIdx.x;
     const topk::Row r = topk::row_in(smem, n);
-    for (int i = lane; i < n; i += 32) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
         r.v[i] = v[(int64_t)t * n + i];
         r.ix[i] = (uint16_t)i;
     }
-    __syncwarp();
+    __syncthreads();
     const int kk = k < n ? k : n;
-    topk::warp_torch_topk(r, n, kk, lane, stats);
+    topk::block_torch_topk(r, n, kk, stats);
     int32_t *out = set + (int64_t)t * k;
-    topk::warp_emit_set(r, n, kk, lane, [&](int j, int p) { out[j] = p; });
+    topk::block_emit_set(r, n, kk, [&](int j, int p) { out[j] = p; });
 }
 
 // The indexer's selection (ref/indexer.c as_index_topk after the candidate mask of
@@ -351,7 +419,7 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
-    const int t = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
+    const int t = blockIdx.x, tid = threadIdx.x;
     if (width_d)
         width = *width_d;
     if (k_d)
@@ -388,13 +456,11 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
         }
     }
     __syncthreads();
-    if (tid >= 32)
-        return; // the selection is one warp's
-    topk::warp_torch_topk(r, n, k, lane, stats);
+    topk::block_torch_topk(r, n, k, stats);
     const int clen = prefill ? (t + 1) / ratio : width;
     int32_t *o1 = sel + (int64_t)t * ldsel;
     int32_t *o2 = sel2 ? sel2 + (int64_t)t * ldsel : nullptr;
-    topk::warp_emit_set(r, n, k, lane, [&](int j, int p) {
+    topk::block_emit_set(r, n, k, [&](int j, int p) {
         const int32_t val = p < clen ? p + offset : -1;
         o1[j] = val;
         if (o2)
@@ -412,7 +478,7 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
-    const int t = blockIdx.x, lane = threadIdx.x;
+    const int t = blockIdx.x;
     if (width_d)
         width = *width_d;
     const int nb = (width + bs - 1) / bs;
@@ -423,7 +489,7 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
     const int clen = prefill ? (t + 1) / ratio : width;
     const int a = clen - 1;
     const int pin = a >= 0 ? a / bs : -((-a + bs - 1) / bs);
-    for (int b = lane; b < nb; b += 32) {
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
         const int end = (b + 1) * bs < width ? (b + 1) * bs : width;
         float m = as_d_bf16_to_f32(srow[b * bs]);
         for (int p = b * bs + 1; p < end; p++) {
@@ -436,12 +502,12 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
         r.v[b] = m;
         r.ix[b] = (uint16_t)b;
     }
-    __syncwarp();
-    topk::warp_torch_topk(r, nb, kb, lane, stats);
+    __syncthreads();
+    topk::block_torch_topk(r, nb, kb, stats);
     uint16_t *kept = r.pa; // the set's flags, indexed by block
-    topk::warp_emit_set(r, nb, kb, lane, [](int, int) {});
+    topk::block_emit_set(r, nb, kb, [](int, int) {});
     uint8_t *mrow = mask + (int64_t)t * mask_ld;
-    for (int p = lane; p < width; p += 32) {
+    for (int p = threadIdx.x; p < width; p += blockDim.x) {
         const int b = p / bs;
         mrow[p] = kept[b] && bmax[b] != -INFINITY;
     }
@@ -450,6 +516,9 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 
 static size_t topk_smem(int n) { return topk::row_bytes(n); }
+
+// A row's block: 8 warps read it, scan each partition range in 8 runs and emit the set
+constexpr int kTopkThreads = 256;
 
 // Shared memory above the default 48 KiB is opted into once per kernel and device, for the widest
 // row allowed.
@@ -471,12 +540,9 @@ extern "C" int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *s
     int rc = topk_allow_smem<topk_rows_kernel>(smem);
     if (rc)
         return rc;
-    as_launch(topk_rows_kernel, rows, 32, smem, st, v, n, k, set, stats);
+    as_launch(topk_rows_kernel, rows, kTopkThreads, smem, st, v, n, k, set, stats);
     return AS_LAUNCH_RESULT();
 }
-
-// index_topk_kernel's block: 8 warps read the row, the first selects
-constexpr int kIndexTopkThreads = 256;
 
 extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
 {
@@ -491,7 +557,7 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
     int rc = topk_allow_smem<index_topk_kernel>(smem);
     if (rc)
         return rc;
-    as_launch(index_topk_kernel, a->s, kIndexTopkThreads, smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
+    as_launch(index_topk_kernel, a->s, kTopkThreads, smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
               a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2,
               a->stats);
     return AS_LAUNCH_RESULT();
@@ -510,7 +576,7 @@ extern "C" int as_k_candidate_blocks(const AsCandLaunch *a, cudaStream_t st)
     int rc = topk_allow_smem<candidate_blocks_kernel>(smem);
     if (rc)
         return rc;
-    as_launch(candidate_blocks_kernel, a->s, 32, smem, st, a->score, a->ld, a->width, a->width_d, a->ratio, a->prefill,
+    as_launch(candidate_blocks_kernel, a->s, kTopkThreads, smem, st, a->score, a->ld, a->width, a->width_d, a->ratio, a->prefill,
               a->bs, a->topk_blocks, a->mask, a->mask_ld, a->stats);
     return AS_LAUNCH_RESULT();
 }

@@ -1,4 +1,4 @@
-// kernels/topk_select.cu on the emulator: the warp's emulation of libstdc++'s introselect / heap
+// kernels/topk_select.cu on the emulator: the block's emulation of libstdc++'s introselect / heap
 // select against ref/topk.c (as_topk_torch_set) on rows built to stress the tie order (bf16 values on
 // a narrow range, runs of -inf, NaN, all equal, both of torch's branches, the depth limit), the
 // indexer's selection against ref/indexer.c + the candidate mask, and the candidate blocks against
@@ -21,6 +21,8 @@ extern "C" {
 }
 
 static int g_fail, g_cases;
+// the launchers' block (kTopkThreads, host side of topk_select.cu), or EMU_TOPK_BLOCK (32: one warp)
+static const unsigned kBlock = getenv("EMU_TOPK_BLOCK") ? (unsigned)atoi(getenv("EMU_TOPK_BLOCK")) : 256;
 static unsigned long long g_stats[3];
 
 enum Dist { DISTINCT, NARROW_BF16, MASKED, WITH_NAN, ALL_EQUAL, SORTED_UP, SORTED_DOWN, NDIST };
@@ -53,7 +55,7 @@ static void check_rows(int n, int k, Dist d, int rows)
             v[(size_t)t * n + i] = one[i];
     }
     std::vector<int32_t> got((size_t)rows * (k > 0 ? k : 1), -9), want(k > 0 ? k : 1);
-    emu::launch(dim3((unsigned)rows), dim3(32), [&] { topk_rows_kernel(v.data(), n, k, got.data(), g_stats); });
+    emu::launch(dim3((unsigned)rows), dim3(kBlock), [&] { topk_rows_kernel(v.data(), n, k, got.data(), g_stats); });
     for (int t = 0; t < rows; t++) {
         g_cases++;
         as_topk_torch_set(v.data() + (size_t)t * n, n, k, want.data(), nullptr);
@@ -88,7 +90,7 @@ static void check_index(int s, int width, int k, int ratio, bool prefill, bool m
     std::vector<int32_t> got((size_t)s * k, -9), got2((size_t)s * k, -9), want((size_t)s * k);
     const int32_t width_d = width, k_d = k;
     const bool dev = !prefill; // a decode reads width and k from the step parameters
-    emu::launch(dim3((unsigned)s), dim3(256), [&] { // as_k_index_topk's block: 8 warps read, one selects
+    emu::launch(dim3((unsigned)s), dim3(kBlock), [&] {
         index_topk_kernel(score.data(), width, dev ? -7 : width, dev ? &width_d : nullptr, dev ? -7 : k,
                           dev ? &k_d : nullptr, ratio, prefill, masked ? cand.data() : nullptr, width, offset,
                           got.data(), k, got2.data(), g_stats);
@@ -125,7 +127,7 @@ static void check_cand(int s, int width, int ratio, bool prefill, int bs, int to
         }
     }
     std::vector<uint8_t> got((size_t)s * width, 7), want((size_t)s * width);
-    emu::launch(dim3((unsigned)s), dim3(32), [&] {
+    emu::launch(dim3((unsigned)s), dim3(kBlock), [&] {
         candidate_blocks_kernel(score.data(), width, width, nullptr, ratio, prefill, bs, topk_blocks, got.data(), width,
                                 nullptr);
     });
