@@ -34,6 +34,7 @@ typedef struct {
     /* steps 3-6 (window, shared selection, idx) run on the kv branch: a decode whose selection needs
      * nothing the layer computes (no compressor, no indexer), so they leave the queries' path */
     bool idx_on_kv_branch;
+    bool x_ready; /* the previous layer's wo_b made x (AS_FUSE_NORM) */
 } Fwd;
 
 static int select_rows(Fwd *f, AsError *err);
@@ -76,6 +77,15 @@ static bool kv_forks(const Fwd *f)
     return !f->prefill && f->s <= 8 && f->W->wkv.type == AS_DW_BF16 && !f->e->prof && f->e->st_kv;
 }
 
+/* Whether a captured decode's GEMV of w normalises its own output row (AS_FUSE_NORM): bf16 weights, one
+ * row; with a residual, only when the residual is in the GEMV's store too. */
+static bool norm_fuses(const Fwd *f, const AsDevWeight *w, bool residual)
+{
+    const unsigned fuse = f->e->fuse;
+    return f->cap && f->s == 1 && (fuse & AS_FUSE_NORM) && w->type == AS_DW_BF16 &&
+           (!residual || (fuse & AS_FUSE_RESIDUAL));
+}
+
 /* Steps 1-2: x, queries and the window KV rows. */
 static int project_q_kv(Fwd *f, AsError *err)
 {
@@ -84,8 +94,9 @@ static int project_q_kv(Fwd *f, AsError *err)
     AsDevWork *wk = &e->wk;
     int s = f->s, nh = c->n_heads, hd = c->head_dim, rd = c->rope_head_dim, qlr = c->q_lora_rank;
     char what[64];
-    KL(err, as_k_rmsnorm(wk->h, c->dim, f->W->attn_norm, wk->x, c->dim, s, c->dim, c->norm_eps, e->st),
-       "layer %d: rmsnorm(h, attn_norm) %dx%d", f->l, s, c->dim);
+    if (!f->x_ready)
+        KL(err, as_k_rmsnorm(wk->h, c->dim, f->W->attn_norm, wk->x, c->dim, s, c->dim, c->norm_eps, e->st),
+           "layer %d: rmsnorm(h, attn_norm) %dx%d", f->l, s, c->dim);
     const bool fork = kv_forks(f);
     if (fork) {
         CU(err, cudaEventRecord(e->ev_x, e->st), "layer %d: fork the kv branch", f->l);
@@ -100,8 +111,12 @@ static int project_q_kv(Fwd *f, AsError *err)
         CU(err, cudaEventRecord(e->ev_kv, e->st_kv), "layer %d: the kv branch's end", f->l);
     }
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
-    TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
-    TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
+    if (norm_fuses(f, &f->W->wq_a, false)) {
+        TRY(as_dev_proj_norm(e, wk->x, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, f->cap->norm_ctr, what, err));
+    } else {
+        TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
+        TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
+    }
     snprintf(what, sizeof what, "layer %d wq_b + rope(q)", f->l);
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
                             .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
@@ -391,6 +406,13 @@ static int attend_and_project(Fwd *f, AsError *err)
            hd);
     TRY(as_dev_proj_grouped(e, wk->o_back, s, &f->W->wo_a, wk->og, err));
     snprintf(what, sizeof what, "layer %d wo_b", f->l);
+    if (f->l + 1 < c->n_layers && norm_fuses(f, &f->W->wo_b, true)) {
+        /* the next layer's x = rmsnorm(h, its attn_norm), made by this GEMV's last block */
+        TRY(as_dev_proj_norm(e, wk->og, &f->W->wo_b, wk->out, wk->h, e->w[f->l + 1].attn_norm, wk->x,
+                             f->cap->norm_ctr + 1, what, err));
+        e->x_ready = true;
+        return 0;
+    }
     return as_dev_proj_residual(e, wk->og, (int64_t)c->o_groups * c->o_lora_rank, s, &f->W->wo_b, wk->out, wk->h,
                                 what, err);
 }
@@ -416,6 +438,8 @@ int as_dev_layer_forward(AsEngine *e, int l, AsError *err)
     m->ratio = f.role->ratio;
     e->last_layer = l;
     int slot = as_prof_begin(e, AS_OP_LAYER, l, 0, 0);
+    f.x_ready = e->x_ready && f.cap; /* only a captured step's layers follow each other unobserved */
+    e->x_ready = false;
     f.idx_on_kv_branch =
         kv_forks(&f) && (e->fuse & AS_FUSE_KV_IDX) && !f.role->kv_source && !f.role->index_source;
     TRY(project_q_kv(&f, err));

@@ -130,6 +130,16 @@ int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
     return 0;
 }
 
+int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
+                     const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err)
+{
+    int slot = prof_proj(e, 1, w);
+    int rc = as_k_gemv_bf16_norm(w->d, w->out, w->in, x, y, h, norm_w, e->cfg.norm_eps, y_norm, ctr, e->st);
+    as_prof_end(e, slot);
+    KL(err, rc, "%s: gemv %dx%d%s + rmsnorm, 1 row", what, w->out, w->in, h ? " + residual" : "");
+    return 0;
+}
+
 /* y = x W^T, then RoPE of its heads (as_k_rope(y, ldy, s, heads, hd, rd, pos0, pos, ...)): q after
  * wq_b. A bf16 decode GEMV rotates before its store (as_k_gemv_bf16_rope: the same roundings); the
  * rest project, then rotate. */

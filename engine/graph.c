@@ -99,6 +99,7 @@ struct AsDecodeGraph {
     int *bad_h;                   /* pinned [AS_MAX_LAYERS] */
     void *attn_ws;
     size_t attn_ws_bytes;
+    unsigned *norm_ctr; /* AsCapture's */
     as_bf16_t *outs;              /* [n_layers][dim] (keep_layer_outs) */
     GSelArg sel_arg[AS_MAX_LAYERS];
     GSlot slot[AS_GRAPH_SLOTS];
@@ -536,7 +537,8 @@ static int capture(AsDecodeGraph *g, GSlot *sl, AsError *err)
     e->next_layer = 0;
     AsProfile *prof = e->prof;
     e->prof = NULL; /* no event records inside a graph */
-    g->cap = (AsCapture){.dP = g->dP, .attn_ws = g->attn_ws, .attn_ws_bytes = g->attn_ws_bytes, .g = g};
+    g->cap = (AsCapture){
+        .dP = g->dP, .attn_ws = g->attn_ws, .attn_ws_bytes = g->attn_ws_bytes, .norm_ctr = g->norm_ctr, .g = g};
     cudaError_t bc = cudaStreamBeginCapture(e->st, cudaStreamCaptureModeThreadLocal);
     if (bc != cudaSuccess) {
         e->prof = prof;
@@ -547,10 +549,12 @@ static int capture(AsDecodeGraph *g, GSlot *sl, AsError *err)
                       p->start_pos, cudaGetErrorString(bc));
     }
     e->cap = &g->cap;
+    e->x_ready = false;
     int rc = record_step(g, err);
     cudaGraph_t graph = NULL;
     cudaError_t ec = cudaStreamEndCapture(e->st, &graph);
     e->cap = NULL;
+    e->x_ready = false;
     e->prof = prof;
     if (rc || ec != cudaSuccess) {
         if (graph)
@@ -604,6 +608,7 @@ void as_decode_graph_destroy(AsDecodeGraph *g)
         cudaEventDestroy(g->ev1);
     cudaFree(g->dP);
     cudaFree(g->attn_ws);
+    cudaFree(g->norm_ctr);
     cudaFree(g->outs);
     cudaFreeHost(g->hP);
     cudaFreeHost(g->h0_h);
@@ -661,6 +666,8 @@ int as_decode_graph_create(AsEngine *e, const AsDecodeGraphOptions *opt, AsDecod
             STEP(as_dev_malloc(&g->attn_ws, wsb), "sparse attention workspace (%zu bytes)", wsb);
         g->attn_ws_bytes = wsb;
     }
+    STEP(as_dev_malloc((void **)&g->norm_ctr, 2 * sizeof(unsigned)), "the GEMV + RMSNorm counters");
+    STEP(cudaMemset(g->norm_ctr, 0, 2 * sizeof(unsigned)), "the GEMV + RMSNorm counters");
     STEP((cudaError_t)as_k_index_scores_prepare(c->index_head_dim), "index scores kernel set-up");
     if (g->opt.keep_layer_outs)
         STEP(as_dev_malloc((void **)&g->outs, sizeof(uint16_t) * (size_t)c->n_layers * c->dim), "layer outs (%d x %d)",

@@ -106,6 +106,7 @@ typedef struct AsCapture {
     const AsStepParams *dP;
     void *attn_ws;              /* the sparse attention's split workspace */
     size_t attn_ws_bytes;
+    unsigned *norm_ctr;         /* [2], at 0: wq_a's and wo_b's GEMV + RMSNorm (AS_FUSE_NORM) */
     struct AsDecodeGraph *g;
 } AsCapture;
 
@@ -123,6 +124,9 @@ struct AsEngine {
     /* the decode fusions taken (AS_FUSE_* bits, from ATTNSCOPE_DECODE_FUSE; AS_FUSE_DEFAULT when unset;
      * the same bits of output either way) */
     unsigned fuse;
+    /* a captured layer's wo_b normalised h into x for the next layer (AS_FUSE_NORM): that layer skips its
+     * attn_norm */
+    bool x_ready;
     cudaEvent_t ev_x, ev_kv;
     cublasHandle_t cublas;
     AsDevLayerWeights w[AS_MAX_LAYERS];
@@ -168,6 +172,10 @@ int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
 int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
                     AsError *err);
 /* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call. */
+/* One token row: y = x W^T (then h = bf16(h + y) when h is given), then y_norm = rmsnorm(h or y, norm_w)
+ * in the same launch (as_k_gemv_bf16_norm; bf16 weights, the caller checks). */
+int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
+                     const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
 int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err);
 /* gemm.c's scratch: the decode part allocated (engine creation), both freed (tear-down). */
 int as_dev_proj_init(AsEngine *e, AsError *err);

@@ -30,6 +30,7 @@
 #include "kernels/common.cuh"
 #include "kernels/gemv_epilogue.cuh"
 #include "kernels/kernels.h"
+#include "kernels/rmsnorm_row.cuh"
 
 namespace {
 
@@ -106,7 +107,34 @@ struct GemvArgs {
     uint16_t *res; // batch 1, bf16 y: res[t][o] = bf16(res[t][o] + y[t][o]) (rows ldres apart)
     int64_t ldres;
     AsDRope rope;  // rope.rd > 0: q's RoPE before the store (vector kernel, R even, batch 1, bf16 y)
+    // norm.ctr: the RMSNorm of the finished row (res when given, else y; m = 1, batch 1) into norm.y
+    // with weights norm.w, by the block that finishes last (norm.ctr counts the blocks; 0 before and
+    // after the launch)
+    struct {
+        const float *w;
+        uint16_t *y;
+        float eps;
+        unsigned *ctr;
+    } norm;
 };
+
+// The last block of the launch to finish normalises the output row (as_k_gemv_bf16_norm): each block's
+// stores are fenced before it counts itself, so the last one counted sees every row.
+__device__ __forceinline__ void gemv_norm_after(const GemvArgs &a)
+{
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(a.norm.ctr, 1u) == gridDim.x * gridDim.y - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    as_d_rmsnorm_row(a.res ? a.res : (const uint16_t *)a.y, a.norm.w, a.norm.y, a.n_out, a.norm.eps);
+    if (threadIdx.x == 0)
+        *a.norm.ctr = 0; // for the next launch: visible once this grid completes
+}
 
 // One block computes the row sets blockIdx.x, blockIdx.x + gridDim.x, ... of batch blockIdx.y (a row
 // set: groups_per_block row groups of R rows; the launch makes at most as many blocks as fit on the
@@ -219,6 +247,8 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
         as_d_group_sum_store<R, M>(acc, red, w_warps, row0, b, a, a.res, a.ldres, a.rope.rd ? &a.rope : nullptr);
         __syncthreads(); // red is written again by the next row set
     }
+    if (M == 1 && a.norm.ctr)
+        gemv_norm_after(a);
 }
 
 // Any alignment: one warp per (batch, output row), element loads, all m token rows.
@@ -388,6 +418,8 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
         return (int)cudaErrorInvalidValue;
     if (a.rope.rd && (batch != 1 || a.y_f32 || !vector_rows(a, batch)))
         return (int)cudaErrorInvalidValue; // the caller rotates with as_k_rope instead
+    if (a.norm.ctr && (batch != 1 || a.m != 1 || a.y_f32 || a.rope.rd || !vector_rows(a, batch)))
+        return (int)cudaErrorInvalidValue; // as_k_gemv_bf16_norm launches as_k_rmsnorm instead
     if (!vector_rows(a, batch)) {
         dim3 grid((unsigned)((a.n_out + kWarps - 1) / kWarps), (unsigned)batch);
         as_launch(gemv_scalar_kernel<TW>, grid, kThreads, 0, st, a);
@@ -421,14 +453,14 @@ extern "C" int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strid
                                   const as_bf16_t *x, int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy,
                                   int64_t strideY, int y_f32, int batch, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, 0, nullptr, 0, {}};
+    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, 0, nullptr, 0, {}, {}};
     return gemv_launch<uint16_t>(a, batch, R, Wn, st);
 }
 
 extern "C" int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx,
                                   int m, float *y, int64_t ldy, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, 0, nullptr, 0, {}};
+    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, 0, nullptr, 0, {}, {}};
     return gemv_launch<float>(a, 1, R, Wn, st);
 }
 
@@ -451,7 +483,7 @@ extern "C" int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, 
 {
     if (!h)
         return (int)cudaErrorInvalidValue;
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, h, ldh, {}};
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, h, ldh, {}, {}};
     return gemv_launch<uint16_t>(a, 1, 0, 0, st);
 }
 
@@ -463,7 +495,7 @@ extern "C" int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, cons
     if (!as_rope_shape_ok(m, heads, hd, rd, pos0, pos) || hd % 2 || (int64_t)heads * hd != n_out || !cos_t || !sin_t)
         return (int)cudaErrorInvalidValue;
     GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, nullptr, 0, {cos_t, sin_t, hd, rd, pos0, pos,
-                                                                                   inverse ? 1 : 0}};
+                                                                                   inverse ? 1 : 0}, {}};
     if (W && x && vector_rows(a, 1))
         return gemv_launch<uint16_t>(a, 1, 0, 0, st);
     a.rope = AsDRope{}; // rows the vector kernel cannot read: the GEMV, then rope.cu
@@ -471,6 +503,22 @@ extern "C" int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, cons
     if (rc || m == 0 || n_out == 0)
         return rc;
     return as_k_rope(y, ldy, m, heads, hd, rd, pos0, pos, cos_t, sin_t, inverse, st);
+}
+
+extern "C" int as_k_gemv_bf16_norm(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, as_bf16_t *y,
+                                   as_bf16_t *h, const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr,
+                                   cudaStream_t st)
+{
+    if (!norm_w || !y_norm || !ctr || n_out <= 0 || n_in <= 0)
+        return (int)cudaErrorInvalidValue;
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, n_in, 0, 1, y, n_out, 0, 0, 0, h, n_out, {}, {norm_w, y_norm, eps, ctr}};
+    if (W && x && vector_rows(a, 1) && n_out <= kRmsCached * kRmsThreads)
+        return gemv_launch<uint16_t>(a, 1, 0, 0, st);
+    a.norm = {}; // rows the vector kernel cannot read (or too long to cache): the GEMV, then rmsnorm.cu
+    const int rc = gemv_launch<uint16_t>(a, 1, 0, 0, st);
+    if (rc)
+        return rc;
+    return as_k_rmsnorm(h ? h : y, n_out, norm_w, y_norm, n_out, 1, n_out, eps, st);
 }
 
 extern "C" int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,

@@ -70,6 +70,13 @@ int as_k_f32_to_bf16(const float *x, as_bf16_t *y, int64_t n, cudaStream_t st);
 /* as_index_weights_scale: w = bf16(w * c), c = (float)(ihd^-0.5 * nh^-0.5). */
 int as_k_scale_bf16(as_bf16_t *w, int64_t n, float c, cudaStream_t st);
 
+/* One token row (m = 1): y = x W^T (W n_out x n_in, rows n_in apart), with h: then h = bf16(h + y) as
+ * as_k_gemv_bf16_residual, then y_norm = rmsnorm(h or y, norm_w, eps) as as_k_rmsnorm: the same bits as
+ * those launches, in one (the block that finishes last normalises the row; y_norm may alias y or h).
+ * ctr: a device counter at 0, left at 0; one per concurrent launch. */
+int as_k_gemv_bf16_norm(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, as_bf16_t *y, as_bf16_t *h,
+                        const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr, cudaStream_t st);
+
 /* h = bf16(h + out) (the attention-only residual stream). */
 int as_k_residual_add(as_bf16_t *h, const as_bf16_t *out, int64_t n, cudaStream_t st);
 

@@ -301,6 +301,87 @@ GPU_TEST(gpu_gemv_residual)
     as_gpu_free(d);
 }
 
+/* as_k_gemv_bf16_norm against the launches it replaces (as_k_gemv_bf16 or as_k_gemv_bf16_residual, then
+ * as_k_rmsnorm), bit for bit in y, h and the normalised row: wq_a's shape normalised in place (q_norm),
+ * wo_b's with the residual into another row (the next layer's attn_norm), rows past what a block keeps in
+ * registers and an unaligned x (both: the separate launches), one output row. Launched `runs` times on
+ * one counter (the last block resets it: a graph replays the launch), which must end at 0. */
+static void check_norm(int no, int ni, int with_h, int in_place, int x_off, int runs, uint64_t seed)
+{
+    const int64_t xn = x_off + (int64_t)ni;
+    float *W = xmalloc(sizeof(float) * (size_t)no * ni), *x = xmalloc(sizeof(float) * (size_t)xn);
+    float *h = xmalloc(sizeof(float) * (size_t)no), *nw = xmalloc(sizeof(float) * (size_t)no);
+    as_fill_uniform(W, (int64_t)no * ni, 0.5f, seed, 1);
+    as_fill_uniform(x, xn, 2.0f, seed + 1, 1);
+    as_fill_uniform(h, no, 30.0f, seed + 2, 1);
+    as_fill_uniform(nw, no, 1.5f, seed + 3, 0);
+    as_bf16_t *dW = as_gpu_bf16(W, (int64_t)no * ni), *dx = as_gpu_bf16(x, xn);
+    float *dnw = as_gpu_f32(nw, no);
+    as_bf16_t *dh[2] = {as_gpu_bf16(h, no), as_gpu_bf16(h, no)};
+    as_bf16_t *dy[2] = {as_gpu_alloc(2 * (size_t)no), as_gpu_alloc(2 * (size_t)no)};
+    as_bf16_t *dn[2] = {as_gpu_alloc(2 * (size_t)no), as_gpu_alloc(2 * (size_t)no)};
+    unsigned *ctr = as_gpu_alloc(sizeof(unsigned));
+    REQUIRE(cudaMemset(ctr, 0, sizeof(unsigned)) == cudaSuccess, "counter");
+    char what[160];
+    snprintf(what, sizeof what, "gemv %dx%d%s + rmsnorm%s%s, %d runs", no, ni, with_h ? " + residual" : "",
+             in_place ? " in place" : "", x_off ? ", x misaligned" : "", runs);
+    for (int run = 0; run < runs; run++) {
+        for (int k = 0; k < 2; k++) {
+            REQUIRE(cudaMemset(dy[k], 0xff, 2 * (size_t)no) == cudaSuccess, "poison");
+            REQUIRE(cudaMemset(dn[k], 0xff, 2 * (size_t)no) == cudaSuccess, "poison");
+        }
+        as_bf16_t *src0 = with_h ? dh[0] : dy[0], *src1 = with_h ? dh[1] : dy[1];
+        as_bf16_t *out0 = in_place ? src0 : dn[0], *out1 = in_place ? src1 : dn[1];
+        as_gpu_check_launch(
+            as_k_gemv_bf16_norm(dW, no, ni, dx + x_off, dy[0], with_h ? dh[0] : NULL, dnw, 1e-6f, out0, ctr, 0), what);
+        if (with_h)
+            as_gpu_check_launch(as_k_gemv_bf16_residual(dW, no, ni, dx + x_off, ni, 1, dy[1], no, dh[1], no, 0), what);
+        else
+            as_gpu_check_launch(as_k_gemv_bf16(dW, ni, 0, no, ni, dx + x_off, ni, 0, 1, dy[1], no, 0, 0, 1, 0), what);
+        as_gpu_check_launch(as_k_rmsnorm(src1, no, dnw, out1, no, 1, no, 1e-6f, 0), what);
+    }
+    uint16_t *a = xmalloc(2 * (size_t)no), *b = xmalloc(2 * (size_t)no);
+    as_bf16_t *const *bufs[3] = {dy, dh, dn};
+    static const char *names[3] = {"y", "h", "normalised row"};
+    for (int k = 0; k < 3; k++) {
+        as_gpu_get_bytes(a, bufs[k][0], 2 * (size_t)no);
+        as_gpu_get_bytes(b, bufs[k][1], 2 * (size_t)no);
+        int64_t bad = 0;
+        for (int i = 0; i < no; i++)
+            bad += a[i] != b[i];
+        CHECK(bad == 0, "%s: %s: %lld of %d differ from the separate launches", what, names[k], (long long)bad, no);
+    }
+    unsigned left = 99;
+    as_gpu_get_bytes(&left, ctr, sizeof left);
+    CHECK(left == 0, "%s: the counter left at %u, not 0", what, left);
+    as_test_note("%s: checked", what);
+    free(W), free(x), free(h), free(nw), free(a), free(b);
+    as_gpu_free(dW), as_gpu_free(dx), as_gpu_free(dnw), as_gpu_free(ctr);
+    for (int k = 0; k < 2; k++)
+        as_gpu_free(dh[k]), as_gpu_free(dy[k]), as_gpu_free(dn[k]);
+}
+
+GPU_TEST(gpu_gemv_norm)
+{
+    check_norm(1280, 5120, 0, 1, 0, 3, 7101);  /* wq_a + q_norm, in place */
+    check_norm(5120, 8192, 1, 0, 0, 3, 7111);  /* wo_b + residual + the next layer's attn_norm */
+    check_norm(6144, 256, 1, 0, 0, 2, 7121);   /* the longest row a block keeps in registers */
+    check_norm(6152, 64, 0, 1, 0, 1, 7131);    /* longer: the separate launches */
+    check_norm(301, 1003, 1, 0, 1, 2, 7141);   /* x misaligned: the scalar kernel, then rmsnorm.cu */
+    check_norm(1, 16, 0, 0, 0, 2, 7151);       /* one output row */
+    as_bf16_t *d = as_gpu_alloc(4096);
+    unsigned *ctr = as_gpu_alloc(sizeof(unsigned));
+    float *w = as_gpu_alloc(64);
+    CHECK(as_k_gemv_bf16_norm(d, 4, 8, d, d, NULL, w, 1e-6f, d, NULL, 0) == (int)cudaErrorInvalidValue,
+          "no counter refused");
+    CHECK(as_k_gemv_bf16_norm(d, 4, 8, d, d, NULL, NULL, 1e-6f, d, ctr, 0) == (int)cudaErrorInvalidValue,
+          "no norm weights refused");
+    CHECK(as_k_gemv_bf16_norm(d, 0, 8, d, d, NULL, w, 1e-6f, d, ctr, 0) == (int)cudaErrorInvalidValue,
+          "no output rows refused");
+    as_gpu_sync("gemv + rmsnorm refusals");
+    as_gpu_free(d), as_gpu_free(ctr), as_gpu_free(w);
+}
+
 /* as_k_gemv_bf16_rope against as_k_gemv_bf16 then as_k_rope, bit for bit: positions by value (pos0 + t)
  * or from device memory (one of them negative: that row unrotated), the inverse rotation, the flash
  * wq_b shape (64 heads x 512, rd 64), m = 1, 3, 8 (every token width of the vector kernel), and an

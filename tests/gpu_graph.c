@@ -332,13 +332,17 @@ static void expect_shapes(const Pair *p, const char *name, int captures)
 
 GPU_TEST(gpu_graph_tiny_300_steps)
 {
-    /* three times: without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a
-     * reuse layer's idx on the kv branch), then as the engine runs by default, all four (o_back in the
-     * attention's combine too) in both engines; the uncaptured decode takes the by-value attention and
+    /* four times: without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a
+     * reuse layer's idx on the kv branch), with the RMSNorms in the GEMVs but not the residual (so wo_b's
+     * GEMV leaves the next layer's attn_norm to its own kernel), then as the engine runs by default, all
+     * five (o_back in the attention's combine too) in both engines; the uncaptured decode takes the by-value attention and
      * the row pipeline for o_back, so the last pass also checks the fused o_back */
     static const struct {
         const char *env, *how;
-    } runs[] = {{"0", "tiny, unfused"}, {"residual,rope,kvidx", "tiny, three fused"}, {"", "tiny, all fused"}};
+    } runs[] = {{"0", "tiny, unfused"},
+                {"residual,rope,kvidx", "tiny, three fused"},
+                {"norm,oback", "tiny, norm without the residual: wq_a's RMSNorm alone"},
+                {"", "tiny, all fused"}};
     for (size_t run = 0; run < sizeof runs / sizeof runs[0]; run++) {
         REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", runs[run].env, 1) == 0, "setenv");
         const char *how = runs[run].how;

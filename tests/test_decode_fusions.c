@@ -10,15 +10,17 @@ TEST(decode_fusions_values)
         const char *v;
         unsigned want;
     } cases[] = {
-        {NULL, AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX},
-        {"", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX},
+        {NULL, AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM},
+        {"", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM},
         {"0", 0},
         {"none", 0},
         {"1", AS_FUSE_ALL},
         {"all", AS_FUSE_ALL},
         {"residual", AS_FUSE_RESIDUAL},
         {"rope,oback", AS_FUSE_ROPE | AS_FUSE_OBACK},
-        {"kvidx,residual,rope,oback", AS_FUSE_ALL},
+        {"kvidx,residual,rope,oback", AS_FUSE_KV_IDX | AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK},
+        {"norm", AS_FUSE_NORM},
+        {"kvidx,residual,rope,oback,norm", AS_FUSE_ALL},
         {"rope,rope", AS_FUSE_ROPE},
         {"residual,rope,kvidx", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_KV_IDX},
     };
@@ -33,7 +35,7 @@ TEST(decode_fusions_values)
 
 TEST(decode_fusions_refuses_unknown_names)
 {
-    static const char *bad[] = {"2", "yes", "rope,", ",rope", "rope,,oback", "Rope", "residual,bogus", "ropeoback", "none,rope"};
+    static const char *bad[] = {"2", "yes", "rope,", ",rope", "rope,,oback", "Rope", "residual,bogus", "ropeoback", "none,rope", "norms"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         AsError err = {0};
         unsigned got = 99;

@@ -36,7 +36,7 @@ static void run(int n_out, int n_in, int ldw, int batch, int m, int wwarps, bool
     std::vector<uint16_t> yb((size_t)m * ldy, 0x7f7f);
     const bool f32w = sizeof(TW) == 4;
     GemvArgs a{f32w ? (const void *)W.data() : (const void *)Wb.data(), ldw, strideW, n_out, n_in, xb.data(), ldx,
-               strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0, 0, nullptr, 0, {}};
+               strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0, 0, nullptr, 0, {}, {}};
     if (scalar) {
         emu::launch(dim3((unsigned)((n_out + kWarps - 1) / kWarps), (unsigned)batch), dim3(kThreads),
                     [&] { gemv_scalar_kernel<TW>(a); });
@@ -103,7 +103,7 @@ static void run_rope(int heads, int hd, int rd, int n_in, int m, int wwarps, boo
     std::vector<float> cs((size_t)maxpos * half), sn((size_t)maxpos * half);
     for (size_t i = 0; i < cs.size(); i++) cs[i] = urnd(1.0f), sn[i] = urnd(1.0f);
     const int32_t pos[3] = {17, -1, 63};
-    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, m, y0.data(), n_out, 0, 0, 0, nullptr, 0, {}};
+    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, m, y0.data(), n_out, 0, 0, 0, nullptr, 0, {}, {}};
     const int gpb = kWarps / wwarps, sets = ((n_out + R - 1) / R + gpb - 1) / gpb;
     emu::launch(dim3((unsigned)sets, 1), dim3(kThreads), [&] { gemv_vec_kernel<uint16_t, R, M>(a, wwarps); });
     a.y = y1.data();
@@ -129,6 +129,44 @@ static void run_rope(int heads, int hd, int rd, int n_in, int m, int wwarps, boo
     g_fail += bad != 0;
 }
 
+// The RMSNorm of the finished row by the last block (GemvArgs.norm): against the same launch without it,
+// then as_d_rmsnorm_row (rmsnorm.cu's kernel body) over the row; with the residual (the row normalised
+// is h) or without (y, in place as q_norm); twice on one counter, which must be back at 0.
+template <int R>
+static void run_norm(int n_out, int n_in, int wwarps, bool with_res, bool in_place)
+{
+    std::vector<uint16_t> Wb((size_t)n_out * n_in), xb((size_t)n_in), h0((size_t)n_out), y0((size_t)n_out, 0x7f7f);
+    std::vector<float> nw((size_t)n_out);
+    for (auto &v : Wb) v = as_bf16_bits(urnd(0.5f));
+    for (auto &v : xb) v = as_bf16_bits(urnd(2.0f));
+    for (auto &v : h0) v = as_bf16_bits(urnd(30.0f));
+    for (auto &v : nw) v = urnd(1.5f);
+    std::vector<uint16_t> h1 = h0, y1 = y0, want((size_t)n_out, 0x7f7f), got((size_t)n_out, 0x7f7f);
+    const int gpb = kWarps / wwarps, sets = ((n_out + R - 1) / R + gpb - 1) / gpb;
+    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, 1, y0.data(), n_out, 0, 0, 0,
+               with_res ? h0.data() : nullptr, n_out, {}, {}};
+    emu::launch(dim3((unsigned)sets, 1), dim3(kThreads), [&] { gemv_vec_kernel<uint16_t, R, 1>(a, wwarps); });
+    const uint16_t *src = with_res ? h0.data() : y0.data();
+    emu::launch(dim3(1), dim3(kRmsThreads), [&] { as_d_rmsnorm_row(src, nw.data(), want.data(), n_out, 1e-6f); });
+    unsigned ctr = 0;
+    long bad = 0;
+    for (int run = 0; run < 2; run++) {
+        std::vector<uint16_t> hr = h1, yr = y1;
+        a.y = yr.data();
+        a.res = with_res ? hr.data() : nullptr;
+        uint16_t *out = in_place ? (with_res ? hr.data() : yr.data()) : got.data();
+        a.norm = {nw.data(), out, 1e-6f, &ctr};
+        emu::launch(dim3((unsigned)(sets > 2 ? sets / 2 : 1), 1), dim3(kThreads),
+                    [&] { gemv_vec_kernel<uint16_t, R, 1>(a, wwarps); });
+        for (int i = 0; i < n_out; i++)
+            bad += out[i] != want[i] || (!in_place && (yr[i] != y0[i] || (with_res && hr[i] != h0[i])));
+        bad += ctr != 0;
+    }
+    printf("%s norm R%d W%d %dx%d%s%s: %ld wrong\n", bad ? "FAIL" : "ok  ", R, wwarps, n_out, n_in,
+           with_res ? " + residual" : "", in_place ? ", in place" : "", bad);
+    g_fail += bad != 0;
+}
+
 int main()
 {
     // W as bf16 values in both cases (the f32 path reads them as f32)
@@ -145,6 +183,9 @@ int main()
     run_rope<4, 1>(4, 64, 16, 256, 1, 1, true, false);
     run_rope<2, 4>(3, 40, 8, 136, 3, 2, false, true);
     run_rope<4, 4>(2, 64, 64, 64, 3, 4, true, false);
+    run_norm<2>(1280, 64, 1, false, true);
+    run_norm<4>(520, 96, 2, true, false);
+    run_norm<1>(37, 203 + 5, 1, true, true);
     printf("%d failed\n", g_fail);
     return g_fail != 0;
 }
