@@ -159,7 +159,7 @@ bundle-tar: bundle
 # flash shapes against the measured copy bandwidth, bf16 GEMM rate and cuBLAS; needs only CUDA.
 KBENCH_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,bench/kernels_bench.cu kernels/gemv.cu kernels/index_scores.cu \
               kernels/sparse_attn.cu kernels/sparse_attn_wgmma.cu kernels/attn_decode.cu kernels/topk_select.cu kernels/pdl.cu kernels/q8_1.cu \
-              kernels/q2k_mmvq.cu kernels/q2k_mmq.cu kernels/row_pipe.cu kernels/rope.cu)
+              kernels/q2k_mmvq.cu kernels/q2k_mmq.cu kernels/row_pipe.cu kernels/rope.cu kernels/rmsnorm.cu)
 .PHONY: kbench
 kbench: $(BUILD)/attnscope_kbench
 $(BUILD)/attnscope_kbench: $(KBENCH_OBJ)
