@@ -24,6 +24,7 @@
 //     (gemv_epilogue.cuh).
 // Launch configuration (R, W_WARPS) comes from pick_config() (bench/kernels_bench.cu sweeps the
 // alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -294,7 +295,8 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 // R rows per group, W warps per group: enough warps in flight to cover HBM latency (about 32 per
 // SM), each lane at most ~8 chunks per row, and no lane without a chunk where avoidable.
-void pick_config(int n_out, int n_in, int batch, int *R, int *W)
+// resident: the blocks resident at once (the one-wave launch's grid cap), 0 for no one-wave widening.
+void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *W)
 {
     const int64_t chunks = n_in / 8;
     const int64_t target = (int64_t)as_sm_count() * 32;
@@ -312,8 +314,38 @@ void pick_config(int n_out, int n_in, int batch, int *R, int *W)
         else
             break;
     }
+    // One wave: with W = 8 a block holds one row group, and row sets beyond the resident blocks make those
+    // blocks take a second pass, a memory latency more on a small (latency-bound) GEMV. When most blocks
+    // would (over 1.5 row sets a resident block), wider row groups take one pass of more loads instead
+    // (the same W: the same lanes sum the same chunks, so the same bits). H200, decode graph, 2026-11-29
+    // 20:27-20:31 UTC (bench/RESULTS.md): wq_a 1280x5120 (640 row sets, 396 resident) R2 -> R4 -2.2%;
+    // wkv 512x5120 (512 row sets) R1 -> R2 +0.8%, R4 +1.5%: left at R1.
+    if (resident > 0 && w == 8 && r < 4) {
+        const int64_t sets = (int64_t)batch * ((n_out + r - 1) / r);
+        if (2 * sets > 3 * resident && (int64_t)batch * ((n_out + 2 * r - 1) / (2 * r)) <= resident)
+            r *= 2;
+    }
     *R = r;
     *W = w;
+    // ATTNSCOPE_GEMV_CFG="OUTxIN:R,W;...": the configuration of named shapes forced (an A/B switch for the
+    // small, latency-bound GEMVs, whose passes cost a memory latency each; read once)
+    static char cfg[256] = {1};
+    if (cfg[0] == 1) {
+        const char *v = getenv("ATTNSCOPE_GEMV_CFG");
+        snprintf(cfg, sizeof cfg, "%s", v ? v : "");
+    }
+    for (const char *p = cfg; *p;) {
+        int o, i, fr, fw, used = 0;
+        if (sscanf(p, "%dx%d:%d,%d%n", &o, &i, &fr, &fw, &used) != 4 || used <= 0)
+            break;
+        if (o == n_out && i == n_in && (fr == 1 || fr == 2 || fr == 4) && (fw == 1 || fw == 2 || fw == 4 || fw == 8)) {
+            *R = fr;
+            *W = fw;
+        }
+        p += used;
+        if (*p == ';')
+            p++;
+    }
 }
 
 // A switch read once (ATTNSCOPE_GEMV_EARLY, ATTNSCOPE_GEMV_RESIDENT: "0" turns it off; on by default),
@@ -363,6 +395,20 @@ template <auto Kernel> int grid_x(int64_t row_sets, int batch)
         per_sm = cap_sm;
     const int64_t cap = (int64_t)per_sm * as_sm_count() / batch;
     return (int)(row_sets < cap ? row_sets : cap > 0 ? cap : 1);
+}
+
+// The blocks of the bf16 m = 1 kernel resident at once (its occupancy, the same for every R), when the
+// launch is capped to one wave; 0 otherwise.
+int64_t resident_blocks_bf16_m1()
+{
+    static int resident = -1;
+    if (!switch_on("ATTNSCOPE_GEMV_RESIDENT", &resident))
+        return 0;
+    int per_sm = as_per_device<read_blocks_per_sm<gemv_vec_kernel<uint16_t, 4, 1>>>(1);
+    const int cap_sm = blocks_per_sm_cap();
+    if (cap_sm && cap_sm < per_sm)
+        per_sm = cap_sm;
+    return (int64_t)per_sm * as_sm_count();
 }
 
 template <auto Kernel> int launch_vec(GemvArgs a, int64_t row_sets, int batch, int w_warps, cudaStream_t st)
@@ -428,7 +474,7 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
     int r = R, w = W;
     if (!r || !w) {
         int pr, pw;
-        pick_config(a.n_out, a.n_in, batch, &pr, &pw);
+        pick_config(a.n_out, a.n_in, batch, sizeof(TW) == 2 && a.m == 1 ? resident_blocks_bf16_m1() : 0, &pr, &pw);
         if (!r)
             r = pr;
         if (!w)
@@ -467,7 +513,7 @@ extern "C" int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_
 // Which (R, W) the automatic choice takes (printed by the benchmark).
 extern "C" void as_k_gemv_pick_config(int n_out, int n_in, int batch, int *R, int *W)
 {
-    pick_config(n_out, n_in, batch, R, W);
+    pick_config(n_out, n_in, batch, resident_blocks_bf16_m1(), R, W); // m = 1, bf16: the decode's
 }
 
 extern "C" int as_k_gemv_bf16(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in,
