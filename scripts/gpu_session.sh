@@ -37,7 +37,9 @@
 # AS_BUNDLE (default dist/attnscope.tar.xz) and AS_DIR (default /tmp/as) pick another bundle, so one
 # device call can run two builds (main and a branch); AS_TAG suffixes their phase names; the flash
 # model is shared (AS_FLASH, default /tmp/as-flash).
-# The summary goes to stdout and $OUT/summary.txt; every phase's whole log streams into $OUT/full.log.
+# The summary goes to stdout and $OUT/summary.txt; every phase's whole log streams into $OUT/full.log,
+# and all of them, one file a phase, are packed into $OUT/phase_logs.tar.xz at the end (a call brings
+# back only a few files from $OUT: copy nothing else there).
 set -u
 OUT=${OUT:-/tmp/as-out}
 mkdir -p "$OUT"
@@ -308,4 +310,7 @@ JSON
     *) say "unknown phase $p" ;;
     esac
 done
+# every phase log of the call so far in one file: the device tool brings back only a few files from
+# $OUT (more are left out whole), so the logs travel packed
+tar -C "$LOGS" -cJf "$OUT/phase_logs.tar.xz" . 2>/dev/null || say "packing the phase logs failed"
 exit 0
