@@ -24,6 +24,7 @@
 // reference sorts it. Rows wider than AS_TOPK_MAX_WIDTH are refused by the launcher (the engine then
 // selects on the host).
 #include <climits>
+#include <stdlib.h>
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
@@ -520,6 +521,22 @@ static size_t topk_smem(int n) { return topk::row_bytes(n); }
 // A row's block: 8 warps read it, scan each partition range in 8 runs and emit the set
 constexpr int kTopkThreads = 256;
 
+// The block for a launch of `rows` rows: kTopkThreads, or for more than one row (a prefill, many rows
+// in flight, where throughput counts more than one row's latency) ATTNSCOPE_TOPK_THREADS_ROWS = 32,
+// 64, 128 or 256 (read once; anything else: kTopkThreads). The selection is the same for every block
+// size (bench/emu/emu_topk.cpp with EMU_TOPK_BLOCK); an A/B switch: the block partition made the
+// prefill's selection 1.9 -> 2.6 ms and the decode's 70 us faster (bench/RESULTS.md, 20:05-20:38).
+static int topk_threads(int rows)
+{
+    static int many = -1;
+    if (many < 0) {
+        const char *v = getenv("ATTNSCOPE_TOPK_THREADS_ROWS");
+        const int t = v ? atoi(v) : 0;
+        many = t == 32 || t == 64 || t == 128 || t == 256 ? t : kTopkThreads;
+    }
+    return rows > 1 ? many : kTopkThreads;
+}
+
 // Shared memory above the default 48 KiB is opted into once per kernel and device, for the widest
 // row allowed.
 template <auto Kernel> static int topk_allow_smem(size_t bytes)
@@ -540,7 +557,7 @@ extern "C" int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *s
     int rc = topk_allow_smem<topk_rows_kernel>(smem);
     if (rc)
         return rc;
-    as_launch(topk_rows_kernel, rows, kTopkThreads, smem, st, v, n, k, set, stats);
+    as_launch(topk_rows_kernel, rows, topk_threads(rows), smem, st, v, n, k, set, stats);
     return AS_LAUNCH_RESULT();
 }
 
@@ -557,7 +574,7 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
     int rc = topk_allow_smem<index_topk_kernel>(smem);
     if (rc)
         return rc;
-    as_launch(index_topk_kernel, a->s, kTopkThreads, smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
+    as_launch(index_topk_kernel, a->s, topk_threads(a->s), smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
               a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2,
               a->stats);
     return AS_LAUNCH_RESULT();
@@ -576,7 +593,7 @@ extern "C" int as_k_candidate_blocks(const AsCandLaunch *a, cudaStream_t st)
     int rc = topk_allow_smem<candidate_blocks_kernel>(smem);
     if (rc)
         return rc;
-    as_launch(candidate_blocks_kernel, a->s, kTopkThreads, smem, st, a->score, a->ld, a->width, a->width_d, a->ratio, a->prefill,
+    as_launch(candidate_blocks_kernel, a->s, topk_threads(a->s), smem, st, a->score, a->ld, a->width, a->width_d, a->ratio, a->prefill,
               a->bs, a->topk_blocks, a->mask, a->mask_ld, a->stats);
     return AS_LAUNCH_RESULT();
 }

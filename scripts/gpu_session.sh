@@ -14,6 +14,7 @@
 #     fusebisect  bench-engine's decode under each ATTNSCOPE_DECODE_FUSE fusion alone, all, none, with the
 #               resident GEMV grid (full, capped at 2 blocks an SM) and without (bench/RESULTS.md: the
 #               four together measured slower)
+#     topkrows  the prefill's selection under each block size of many-row top-k launches (an A/B)
 #     benchhost the same with the selection on the host (--host-select)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
@@ -140,6 +141,15 @@ for p in "$@"; do
                     --prefill 0
                 say "$(grep -E '\*\*graph\*\*' "$(logf "fuse_${fz}_grid_$grid")")"
             done
+        done ;;
+    topkrows)
+        # the prefill's selection with each block size for many-row top-k launches (ATTNSCOPE_TOPK_THREADS_ROWS;
+        # the decode's single rows keep 256): the prefill table's select column, alternated
+        need_flash
+        for t in 256 64 128 32 256 64; do
+            ATTNSCOPE_TOPK_THREADS_ROWS=$t phase "topkrows_$t" 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 \
+                --steps 2 --prefill 4096
+            grep -E "^\| \*\*all\*\* \| 40 " "$(logf "topkrows_$t")" | tee -a "$SUM"
         done ;;
     benchhost)
         # the same benchmark with the selection on the host (the reference's code): the before / after
