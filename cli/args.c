@@ -67,8 +67,11 @@ int as_cli_verdict_exit(const char *cmd, int rc, const AsError *err)
 void as_cli_print_usage(const char *cmd, FILE *f)
 {
     const AsCommand *c = as_command_find(cmd);
-    if (c)
-        fprintf(f, "usage: attnscope %s", c->usage);
+    if (c) {
+        const size_t n = strlen(c->usage);
+        /* a usage text may or may not end its last line: the help always does */
+        fprintf(f, "usage: attnscope %s%s", c->usage, n && c->usage[n - 1] == '\n' ? "" : "\n");
+    }
 }
 
 static const AsOpt *find_opt(const AsOpt *opts, const char *arg, size_t len)

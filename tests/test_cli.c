@@ -37,6 +37,25 @@ TEST(cli_help_and_version_exit_0)
     as_cli_run(&r, ARGS("info", "--help"));
     CHECK(r.status == 0 && strstr(r.out, "usage: attnscope info") && strstr(r.out, "--max-seq"),
           "info --help: info's usage, exit 0 (status %d)", r.status);
+    /* every command's help (the commands --help lists, "  name  summary" lines) ends its last line
+     * (bench-engine's, bench-ref's and check's did not) */
+    as_cli_run(&r, ARGS("--help"));
+    char names[32][32];
+    int n = 0;
+    const char *line = strstr(r.out, "commands:\n");
+    for (line = line ? strchr(line, '\n') + 1 : NULL; line && !strncmp(line, "  ", 2) && n < 32;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const size_t len = strspn(line + 2, "abcdefghijklmnopqrstuvwxyz-");
+        if (len > 0 && len < sizeof names[0])
+            snprintf(names[n++], sizeof names[0], "%.*s", (int)len, line + 2);
+    }
+    CHECK(n >= 10, "--help listed %d commands", n);
+    for (int i = 0; i < n; i++) {
+        as_cli_run(&r, ARGS(names[i], "--help"));
+        const size_t len = strlen(r.out);
+        CHECK(r.status == 0 && len > 0 && r.out[len - 1] == '\n', "%s --help: status %d, last character %#x", names[i],
+              r.status, len ? (unsigned)(unsigned char)r.out[len - 1] : 0u);
+    }
     as_cli_run(&r, ARGS("--version"));
     CHECK(r.status == 0 && !strncmp(r.out, "attnscope ", 10), "--version, exit 0: %s", r.out);
     as_cli_run(&r, ARGS("devices"));
