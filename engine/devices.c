@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
+#include "engine/driver_version.h"
 #include "engine/engine.h"
 
 int as_engine_device_count(void)
@@ -28,8 +29,11 @@ void as_engine_describe_devices(char *buf, size_t n)
     int drv = 0, rt = 0;
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
-    size_t used = (size_t)snprintf(buf, n, "CUDA driver %d.%d, runtime %d.%d, %d device%s\n", drv / 1000,
-                                   (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10, count, count == 1 ? "" : "s");
+    char nv[32], nvs[48] = "";
+    if (as_nvidia_driver_version(nv, sizeof nv))
+        snprintf(nvs, sizeof nvs, " (NVIDIA %s)", nv);
+    size_t used = (size_t)snprintf(buf, n, "CUDA driver %d.%d%s, runtime %d.%d, %d device%s\n", drv / 1000,
+                                   (drv % 1000) / 10, nvs, rt / 1000, (rt % 1000) / 10, count, count == 1 ? "" : "s");
     for (int d = 0; d < count && used < n; d++) {
         struct cudaDeviceProp p;
         if (cudaGetDeviceProperties(&p, d) != cudaSuccess)
