@@ -329,10 +329,12 @@ void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *
     *W = w;
     // ATTNSCOPE_GEMV_CFG="OUTxIN:R,W;...": the configuration of named shapes forced (an A/B switch for the
     // small, latency-bound GEMVs, whose passes cost a memory latency each; read once)
-    static char cfg[256] = {1};
-    if (cfg[0] == 1) {
+    static char cfg[256];
+    static bool cfg_read = false;
+    if (!cfg_read) {
         const char *v = getenv("ATTNSCOPE_GEMV_CFG");
         snprintf(cfg, sizeof cfg, "%s", v ? v : "");
+        cfg_read = true;
     }
     for (const char *p = cfg; *p;) {
         int o, i, fr, fw, used = 0;
@@ -384,32 +386,31 @@ static int blocks_per_sm_cap()
     return cap;
 }
 
-template <auto Kernel> int grid_x(int64_t row_sets, int batch)
-{
-    static int resident = -1;
-    if (!switch_on("ATTNSCOPE_GEMV_RESIDENT", &resident))
-        return (int)row_sets;
-    int per_sm = as_per_device<read_blocks_per_sm<Kernel>>(1);
-    const int cap_sm = blocks_per_sm_cap();
-    if (cap_sm && cap_sm < per_sm)
-        per_sm = cap_sm;
-    const int64_t cap = (int64_t)per_sm * as_sm_count() / batch;
-    return (int)(row_sets < cap ? row_sets : cap > 0 ? cap : 1);
-}
-
-// The blocks of the bf16 m = 1 kernel resident at once (its occupancy, the same for every R), when the
-// launch is capped to one wave; 0 otherwise.
-int64_t resident_blocks_bf16_m1()
+// Kernel's blocks resident at once on the GPU (its occupancy, capped by ATTNSCOPE_GEMV_BLOCKS_PER_SM),
+// or 0 with ATTNSCOPE_GEMV_RESIDENT off (no one-wave launch).
+template <auto Kernel> int64_t resident_blocks()
 {
     static int resident = -1;
     if (!switch_on("ATTNSCOPE_GEMV_RESIDENT", &resident))
         return 0;
-    int per_sm = as_per_device<read_blocks_per_sm<gemv_vec_kernel<uint16_t, 4, 1>>>(1);
+    int per_sm = as_per_device<read_blocks_per_sm<Kernel>>(1);
     const int cap_sm = blocks_per_sm_cap();
     if (cap_sm && cap_sm < per_sm)
         per_sm = cap_sm;
     return (int64_t)per_sm * as_sm_count();
 }
+
+template <auto Kernel> int grid_x(int64_t row_sets, int batch)
+{
+    const int64_t all = resident_blocks<Kernel>();
+    if (!all)
+        return (int)row_sets;
+    const int64_t cap = all / batch;
+    return (int)(row_sets < cap ? row_sets : cap > 0 ? cap : 1);
+}
+
+// The bf16 m = 1 kernel's (its occupancy is the same for every R): pick_config's one-wave rule.
+int64_t resident_blocks_bf16_m1() { return resident_blocks<gemv_vec_kernel<uint16_t, 4, 1>>(); }
 
 template <auto Kernel> int launch_vec(GemvArgs a, int64_t row_sets, int batch, int w_warps, cudaStream_t st)
 {

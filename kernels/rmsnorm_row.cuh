@@ -15,6 +15,23 @@
 constexpr int kRmsThreads = 256;
 constexpr int kRmsCached = 24; // values per thread kept in registers (rows up to 6144: dim 5120, q_lora 1280)
 
+// The block's 1 / sqrt(sum / n + eps) from each thread's partial sum of squares: a warp xor tree, then
+// the kRmsThreads / 32 warp partials (part, shared) added in warp order by every thread, so every
+// thread holds the same value. Also row_pipe.cu's RMSNorm.
+__device__ __forceinline__ float as_d_rms_inv(float acc, float *part, int n, float eps)
+{
+    const int tid = (int)threadIdx.x;
+    acc = as_d_warp_sum(acc);
+    if ((tid & 31) == 0)
+        part[tid >> 5] = acc;
+    __syncthreads();
+    float sum = 0.0f;
+    for (int k = 0; k < kRmsThreads / 32; k++) // every thread, same order: one value for the block
+        sum = __fadd_rn(sum, part[k]);
+    const float ms = __fdiv_rn(sum, (float)n);
+    return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+}
+
 __device__ __forceinline__ void as_d_rmsnorm_row(const uint16_t *xr, const float *w, uint16_t *yr, int n, float eps)
 {
     __shared__ float part[kRmsThreads / 32];
@@ -42,16 +59,7 @@ __device__ __forceinline__ void as_d_rmsnorm_row(const uint16_t *xr, const float
             acc = __fadd_rn(acc, __fmul_rn(v, v));
         }
     }
-    acc = as_d_warp_sum(acc);
-    if ((tid & 31) == 0)
-        part[tid >> 5] = acc;
-    __syncthreads();
-    float sum = 0.0f;
-    for (int k = 0; k < kRmsThreads / 32; k++) // every thread, same order: one value for the block
-        sum = __fadd_rn(sum, part[k]);
-
-    float ms = __fdiv_rn(sum, (float)n);
-    float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+    const float inv = as_d_rms_inv(acc, part, n, eps);
     if (cached) {
 #pragma unroll
         for (int k = 0; k < kRmsCached; k++) {

@@ -21,6 +21,7 @@
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/quant.cuh"
+#include "kernels/rmsnorm_row.cuh"
 #include "kernels/rope_pair.cuh"
 
 #include <limits.h>
@@ -28,6 +29,7 @@
 namespace {
 
 constexpr int kThreads = 256;
+static_assert(kThreads == kRmsThreads, "the RMSNorm's block sum (as_d_rms_inv) takes kRmsThreads partials");
 constexpr int kMaxN = 12288;
 
 template <int Q> __global__ void __launch_bounds__(kThreads) row_pipe_kernel(AsRowPipe p)
@@ -50,15 +52,7 @@ template <int Q> __global__ void __launch_bounds__(kThreads) row_pipe_kernel(AsR
             const float xv = as_d_bf16_to_f32(xr[i]);
             acc = __fadd_rn(acc, __fmul_rn(xv, xv));
         }
-        acc = as_d_warp_sum(acc);
-        if ((tid & 31) == 0)
-            part[tid >> 5] = acc;
-        __syncthreads();
-        float sum = 0.0f;
-        for (int k = 0; k < kThreads / 32; k++) // every thread, same order: one value for the block
-            sum = __fadd_rn(sum, part[k]);
-        const float ms = __fdiv_rn(sum, (float)n);
-        const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, p.eps)));
+        const float inv = as_d_rms_inv(acc, part, n, p.eps); // rmsnorm_row.cuh: kThreads = kRmsThreads
         for (int i = tid; i < n; i += kThreads) {
             const float r = __fmul_rn(as_d_bf16_to_f32(xr[i]), inv);
             v[i] = as_d_f32_to_bf16(__fmul_rn(p.norm_w[i], r));
