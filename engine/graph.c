@@ -549,12 +549,11 @@ static int capture(AsDecodeGraph *g, GSlot *sl, AsError *err)
                       p->start_pos, cudaGetErrorString(bc));
     }
     e->cap = &g->cap;
-    e->x_ready = false;
     int rc = record_step(g, err);
     cudaGraph_t graph = NULL;
     cudaError_t ec = cudaStreamEndCapture(e->st, &graph);
     e->cap = NULL;
-    e->x_ready = false;
+    e->x_ready = false; /* only a captured wo_b sets it: none is left for an uncaptured layer or the next capture */
     e->prof = prof;
     if (rc || ec != cudaSuccess) {
         if (graph)
