@@ -228,7 +228,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
                  ? as_err(err, AS_ERUNTIME, "cudaStreamCreate (kv)")
                  : 0);
     STEP(cudaEventCreateWithFlags(&e->ev_x, cudaEventDisableTiming) ||
-                 cudaEventCreateWithFlags(&e->ev_kv, cudaEventDisableTiming)
+                 cudaEventCreateWithFlags(&e->ev_kv, cudaEventDisableTiming) ||
+                 cudaEventCreateWithFlags(&e->ev_qr, cudaEventDisableTiming)
              ? as_err(err, AS_ERUNTIME, "cudaEventCreate (the kv branch's fork and join)")
              : 0);
     STEP(cublasCreate(&e->cublas) ? as_err(err, AS_ERUNTIME, "cublasCreate failed on device %d", e->device) : 0);
@@ -326,6 +327,8 @@ void as_engine_destroy(AsEngine *e)
         cudaEventDestroy(e->ev_x);
     if (e->ev_kv)
         cudaEventDestroy(e->ev_kv);
+    if (e->ev_qr)
+        cudaEventDestroy(e->ev_qr);
     free(e);
 }
 

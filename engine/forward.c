@@ -31,8 +31,9 @@ typedef struct {
     const AsCapture *cap;
     const AsLayerStep *dL;     /* this layer's */
     const int32_t *sp_d;       /* start_pos */
-    /* steps 3-6 (window, shared selection, idx) run on the kv branch: a decode whose selection needs
-     * nothing the layer computes (no compressor, no indexer), so they leave the queries' path */
+    /* steps 3-6 (window, shared selection, idx) run on the kv branch, off the queries' path: a reuse
+     * layer's (AS_FUSE_KV_IDX), and with AS_FUSE_KV_SEL a compressor / indexer layer's (the indexer once
+     * q_norm has made qr) */
     bool idx_on_kv_branch;
     bool x_ready; /* the previous layer's wo_b made x (AS_FUSE_NORM) */
 } Fwd;
@@ -98,17 +99,20 @@ static int project_q_kv(Fwd *f, AsError *err)
         KL(err, as_k_rmsnorm(wk->h, c->dim, f->W->attn_norm, wk->x, c->dim, s, c->dim, c->norm_eps, e->st),
            "layer %d: rmsnorm(h, attn_norm) %dx%d", f->l, s, c->dim);
     const bool fork = kv_forks(f);
+    /* an indexer on the kv branch reads qr after q_norm: that part of the branch waits for it (ev_qr) */
+    const bool late_sel = f->idx_on_kv_branch && f->role->index_source;
     if (fork) {
         CU(err, cudaEventRecord(e->ev_x, e->st), "layer %d: fork the kv branch", f->l);
         CU(err, cudaStreamWaitEvent(e->st_kv, e->ev_x, 0), "layer %d: fork the kv branch", f->l);
         cudaStream_t main_st = e->st;
         e->st = e->st_kv; /* the kv branch's launches (as_dev_proj and KL take e->st) */
         int rc = project_kv(f, err);
-        if (!rc && f->idx_on_kv_branch)
+        if (!rc && f->idx_on_kv_branch && !late_sel)
             rc = select_rows(f, err);
         e->st = main_st;
         TRY(rc);
-        CU(err, cudaEventRecord(e->ev_kv, e->st_kv), "layer %d: the kv branch's end", f->l);
+        if (!late_sel)
+            CU(err, cudaEventRecord(e->ev_kv, e->st_kv), "layer %d: the kv branch's end", f->l);
     }
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
     if (norm_fuses(f, &f->W->wq_a, false)) {
@@ -116,6 +120,16 @@ static int project_q_kv(Fwd *f, AsError *err)
     } else {
         TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
         TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
+    }
+    if (late_sel) { /* the selection beside wq_b, from here on the kv branch */
+        CU(err, cudaEventRecord(e->ev_qr, e->st), "layer %d: qr ready (the kv branch's indexer)", f->l);
+        CU(err, cudaStreamWaitEvent(e->st_kv, e->ev_qr, 0), "layer %d: the kv branch waits for qr", f->l);
+        cudaStream_t main_st = e->st;
+        e->st = e->st_kv;
+        int rc = select_rows(f, err);
+        e->st = main_st;
+        TRY(rc);
+        CU(err, cudaEventRecord(e->ev_kv, e->st_kv), "layer %d: the kv branch's end", f->l);
     }
     snprintf(what, sizeof what, "layer %d wq_b + rope(q)", f->l);
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
@@ -440,8 +454,8 @@ int as_dev_layer_forward(AsEngine *e, int l, AsError *err)
     int slot = as_prof_begin(e, AS_OP_LAYER, l, 0, 0);
     f.x_ready = e->x_ready && f.cap; /* only a captured step's layers follow each other unobserved */
     e->x_ready = false;
-    f.idx_on_kv_branch =
-        kv_forks(&f) && (e->fuse & AS_FUSE_KV_IDX) && !f.role->kv_source && !f.role->index_source;
+    const bool plain = !f.role->kv_source && !f.role->index_source; /* a reuse layer's selection needs no GEMV */
+    f.idx_on_kv_branch = kv_forks(&f) && (plain ? (e->fuse & AS_FUSE_KV_IDX) : (e->fuse & AS_FUSE_KV_SEL));
     TRY(project_q_kv(&f, err));
     if (!f.idx_on_kv_branch)
         TRY(select_rows(&f, err));

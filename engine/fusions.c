@@ -9,7 +9,8 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err)
         const char *name;
         unsigned bit;
     } names[] = {{"residual", AS_FUSE_RESIDUAL}, {"rope", AS_FUSE_ROPE}, {"oback", AS_FUSE_OBACK},
-                 {"kvidx", AS_FUSE_KV_IDX}, {"norm", AS_FUSE_NORM}};
+                 {"kvidx", AS_FUSE_KV_IDX}, {"norm", AS_FUSE_NORM},
+                 {"kvsel", AS_FUSE_KV_SEL}};
     *out = 0;
     if (!v || !*v) {
         *out = AS_FUSE_DEFAULT;
@@ -31,7 +32,7 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err)
         if (!bit)
             return as_err(err, AS_EBADINPUT,
                           "ATTNSCOPE_DECODE_FUSE: unknown fusion '%.*s' (0, none, 1, all, or a comma list of "
-                          "residual, rope, oback, kvidx, norm)",
+                          "residual, rope, oback, kvidx, norm, kvsel)",
                           (int)(n < 40 ? n : 40), p);
         bits |= bit;
         if (!p[n])

@@ -127,7 +127,7 @@ struct AsEngine {
     /* a captured layer's wo_b normalised h into x for the next layer (AS_FUSE_NORM): that layer skips its
      * attn_norm */
     bool x_ready;
-    cudaEvent_t ev_x, ev_kv;
+    cudaEvent_t ev_x, ev_kv, ev_qr; /* ev_qr: q_norm done, the kv branch's indexer may start (AS_FUSE_KV_SEL) */
     cublasHandle_t cublas;
     AsDevLayerWeights w[AS_MAX_LAYERS];
     AsDevLayerState ls[AS_MAX_LAYERS];

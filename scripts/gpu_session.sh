@@ -15,6 +15,7 @@
 #               resident GEMV grid (full, capped at 2 blocks an SM) and without (bench/RESULTS.md: the
 #               four together measured slower)
 #     topkrows  the prefill's selection under each block size of many-row top-k launches (an A/B)
+#     kvselab   the decode with every layer's selection on the kv branch (kvsel) against the default
 #     benchhost the same with the selection on the host (--host-select)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
@@ -140,6 +141,19 @@ for p in "$@"; do
                     phase "fuse_${fz}_grid_$grid" 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 \
                     --prefill 0
                 say "$(grep -E '\*\*graph\*\*' "$(logf "fuse_${fz}_grid_$grid")")"
+            done
+        done ;;
+    kvselab)
+        # every layer's selection on the kv branch (ATTNSCOPE_DECODE_FUSE=all: kvsel on) against the default,
+        # and both with the resident GEMV grid capped at 2 blocks an SM (room for the branch's kernels beside
+        # wq_b), alternated
+        need_flash
+        for v in default kvsel default kvsel; do
+            for cap in 0 2; do
+                fuse=""; [ "$v" = kvsel ] && fuse=all
+                ATTNSCOPE_DECODE_FUSE=$fuse ATTNSCOPE_GEMV_BLOCKS_PER_SM=$cap phase "kvselab_${v}_cap$cap" 120 \
+                    "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
+                grep -E "\*\*graph\*\*" "$(logf "kvselab_${v}_cap$cap")" | tee -a "$SUM"
             done
         done ;;
     topkrows)

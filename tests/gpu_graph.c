@@ -36,6 +36,7 @@ typedef struct {
     float *outs_a, *outs_b; /* [n_layers][dim] */
     AsRun *meta_a;          /* [n_layers]: every layer's run scalars and provenance (uncaptured) */
     int steps, first_bad_step;
+    uint64_t outs_fnv;      /* FNV-1a over every step's layer outs: runs with other fusions must end equal */
 } Pair;
 
 static void *xmalloc(size_t bytes)
@@ -52,6 +53,7 @@ static void pair_open(Pair *p, const AsModel *m, const char *inject, int rows, b
     p->c = &m->cfg;
     p->rows = rows;
     p->first_bad_step = -1;
+    p->outs_fnv = 0xcbf29ce484222325ull;
     AsError err = {0};
     AsEngineOptions eo = {.device = 0, .inject = inject, .host_select = host_select};
     REQUIRE(as_engine_create(m, &eo, &p->a, &err) == 0, "engine (uncaptured): %s", err.msg);
@@ -306,6 +308,9 @@ static bool pair_decode(Pair *p, int pos0, int n, bool b_uncaptured)
                              pos, l, j, p->outs_b[(size_t)l * c->dim + j], p->outs_a[(size_t)l * c->dim + j]);
                 ok = false;
             }
+        const unsigned char *bytes = (const unsigned char *)p->outs_b;
+        for (size_t k = 0; k < sizeof(float) * (size_t)c->n_layers * c->dim; k++)
+            p->outs_fnv = (p->outs_fnv ^ bytes[k]) * 0x100000001b3ull;
         /* every comparison runs, so that one failing run says which buffers and scalars differ too */
         bool state_ok = same_state(p, pos), run_ok = same_last_run(p, pos);
         bool meta_ok = b_uncaptured || same_layer_metas(p, pos);
@@ -332,17 +337,20 @@ static void expect_shapes(const Pair *p, const char *name, int captures)
 
 GPU_TEST(gpu_graph_tiny_300_steps)
 {
-    /* four times: without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a
+    /* five times: without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a
      * reuse layer's idx on the kv branch), with the RMSNorms in the GEMVs but not the residual (so wo_b's
-     * GEMV leaves the next layer's attn_norm to its own kernel), then as the engine runs by default, all
-     * five (o_back in the attention's combine too) in both engines; the uncaptured decode takes the by-value attention and
+     * GEMV leaves the next layer's attn_norm to its own kernel), with every layer's selection on the kv
+     * branch (kvsel: the compressor and indexer layers' too), then as the engine runs by default (o_back
+     * in the attention's combine too) in both engines; every run's layer outs equal the unfused run's; the uncaptured decode takes the by-value attention and
      * the row pipeline for o_back, so the last pass also checks the fused o_back */
     static const struct {
         const char *env, *how;
     } runs[] = {{"0", "tiny, unfused"},
                 {"residual,rope,kvidx", "tiny, three fused"},
                 {"norm,oback", "tiny, norm without the residual: wq_a's RMSNorm alone"},
-                {"", "tiny, all fused"}};
+                {"kvsel,kvidx,norm", "tiny, every selection on the kv branch"},
+                {"", "tiny, the default fusions"}};
+    uint64_t unfused_fnv = 0;
     for (size_t run = 0; run < sizeof runs / sizeof runs[0]; run++) {
         REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", runs[run].env, 1) == 0, "setenv");
         const char *how = runs[run].how;
@@ -352,6 +360,10 @@ GPU_TEST(gpu_graph_tiny_300_steps)
         pair_prefill(&p, 9);
         bool ok = pair_decode(&p, 9, 300, false);
         CHECK(ok, "%s: the graph and the uncaptured decode differ (first at position %d)", how, p.first_bad_step);
+        if (run == 0)
+            unfused_fnv = p.outs_fnv;
+        else /* each fusion keeps every bit: the same outs as without any, at every layer of every step */
+            CHECK(p.outs_fnv == unfused_fnv, "%s: the 300 steps' layer outs differ from the unfused run's", how);
         expect_shapes(&p, "tiny prefill 9 + 300 decode", 2);
         AsDecodeGraphInfo gi;
         as_decode_graph_info(p.g, &gi);

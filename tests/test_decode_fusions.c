@@ -20,7 +20,9 @@ TEST(decode_fusions_values)
         {"rope,oback", AS_FUSE_ROPE | AS_FUSE_OBACK},
         {"kvidx,residual,rope,oback", AS_FUSE_KV_IDX | AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK},
         {"norm", AS_FUSE_NORM},
-        {"kvidx,residual,rope,oback,norm", AS_FUSE_ALL},
+        {"kvidx,residual,rope,oback,norm", AS_FUSE_DEFAULT},
+        {"kvsel", AS_FUSE_KV_SEL},
+        {"kvidx,residual,rope,oback,norm,kvsel", AS_FUSE_ALL},
         {"rope,rope", AS_FUSE_ROPE},
         {"residual,rope,kvidx", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_KV_IDX},
     };
