@@ -87,6 +87,18 @@ static bool norm_fuses(const Fwd *f, const AsDevWeight *w, bool residual)
            (!residual || (fuse & AS_FUSE_RESIDUAL));
 }
 
+/* Whether a compressor / indexer layer's selection takes no projection through the shared scratch (a
+ * Q2_K projection quantises its input there): only then may it run on the kv branch beside wq_a / wq_b,
+ * which may use the scratch themselves. */
+static bool sel_without_scratch(const AsDevLayerWeights *W)
+{
+    const AsDevWeight *ws[] = {&W->c_wkv, &W->c_wgate, &W->i_wq_b, &W->i_wproj, &W->i_wk};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+        if (ws[i]->d && ws[i]->type == AS_DW_Q2K)
+            return false;
+    return true;
+}
+
 /* Steps 1-2: x, queries and the window KV rows. */
 static int project_q_kv(Fwd *f, AsError *err)
 {
@@ -455,7 +467,8 @@ int as_dev_layer_forward(AsEngine *e, int l, AsError *err)
     f.x_ready = e->x_ready && f.cap; /* only a captured step's layers follow each other unobserved */
     e->x_ready = false;
     const bool plain = !f.role->kv_source && !f.role->index_source; /* a reuse layer's selection needs no GEMV */
-    f.idx_on_kv_branch = kv_forks(&f) && (plain ? (e->fuse & AS_FUSE_KV_IDX) : (e->fuse & AS_FUSE_KV_SEL));
+    f.idx_on_kv_branch = kv_forks(&f) && (plain ? (e->fuse & AS_FUSE_KV_IDX)
+                                                : (e->fuse & AS_FUSE_KV_SEL) && sel_without_scratch(f.W));
     TRY(project_q_kv(&f, err));
     if (!f.idx_on_kv_branch)
         TRY(select_rows(&f, err));
