@@ -13,7 +13,7 @@
 static int cmd_bench_engine(int argc, char **argv)
 {
     const char *model = "flash", *json = NULL, *svg = NULL;
-    bool host_select = false;
+    bool host_select = false, graph_layers = false;
     int context = 4096, steps = 20, prefill = 4096, max_seq = 0, device = 0;
     const char *pos[1];
     int n_pos = 0;
@@ -26,6 +26,7 @@ static int cmd_bench_engine(int argc, char **argv)
         {"--json", NULL, AS_OPT_STR, &json, 0, 0},
         {"--svg", NULL, AS_OPT_STR, &svg, 0, 0},
         {"--host-select", NULL, AS_OPT_FLAG, &host_select, 0, 0},
+        {"--graph-layers", NULL, AS_OPT_FLAG, &graph_layers, 0, 0},
         {NULL, NULL, 0, NULL, 0, 0},
     };
     int rc = as_args_parse("bench-engine", argc, argv, opts, pos, 0, 1, &n_pos);
@@ -33,8 +34,9 @@ static int cmd_bench_engine(int argc, char **argv)
         return rc == AS_ARGS_HELP ? 0 : rc;
     if (n_pos)
         model = pos[0];
+    const int decode_rows = context + steps + (steps + 2) * (graph_layers ? 2 : 1);
     if (!max_seq)
-        max_seq = ((context + 2 * steps + 2 > prefill ? context + 2 * steps + 2 : prefill) + 64 + 1) / 2 * 2;
+        max_seq = ((decode_rows > prefill ? decode_rows : prefill) + 64 + 1) / 2 * 2;
     if (as_engine_device_count() == 0) {
         fprintf(stderr, "attnscope bench-engine: no CUDA device\n");
         return AS_ERUNTIME;
@@ -50,9 +52,9 @@ static int cmd_bench_engine(int argc, char **argv)
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     printf("## bench-engine, %s\n\n%sattnscope %s (%s), model %s\n\ncommand: attnscope bench-engine %s --context %d "
-           "--steps %d --prefill %d%s\n\n",
+           "--steps %d --prefill %d%s%s\n\n",
            date, devs, as_version(), as_engine_build_info(), m.weights_name, model, context, steps, prefill,
-           host_select ? " --host-select" : "");
+           host_select ? " --host-select" : "", graph_layers ? " --graph-layers" : "");
     /* the chart's title: date, device and driver (the description's lines joined), version, command */
     char dev1[sizeof devs];
     memcpy(dev1, devs, sizeof dev1);
@@ -63,7 +65,8 @@ static int cmd_bench_engine(int argc, char **argv)
     snprintf(title, sizeof title, "%s; %s; attnscope %s; bench-engine %s --context %d --steps %d --prefill %d%s", date,
              dev1, as_version(), m.weights_name, context, steps, prefill, host_select ? " --host-select" : "");
     AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
-                              .json_path = json, .svg_path = svg, .title = title, .host_select = host_select};
+                              .json_path = json, .svg_path = svg, .title = title, .host_select = host_select,
+                              .graph_layers = graph_layers};
     rc = as_engine_bench(&m, &o, stdout, &err);
     as_model_free(&m);
     return rc ? as_cli_fail("bench-engine", &err) : 0;
@@ -72,9 +75,10 @@ static int cmd_bench_engine(int argc, char **argv)
 AS_COMMAND_NAMED(bench_engine, "bench-engine", cmd_bench_engine,
                  "benchmark the GPU engine (decode at a context, prefill) against the device's limits",
                  "bench-engine [MODEL] [--context N] [--steps N] [--prefill N] [--max-seq N] [--device N] [--json F]\n"
-                 "  [--svg F] [--host-select]\n"
+                 "  [--svg F] [--host-select] [--graph-layers]\n"
                  "  MODEL: a preset (default flash) or a model directory. Prints a Markdown report: decode per layer\n"
                  "  kind against the HBM floor (N profiled steps), the decode step as one CUDA graph (N + 2 steps: two\n"
                  "  captures, then replays), prefill per layer kind against cuBLAS and the tensor-core rate. --svg F: the\n"
                  "  per-layer chart (decode time against its floor, prefill time by stage). --host-select: the top-k\n"
-                 "  on the host with the reference's code instead of the device kernels.")
+                 "  on the host with the reference's code instead of the device kernels. --graph-layers: N + 2 more steps\n"
+                 "  through a graph with an event node around each layer: the graph's time per layer kind.")

@@ -213,14 +213,72 @@ static double wall_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
+/* The decode through a graph with an event node before each layer and after the last: each layer's device
+ * time inside the graph, summed per layer kind over the replays (the first two steps capture). The event
+ * nodes cut the programmatic edges between layers, so the whole runs a little slower than the graph
+ * without them (`graph_ms`, printed beside it). h0: the steps' inputs from position pos0 on. */
+static int graph_per_kind(AsEngine *e, const AsEngineBenchOptions *o, const float *h0, int pos0, const Kind *kinds,
+                          int nk, double copy_gbs, double graph_ms, FILE *md, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    const int steps = o->decode_steps + 2;
+    const AsDecodeGraphOptions go = {.layer_events = true};
+    AsDecodeGraph *g = NULL;
+    double layer_ms[AS_MAX_LAYERS] = {0}, step_ms[AS_MAX_LAYERS];
+    int timed = 0, rc;
+    AsDecodeGraphInfo gi = {0};
+    if ((rc = as_decode_graph_create(e, &go, &g, err)))
+        return rc;
+    for (int i = 0; i < steps && !rc; i++) {
+        const int captures = gi.captures;
+        rc = as_engine_decode_graph(g, h0 + (size_t)i * c->dim, pos0 + i, err);
+        as_decode_graph_info(g, &gi);
+        if (!rc && gi.captures == captures && !(rc = as_decode_graph_layer_ms(g, step_ms, err))) {
+            for (int l = 0; l < c->n_layers; l++)
+                layer_ms[l] += step_ms[l];
+            timed++;
+        }
+    }
+    as_decode_graph_destroy(g);
+    if (rc)
+        return rc;
+    if (!timed)
+        return as_err(err, AS_ERUNTIME, "decode graph with layer events: every one of %d steps captured", steps);
+    double sum = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        sum += layer_ms[l] / timed;
+    fprintf(md, "### Decode through the CUDA graph, per layer kind (event nodes between the layers; mean of %d "
+                "replays)\n\n",
+            timed);
+    fprintf(md, "| layer kind | layers | graph ms | ms a layer | floor ms | x floor |\n| --- | --- | --- | --- | --- | --- |\n");
+    for (int i = 0; i < nk; i++) {
+        double ms = 0;
+        for (int l = 0; l < c->n_layers; l++) {
+            char name[48];
+            kind_name(&c->role[l], name, sizeof name);
+            if (!strcmp(name, kinds[i].name))
+                ms += layer_ms[l] / timed;
+        }
+        const double bytes = kinds[i].bytes[AS_OP_PROJ] + kinds[i].bytes[AS_OP_ATTN] + kinds[i].bytes[AS_OP_ISCORE];
+        const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
+        fprintf(md, "| %s | %d | %.3f | %.4f | %.3f | %.2f |\n", kinds[i].name, kinds[i].layers, ms,
+                ms / kinds[i].layers, floor_ms, floor_ms > 0 ? ms / floor_ms : 0.0);
+    }
+    fprintf(md, "| **all %d layers** | %d | **%.3f** | | | |\n\n", c->n_layers, c->n_layers, sum);
+    fprintf(md, "The layers' sum here against the graph without event nodes (%.3f ms): what cutting the programmatic "
+                "edges between the layers costs.\n\n", graph_ms);
+    return 0;
+}
+
 int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, AsError *err)
 {
     const AsConfig *c = &m->cfg;
-    /* decode_steps profiled steps, then decode_steps + 2 through the graph (the first two capture) */
-    const int graph_steps = o->decode_steps + 2;
-    if (o->context + o->decode_steps + graph_steps > c->max_seq || o->prefill > c->max_seq)
+    /* decode_steps profiled steps, then decode_steps + 2 through the graph (the first two capture), and as
+     * many again through the graph with layer events (graph_layers) */
+    const int graph_steps = o->decode_steps + 2, all_graph_steps = graph_steps * (o->graph_layers ? 2 : 1);
+    if (o->context + o->decode_steps + all_graph_steps > c->max_seq || o->prefill > c->max_seq)
         return as_err(err, AS_EBADINPUT, "context %d + %d + %d steps (or prefill %d) beyond max_seq %d: pass --max-seq",
-                      o->context, o->decode_steps, graph_steps, o->prefill, c->max_seq);
+                      o->context, o->decode_steps, all_graph_steps, o->prefill, c->max_seq);
     AsEngineOptions eo = {.device = o->device, .host_select = o->host_select, .profile = true};
     const char *sel_where = o->host_select ? "host" : "device";
     AsEngine *e;
@@ -228,7 +286,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     int rc = 0;
     Limits lim = {0};
     int n = o->context > o->prefill ? o->context : o->prefill;
-    const int rows = n + o->decode_steps + graph_steps + 1;
+    const int rows = n + o->decode_steps + all_graph_steps + 1;
     float *h0 = malloc(sizeof(float) * (size_t)rows * c->dim);
     Kind *kinds = calloc(AS_MAX_LAYERS, sizeof(Kind));
     AsBenchChart *chart = calloc(1, sizeof *chart);
@@ -350,6 +408,10 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
         as_decode_graph_destroy(graph);
         graph = NULL;
     }
+    if (o->graph_layers && (rc = graph_per_kind(e, o, h0 + (size_t)(o->context + o->decode_steps + graph_steps) * c->dim,
+                                                o->context + o->decode_steps + graph_steps, kinds, nk, lim.copy_gbs,
+                                                graph_ms, md, err)))
+        goto out;
 
     /* ---- prefill ---- */
     if (o->prefill > 0) {

@@ -71,6 +71,9 @@ typedef struct AsDecodeGraph AsDecodeGraph;
 
 typedef struct {
     bool keep_layer_outs;   /* copy every layer's out aside each step (as_decode_graph_layer_outs) */
+    bool layer_events;      /* an event node before each layer and after the last (as_decode_graph_layer_ms):
+                             * the layers' boundaries lose their overlap (no programmatic edge across an event
+                             * node), so the step runs a little slower than without */
 } AsDecodeGraphOptions;
 
 typedef struct {
@@ -88,6 +91,9 @@ void as_decode_graph_destroy(AsDecodeGraph *g);
  * uncaptured step (a failing CUDA call or host node is named). */
 int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsError *err);
 void as_decode_graph_info(const AsDecodeGraph *g, AsDecodeGraphInfo *out);
+/* Every layer's device time in the last step, ms ([n_layers]; layer_events): between the event nodes
+ * around it. */
+int as_decode_graph_layer_ms(const AsDecodeGraph *g, double *ms, AsError *err);
 /* Every layer's out of the last step ([n_layers][dim]; keep_layer_outs). */
 int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err);
 /* Layer l's run in the last step, scalars and provenance only (rows_b_from, keys_from, sel_from,
@@ -107,6 +113,8 @@ typedef struct {
     const char *svg_path;   /* the per-layer chart (decode against the floor, prefill by stage), or NULL */
     const char *title;      /* the chart's title line */
     bool host_select;       /* the selection on the host (the reference's code) instead of the device */
+    bool graph_layers;      /* also decode_steps + 2 steps through a graph with event nodes between the layers:
+                             * the graph's time per layer kind */
 } AsEngineBenchOptions;
 
 int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, AsError *err);

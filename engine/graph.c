@@ -100,6 +100,8 @@ struct AsDecodeGraph {
     void *attn_ws;
     size_t attn_ws_bytes;
     unsigned *norm_ctr; /* AsCapture's */
+    cudaEvent_t lev[AS_MAX_LAYERS + 1]; /* layer_events: recorded before each layer and after the last */
+    int n_lev;
     as_bf16_t *outs;              /* [n_layers][dim] (keep_layer_outs) */
     GSelArg sel_arg[AS_MAX_LAYERS];
     GSlot slot[AS_GRAPH_SLOTS];
@@ -446,6 +448,8 @@ static int record_step(AsDecodeGraph *g, AsError *err)
     CU(err, cudaMemsetAsync(e->wk.valid, 0, sizeof(unsigned long long) * AS_MAX_LAYERS, e->st),
        "decode graph: clearing the selection counts");
     for (int l = 0; l < c->n_layers; l++) {
+        if (g->n_lev)
+            CU(err, cudaEventRecord(g->lev[l], e->st), "decode graph: the event before layer %d", l);
         TRY(as_dev_layer_forward(e, l, err));
         TRY(check_layer(g, l, err));
         if (g->outs)
@@ -453,6 +457,8 @@ static int record_step(AsDecodeGraph *g, AsError *err)
                                     cudaMemcpyDeviceToDevice, e->st),
                "decode graph: keep layer %d's out", l);
     }
+    if (g->n_lev)
+        CU(err, cudaEventRecord(g->lev[c->n_layers], e->st), "decode graph: the event after the last layer");
     TRY(check_state(g, err));
     CU(err, cudaMemcpyAsync(g->bad_h, e->wk.bad, sizeof(int) * (size_t)c->n_layers, cudaMemcpyDeviceToHost, e->st),
        "decode graph: the refusal flags to the host");
@@ -608,6 +614,8 @@ void as_decode_graph_destroy(AsDecodeGraph *g)
     cudaFree(g->dP);
     cudaFree(g->attn_ws);
     cudaFree(g->norm_ctr);
+    for (int i = 0; i < g->n_lev; i++)
+        cudaEventDestroy(g->lev[i]);
     cudaFree(g->outs);
     cudaFreeHost(g->hP);
     cudaFreeHost(g->h0_h);
@@ -665,6 +673,9 @@ int as_decode_graph_create(AsEngine *e, const AsDecodeGraphOptions *opt, AsDecod
             STEP(as_dev_malloc(&g->attn_ws, wsb), "sparse attention workspace (%zu bytes)", wsb);
         g->attn_ws_bytes = wsb;
     }
+    if (g->opt.layer_events)
+        for (; g->n_lev <= c->n_layers; g->n_lev++)
+            STEP(cudaEventCreate(&g->lev[g->n_lev]), "the event before layer %d", g->n_lev);
     STEP(as_dev_malloc((void **)&g->norm_ctr, 2 * sizeof(unsigned)), "the GEMV + RMSNorm counters");
     STEP(cudaMemset(g->norm_ctr, 0, 2 * sizeof(unsigned)), "the GEMV + RMSNorm counters");
     STEP((cudaError_t)as_k_index_scores_prepare(c->index_head_dim), "index scores kernel set-up");
@@ -815,5 +826,19 @@ int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err)
         outs[i] = as_bf16_to_f32(tmp[i]);
     free(tmp);
     CU(err, rc, "decode graph: copying the layer outs (%d x %d)", c->n_layers, c->dim);
+    return 0;
+}
+
+int as_decode_graph_layer_ms(const AsDecodeGraph *g, double *ms, AsError *err)
+{
+    const AsConfig *c = &g->e->cfg;
+    if (!g->n_lev)
+        return as_err(err, AS_EBADINPUT, "decode graph: created without layer_events");
+    CU(err, cudaEventSynchronize(g->lev[c->n_layers]), "decode graph: waiting for the last layer's event");
+    for (int l = 0; l < c->n_layers; l++) {
+        float t = 0;
+        CU(err, cudaEventElapsedTime(&t, g->lev[l], g->lev[l + 1]), "decode graph: layer %d's time", l);
+        ms[l] = t;
+    }
     return 0;
 }

@@ -68,6 +68,12 @@ int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err)
     (void)g, (void)outs;
     return no_engine(err);
 }
+
+int as_decode_graph_layer_ms(const AsDecodeGraph *g, double *ms, AsError *err)
+{
+    (void)g, (void)ms;
+    return no_engine(err);
+}
 int as_decode_graph_layer_meta(const AsDecodeGraph *g, int l, AsRun *out, AsError *err)
 {
     (void)g, (void)l, (void)out;

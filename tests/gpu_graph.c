@@ -15,6 +15,7 @@
  * prefill + 64 steps at max_seq 1024. The first difference is reported with its step, layer, buffer
  * and element, and the test stops there. */
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,8 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-static void pair_open(Pair *p, const AsModel *m, const char *inject, int rows, bool host_select)
+static void pair_open_events(Pair *p, const AsModel *m, const char *inject, int rows, bool host_select,
+                             bool layer_events)
 {
     memset(p, 0, sizeof *p);
     p->m = m;
@@ -58,13 +60,18 @@ static void pair_open(Pair *p, const AsModel *m, const char *inject, int rows, b
     AsEngineOptions eo = {.device = 0, .inject = inject, .host_select = host_select};
     REQUIRE(as_engine_create(m, &eo, &p->a, &err) == 0, "engine (uncaptured): %s", err.msg);
     REQUIRE(as_engine_create(m, &eo, &p->b, &err) == 0, "engine (graph): %s", err.msg);
-    AsDecodeGraphOptions go = {.keep_layer_outs = true};
+    AsDecodeGraphOptions go = {.keep_layer_outs = true, .layer_events = layer_events};
     REQUIRE(as_decode_graph_create(p->b, &go, &p->g, &err) == 0, "decode graph: %s", err.msg);
     p->h0 = xmalloc(sizeof(float) * (size_t)rows * p->c->dim);
     as_inputs_synthetic(1, 0, rows, p->c->dim, p->h0);
     p->outs_a = xmalloc(sizeof(float) * (size_t)p->c->n_layers * p->c->dim);
     p->outs_b = xmalloc(sizeof(float) * (size_t)p->c->n_layers * p->c->dim);
     p->meta_a = xmalloc(sizeof(AsRun) * (size_t)p->c->n_layers);
+}
+
+static void pair_open(Pair *p, const AsModel *m, const char *inject, int rows, bool host_select)
+{
+    pair_open_events(p, m, inject, rows, host_select, false);
 }
 
 static void pair_close(Pair *p)
@@ -389,6 +396,48 @@ GPU_TEST(gpu_graph_tiny_host_select)
     AsDecodeGraphInfo gi;
     as_decode_graph_info(p.g, &gi);
     CHECK(gi.hosts > 0, "tiny (host selection): no host node in the graph");
+    pair_close(&p);
+    as_test_model_free(m);
+}
+
+/* The graph with an event node around each layer (bench-engine --graph-layers): the same bits as the
+ * uncaptured decode, and a device time for every layer of every replay, positive and finite, whose sum
+ * stays within the step's. */
+GPU_TEST(gpu_graph_tiny_layer_events)
+{
+    AsModel *m = as_test_model("tiny", NULL, 7);
+    const AsConfig *c = &m->cfg;
+    Pair p;
+    pair_open_events(&p, m, NULL, 9 + 12 + 1, false, true);
+    pair_prefill(&p, 9);
+    double ms[AS_MAX_LAYERS];
+    int timed = 0;
+    for (int i = 0; i < 12; i++) {
+        bool ok = pair_decode(&p, 9 + i, 1, false);
+        CHECK(ok, "tiny with layer events: the graph and the uncaptured decode differ at position %d", 9 + i);
+        if (!ok)
+            break;
+        AsError err = {0};
+        REQUIRE(as_decode_graph_layer_ms(p.g, ms, &err) == 0, "layer times: %s", err.msg);
+        AsDecodeGraphInfo gi;
+        as_decode_graph_info(p.g, &gi);
+        double sum = 0;
+        for (int l = 0; l < c->n_layers; l++) {
+            CHECK(ms[l] > 0 && isfinite(ms[l]), "position %d, layer %d: %g ms", 9 + i, l, ms[l]);
+            sum += ms[l];
+        }
+        CHECK(sum <= gi.last_ms * 1.001 + 1e-3, "position %d: the layers' %.4f ms above the step's %.4f ms", 9 + i, sum,
+              gi.last_ms);
+        timed++;
+    }
+    as_test_note("tiny prefill 9 + 12 decode through a graph with layer events: %d steps timed, identical to the "
+                 "uncaptured ones", timed);
+    AsError err = {0};
+    AsDecodeGraph *g2 = NULL;
+    REQUIRE(as_decode_graph_create(p.a, NULL, &g2, &err) == 0, "decode graph: %s", err.msg);
+    CHECK(as_decode_graph_layer_ms(g2, ms, &err) == AS_EBADINPUT && strstr(err.msg, "layer_events"),
+          "a graph without layer events gave layer times ('%s')", err.msg);
+    as_decode_graph_destroy(g2);
     pair_close(&p);
     as_test_model_free(m);
 }
