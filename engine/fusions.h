@@ -11,11 +11,12 @@ enum {
     AS_FUSE_KV_IDX = 8,   /* a reuse layer's idx (window, shared selection, build_idx) on the kv branch */
     AS_FUSE_NORM = 16,    /* q_norm in wq_a's GEMV, the next layer's attn_norm in wo_b's (graph): the last block */
     AS_FUSE_KV_SEL = 32,  /* a compressor / indexer layer's selection on the kv branch too, the indexer once
-                           * q_norm is done: beside wq_b instead of after it (not measured yet: not default) */
+                           * q_norm is done: beside wq_b instead of after it (bf16 projections only) */
     AS_FUSE_ALL = 63,
     /* every one, each measured faster through the graph (H200, 2026-11-29, bench/RESULTS.md); oback measured
-     * 3.6% slower at 16:45 and 1.8% faster at 18:36, once the combine issued its loads together */
-    AS_FUSE_DEFAULT = AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM,
+     * 3.6% slower at 16:45 and 1.8% faster at 18:36, once the combine issued its loads together; kvsel 0.8%
+     * faster at 21:40 */
+    AS_FUSE_DEFAULT = AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM | AS_FUSE_KV_SEL,
 };
 
 /* The fusions an ATTNSCOPE_DECODE_FUSE value names: NULL or "" AS_FUSE_DEFAULT, "0" or "none" none, "1" or

@@ -448,8 +448,9 @@ static int record_step(AsDecodeGraph *g, AsError *err)
     CU(err, cudaMemsetAsync(e->wk.valid, 0, sizeof(unsigned long long) * AS_MAX_LAYERS, e->st),
        "decode graph: clearing the selection counts");
     for (int l = 0; l < c->n_layers; l++) {
-        if (g->n_lev)
-            CU(err, cudaEventRecord(g->lev[l], e->st), "decode graph: the event before layer %d", l);
+        if (g->n_lev) /* External: an event node of the graph, not a fork / join within the capture */
+            CU(err, cudaEventRecordWithFlags(g->lev[l], e->st, cudaEventRecordExternal),
+               "decode graph: the event before layer %d", l);
         TRY(as_dev_layer_forward(e, l, err));
         TRY(check_layer(g, l, err));
         if (g->outs)
@@ -458,7 +459,8 @@ static int record_step(AsDecodeGraph *g, AsError *err)
                "decode graph: keep layer %d's out", l);
     }
     if (g->n_lev)
-        CU(err, cudaEventRecord(g->lev[c->n_layers], e->st), "decode graph: the event after the last layer");
+        CU(err, cudaEventRecordWithFlags(g->lev[c->n_layers], e->st, cudaEventRecordExternal),
+           "decode graph: the event after the last layer");
     TRY(check_state(g, err));
     CU(err, cudaMemcpyAsync(g->bad_h, e->wk.bad, sizeof(int) * (size_t)c->n_layers, cudaMemcpyDeviceToHost, e->st),
        "decode graph: the refusal flags to the host");

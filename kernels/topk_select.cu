@@ -521,18 +521,20 @@ static size_t topk_smem(int n) { return topk::row_bytes(n); }
 // A row's block: 8 warps read it, scan each partition range in 8 runs and emit the set
 constexpr int kTopkThreads = 256;
 
-// The block for a launch of `rows` rows: kTopkThreads, or for more than one row (a prefill, many rows
-// in flight, where throughput counts more than one row's latency) ATTNSCOPE_TOPK_THREADS_ROWS = 32,
-// 64, 128 or 256 (read once; anything else: kTopkThreads). The selection is the same for every block
-// size (bench/emu/emu_topk.cpp with EMU_TOPK_BLOCK); an A/B switch: the block partition made the
-// prefill's selection 1.9 -> 2.6 ms and the decode's 70 us faster (bench/RESULTS.md, 20:05-20:38).
+// The block for a launch of `rows` rows: kTopkThreads for one row (a decode's: its latency counts), and
+// for more (a prefill, many rows in flight, where throughput counts) kTopkThreadsRows, or
+// ATTNSCOPE_TOPK_THREADS_ROWS = 32, 64, 128 or 256 (read once; anything else: the default). The
+// selection is the same for every block size (bench/emu/emu_topk.cpp with EMU_TOPK_BLOCK). The block
+// partition made the decode's selection 70 us faster and a 4096-token prefill's 1.9 -> 2.6 ms with
+// 256 threads; 128 brings it to 2.2 ms (H200, 2026-11-29 21:40: 256 2.6, 128 2.2, 64 2.7, 32 4.0 ms).
+constexpr int kTopkThreadsRows = 128;
 static int topk_threads(int rows)
 {
     static int many = -1;
     if (many < 0) {
         const char *v = getenv("ATTNSCOPE_TOPK_THREADS_ROWS");
         const int t = v ? atoi(v) : 0;
-        many = t == 32 || t == 64 || t == 128 || t == 256 ? t : kTopkThreads;
+        many = t == 32 || t == 64 || t == 128 || t == 256 ? t : kTopkThreadsRows;
     }
     return rows > 1 ? many : kTopkThreads;
 }

@@ -15,7 +15,10 @@
 #               resident GEMV grid (full, capped at 2 blocks an SM) and without (bench/RESULTS.md: the
 #               four together measured slower)
 #     topkrows  the prefill's selection under each block size of many-row top-k launches (an A/B)
-#     kvselab   the decode with every layer's selection on the kv branch (kvsel) against the default
+#     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM,
+#               alternated, three rounds (the decode's graph time)
+#     fusesan   memcheck and racecheck on a tiny graph with every fusion
+#     graphlayers  bench-engine --graph-layers: the graph's own time per layer kind (decode only)
 #     benchhost the same with the selection on the host (--host-select)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
@@ -143,19 +146,26 @@ for p in "$@"; do
                 say "$(grep -E '\*\*graph\*\*' "$(logf "fuse_${fz}_grid_$grid")")"
             done
         done ;;
-    kvselab)
-        # every layer's selection on the kv branch (ATTNSCOPE_DECODE_FUSE=all: kvsel on) against the default,
-        # and both with the resident GEMV grid capped at 2 blocks an SM (room for the branch's kernels beside
-        # wq_b), alternated
+    fuseab)
         need_flash
-        for v in default kvsel default kvsel; do
-            for cap in 0 2; do
-                fuse=""; [ "$v" = kvsel ] && fuse=all
-                ATTNSCOPE_DECODE_FUSE=$fuse ATTNSCOPE_GEMV_BLOCKS_PER_SM=$cap phase "kvselab_${v}_cap$cap" 120 \
+        for r in 1 2 3; do
+            for v in default nokvsel cap2; do
+                fuse= cap=0
+                case $v in nokvsel) fuse=residual,rope,oback,kvidx,norm ;; cap2) cap=2 ;; esac
+                ATTNSCOPE_DECODE_FUSE=$fuse ATTNSCOPE_GEMV_BLOCKS_PER_SM=$cap phase "fuseab_${v}_$r" 120 \
                     "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
-                grep -E "\*\*graph\*\*" "$(logf "kvselab_${v}_cap$cap")" | tee -a "$SUM"
+                echo "$v $(grep -E '\*\*graph\*\*' "$(logf "fuseab_${v}_$r")")" | tee -a "$SUM"
             done
         done ;;
+    fusesan)
+        for tool in memcheck racecheck; do
+            ATTNSCOPE_DECODE_FUSE=all AS_KTEST_SMALL=1 phase "fusesan_graph_$tool" 150 compute-sanitizer --tool "$tool" \
+                --error-exitcode 9 "$B/attnscope_tests" 'gpu_graph_tiny_mixed*'
+        done ;;
+    graphlayers)
+        need_flash
+        phase graphlayers 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0 --graph-layers
+        cat "$(logf graphlayers)" ;;
     topkrows)
         # the prefill's selection with each block size for many-row top-k launches (ATTNSCOPE_TOPK_THREADS_ROWS;
         # the decode's single rows keep 256): the prefill table's select column, alternated

@@ -347,8 +347,8 @@ GPU_TEST(gpu_graph_tiny_300_steps)
     /* five times: without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a
      * reuse layer's idx on the kv branch), with the RMSNorms in the GEMVs but not the residual (so wo_b's
      * GEMV leaves the next layer's attn_norm to its own kernel), with every layer's selection on the kv
-     * branch (kvsel: the compressor and indexer layers' too), then as the engine runs by default (o_back
-     * in the attention's combine too) in both engines; every run's layer outs equal the unfused run's; the uncaptured decode takes the by-value attention and
+     * branch (kvsel: the compressor and indexer layers' too), then as the engine runs by default (all
+     * six) in both engines; every run's layer outs equal the unfused run's; the uncaptured decode takes the by-value attention and
      * the row pipeline for o_back, so the last pass also checks the fused o_back */
     static const struct {
         const char *env, *how;
@@ -421,6 +421,8 @@ GPU_TEST(gpu_graph_tiny_layer_events)
         REQUIRE(as_decode_graph_layer_ms(p.g, ms, &err) == 0, "layer times: %s", err.msg);
         AsDecodeGraphInfo gi;
         as_decode_graph_info(p.g, &gi);
+        CHECK(gi.others >= c->n_layers + 1, "position %d: %d nodes of other kinds, fewer than the %d event nodes",
+              9 + i, gi.others, c->n_layers + 1);
         double sum = 0;
         for (int l = 0; l < c->n_layers; l++) {
             CHECK(ms[l] > 0 && isfinite(ms[l]), "position %d, layer %d: %g ms", 9 + i, l, ms[l]);

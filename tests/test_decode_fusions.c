@@ -10,8 +10,8 @@ TEST(decode_fusions_values)
         const char *v;
         unsigned want;
     } cases[] = {
-        {NULL, AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM},
-        {"", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM},
+        {NULL, AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM | AS_FUSE_KV_SEL},
+        {"", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM | AS_FUSE_KV_SEL},
         {"0", 0},
         {"none", 0},
         {"1", AS_FUSE_ALL},
@@ -20,9 +20,10 @@ TEST(decode_fusions_values)
         {"rope,oback", AS_FUSE_ROPE | AS_FUSE_OBACK},
         {"kvidx,residual,rope,oback", AS_FUSE_KV_IDX | AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK},
         {"norm", AS_FUSE_NORM},
-        {"kvidx,residual,rope,oback,norm", AS_FUSE_DEFAULT},
+        {"kvidx,residual,rope,oback,norm", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM},
         {"kvsel", AS_FUSE_KV_SEL},
         {"kvidx,residual,rope,oback,norm,kvsel", AS_FUSE_ALL},
+        {"kvsel,kvidx,residual,rope,oback,norm", AS_FUSE_DEFAULT},
         {"rope,rope", AS_FUSE_ROPE},
         {"residual,rope,kvidx", AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_KV_IDX},
     };
