@@ -522,21 +522,27 @@ static size_t topk_smem(int n) { return topk::row_bytes(n); }
 constexpr int kTopkThreads = 256;
 
 // The block for a launch of `rows` rows: kTopkThreads for one row (a decode's: its latency counts), and
-// for more (a prefill, many rows in flight, where throughput counts) kTopkThreadsRows, or
-// ATTNSCOPE_TOPK_THREADS_ROWS = 32, 64, 128 or 256 (read once; anything else: the default). The
-// selection is the same for every block size (bench/emu/emu_topk.cpp with EMU_TOPK_BLOCK). The block
-// partition made the decode's selection 70 us faster and a 4096-token prefill's 1.9 -> 2.6 ms with
-// 256 threads; 128 brings it to 2.2 ms (H200, 2026-11-29 21:40: 256 2.6, 128 2.2, 64 2.7, 32 4.0 ms).
+// for more (a prefill, many rows in flight, where throughput counts) kTopkThreadsRows. The selection is
+// the same for every block size (bench/emu/emu_topk.cpp with EMU_TOPK_BLOCK; the scratch holds the
+// counts of up to 32 warps). The block partition made the decode's selection 70 us faster and a
+// 4096-token prefill's 1.9 -> 2.6 ms with 256 threads; 128 brings it to 2.2 ms (H200, 2026-11-29
+// 21:40: 256 2.6, 128 2.2, 64 2.7, 32 4.0 ms). A/B switches, read once (anything else: the default):
+// ATTNSCOPE_TOPK_THREADS_ROWS = 32 .. 256 (many rows), ATTNSCOPE_TOPK_THREADS_ROW = 128 .. 1024 (one).
 constexpr int kTopkThreadsRows = 128;
+static int threads_env(const char *name, int lo, int hi, int def)
+{
+    const char *v = getenv(name);
+    const int t = v ? atoi(v) : 0;
+    return t >= lo && t <= hi && (t & (t - 1)) == 0 ? t : def;
+}
 static int topk_threads(int rows)
 {
-    static int many = -1;
+    static int one = -1, many = -1;
     if (many < 0) {
-        const char *v = getenv("ATTNSCOPE_TOPK_THREADS_ROWS");
-        const int t = v ? atoi(v) : 0;
-        many = t == 32 || t == 64 || t == 128 || t == 256 ? t : kTopkThreadsRows;
+        one = threads_env("ATTNSCOPE_TOPK_THREADS_ROW", 128, 1024, kTopkThreads);
+        many = threads_env("ATTNSCOPE_TOPK_THREADS_ROWS", 32, 256, kTopkThreadsRows);
     }
-    return rows > 1 ? many : kTopkThreads;
+    return rows > 1 ? many : one;
 }
 
 // Shared memory above the default 48 KiB is opted into once per kernel and device, for the widest

@@ -15,6 +15,8 @@
 #               resident GEMV grid (full, capped at 2 blocks an SM) and without (bench/RESULTS.md: the
 #               four together measured slower)
 #     topkrows  the prefill's selection under each block size of many-row top-k launches (an A/B)
+#     topkrow   the decode under each block size of one-row top-k launches (an A/B, three rounds); the
+#               fastest's size in $OUT/topkrow_best (to run the tests under it: ATTNSCOPE_TOPK_THREADS_ROW)
 #     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM,
 #               alternated, three rounds (the decode's graph time)
 #     fusesan   memcheck and racecheck on a tiny graph with every fusion
@@ -166,6 +168,24 @@ for p in "$@"; do
         need_flash
         phase graphlayers 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0 --graph-layers
         cat "$(logf graphlayers)" ;;
+    topkrow)
+        need_flash
+        : >"$LOGS/topkrow_times"
+        for r in 1 2 3; do
+            for t in 256 512 1024; do
+                ATTNSCOPE_TOPK_THREADS_ROW=$t phase "topkrow_${t}_$r" 120 "$B/attnscope" bench-engine "$FLASH" \
+                    --context 4096 --steps 20 --prefill 0
+                g=$(grep -E '\*\*graph\*\*' "$(logf "topkrow_${t}_$r")")
+                echo "$t $g" | tee -a "$SUM"
+                echo "$t $(echo "$g" | awk -F'|' '{gsub(/[* ]/, "", $3); print $3}')" >>"$LOGS/topkrow_times"
+                grep -E "^\| (r2 kv idx|r1 idx) " "$(logf "topkrow_${t}_$r")" | tee -a "$SUM"
+            done
+        done
+        # the size with the lowest median graph time
+        sort -k1,1n -k2,2g "$LOGS/topkrow_times" | awk '{a[$1] = a[$1] " " $2; n[$1]++} END {for (t in a) {
+            split(substr(a[t], 2), v, " "); print v[int((n[t] + 1) / 2)], t}}' | sort -g | head -1 | cut -d' ' -f2 \
+            >"$OUT/topkrow_best"
+        say "topkrow: fastest one-row block $(cat "$OUT/topkrow_best")" ;;
     topkrows)
         # the prefill's selection with each block size for many-row top-k launches (ATTNSCOPE_TOPK_THREADS_ROWS;
         # the decode's single rows keep 256): the prefill table's select column, alternated
