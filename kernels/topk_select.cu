@@ -186,11 +186,24 @@ __device__ void insertion_sort(const Row &r, int first, int last)
 // Every function below is called by every thread of the block (blockDim.x a multiple of 32, at most
 // 1024); a block of one warp runs them as the warp alone.
 
-// Warp w of the block takes the w-th of blockDim.x / 32 contiguous runs of whole 32-column groups
-// of [lo, hi): [*c0, *c1).
-__device__ __forceinline__ void warp_run(int lo, int hi, int *c0, int *c1)
+// Who runs a partition: the whole block, or its first warp alone (a short range: the block's barriers
+// would cost more than its warps save). Every member calls the functions below.
+struct BlockTeam {
+    __device__ __forceinline__ int tid() const { return threadIdx.x; }
+    __device__ __forceinline__ int size() const { return blockDim.x; }
+    __device__ __forceinline__ void sync() const { __syncthreads(); }
+};
+struct WarpTeam { // warp 0
+    __device__ __forceinline__ int tid() const { return threadIdx.x; }
+    __device__ __forceinline__ int size() const { return 32; }
+    __device__ __forceinline__ void sync() const { __syncwarp(); }
+};
+
+// Warp w of the team takes the w-th of its size / 32 contiguous runs of whole 32-column groups of
+// [lo, hi): [*c0, *c1).
+template <class Team> __device__ __forceinline__ void warp_run(Team tm, int lo, int hi, int *c0, int *c1)
 {
-    const int nw = blockDim.x >> 5, w = threadIdx.x >> 5;
+    const int nw = tm.size() >> 5, w = tm.tid() >> 5;
     const int per = ((hi - lo + 31) / 32 + nw - 1) / nw * 32;
     *c0 = min(hi, lo + w * per);
     *c1 = min(hi, *c0 + per);
@@ -228,18 +241,18 @@ __device__ __forceinline__ int2 rank_stoppers(const Row &r, int c0, int c1, floa
 // A = r.pa[0..ta) and the right stoppers r.pb[0..tb) both in rising position order (B[m] is
 // pb[tb - 1 - m]). Each warp counts its run's stoppers, the runs' offsets are summed in warp order,
 // then each warp writes its run's positions from its offsets: the lists a single scan would write.
-__device__ int block_partition(const Row &r, int lo, int hi, float P)
+template <class Team> __device__ int team_partition(Team tm, const Row &r, int lo, int hi, float P)
 {
     int *cnt_a = r.scratch, *cnt_b = r.scratch + 32;
-    const int tid = threadIdx.x, w = tid >> 5, nw = blockDim.x >> 5;
+    const int tid = tm.tid(), w = tid >> 5, nw = tm.size() >> 5;
     int c0, c1;
-    warp_run(lo, hi, &c0, &c1);
+    warp_run(tm, lo, hi, &c0, &c1);
     const int2 n = rank_stoppers(r, c0, c1, P, 0, 0, [](int, int, int) {});
     if ((tid & 31) == 0) {
         cnt_a[w] = n.x;
         cnt_b[w] = n.y;
     }
-    __syncthreads();
+    tm.sync();
     int oa = 0, ob = 0, ta = 0, tb = 0;
     for (int v = 0; v < nw; v++) {
         if (v < w) {
@@ -255,7 +268,7 @@ __device__ int block_partition(const Row &r, int lo, int hi, float P)
         if (rb >= 0)
             r.pb[rb] = (uint16_t)i;
     });
-    __syncthreads(); // (also: cnt_a / cnt_b are read before the next partition writes them)
+    tm.sync(); // (also: cnt_a / cnt_b are read before the next partition writes them)
     // m*: the leading passes whose stoppers have not crossed (A rises, B falls: a prefix)
     int m0 = 0, m1 = min(ta, tb);
     while (m0 < m1) {
@@ -269,45 +282,60 @@ __device__ int block_partition(const Row &r, int lo, int hi, float P)
     int cut = ms < ta ? (int)r.pa[ms] : INT_MAX;
     if (ms > 0 && (int)r.pb[tb - ms] < cut) // B[ms - 1]
         cut = r.pb[tb - ms];
-    for (int m = tid; m < ms; m += blockDim.x) // (the swaps move v / ix, never pa / pb)
+    for (int m = tid; m < ms; m += tm.size()) // (the swaps move v / ix, never pa / pb)
         swap_at(r, r.pa[m], r.pb[tb - 1 - m]);
-    __syncthreads();
+    tm.sync();
     return cut;
 }
 
-// std::nth_element(first, first + nth, first + n, comp): introselect.
-__device__ void block_nth_element(const Row &r, int n, int nth)
+// std::nth_element(first, first + nth, first + n, comp): introselect, its loop while the range is
+// longer than `stop` (3 for the whole loop); false when it stopped there, true when it ended (the
+// depth limit's heap_select).
+template <class Team>
+__device__ bool team_introselect(Team tm, const Row &r, int &first, int &last, int &depth, int nth, int stop)
 {
     const bool t0 = threadIdx.x == 0;
-    int first = 0, last = n;
-    int depth = 2 * (31 - __clz(n));
-    while (last - first > 3) {
+    while (last - first > stop) {
         if (depth == 0) {
             if (t0) {
                 heap_select(r, first, nth + 1, last);
                 swap_at(r, first, nth);
             }
-            __syncthreads();
-            return;
+            tm.sync();
+            return true;
         }
         --depth;
         if (t0)
             move_median_to_first(r, first, first + 1, first + (last - first) / 2, last - 1);
-        __syncthreads();
-        const int cut = block_partition(r, first + 1, last, r.v[first]);
+        tm.sync();
+        const int cut = team_partition(tm, r, first + 1, last, r.v[first]);
         if (cut <= nth)
             first = cut;
         else
             last = cut;
     }
-    if (t0)
-        insertion_sort(r, first, last);
+    return false;
+}
+
+// The block partitions ranges longer than warp_range, its first warp the shorter ones (the same
+// moves in the same order either way: the same set and order as one thread would leave).
+__device__ void block_nth_element(const Row &r, int n, int nth, int warp_range)
+{
+    int first = 0, last = n;
+    int depth = 2 * (31 - __clz(n));
+    const int stop = warp_range > 3 ? warp_range : 3;
+    if (team_introselect(BlockTeam{}, r, first, last, depth, nth, stop))
+        return;
+    if (threadIdx.x < 32) {
+        if (!team_introselect(WarpTeam{}, r, first, last, depth, nth, 3) && threadIdx.x == 0)
+            insertion_sort(r, first, last);
+    }
     __syncthreads();
 }
 
 // Leaves torch's index set in r.ix[0..k) (k <= n) and counts, into stats, the row and whether its
 // k-th value is tied across the cut (the case only the exact emulation decides).
-__device__ void block_torch_topk(const Row &r, int n, int k, unsigned long long *stats)
+__device__ void block_torch_topk(const Row &r, int n, int k, int warp_range, unsigned long long *stats)
 {
     int &ge_all = r.scratch[64];
     if (k <= 0 || k >= n)
@@ -318,7 +346,7 @@ __device__ void block_torch_topk(const Row &r, int n, int k, unsigned long long 
             heap_select(r, 0, k, n); // partial_sort's sort_heap orders the set, it does not change it
         __syncthreads();
     } else {
-        block_nth_element(r, n, k - 1);
+        block_nth_element(r, n, k - 1, warp_range);
     }
     if (stats) {
         const float T = partial ? r.v[0] : r.v[k - 1]; // the k-th in comp order
@@ -362,7 +390,7 @@ __device__ void block_emit_set(const Row &r, int n, int k, Emit emit)
     }
     __syncthreads();
     int c0, c1;
-    warp_run(0, n, &c0, &c1);
+    warp_run(BlockTeam{}, 0, n, &c0, &c1);
     int mine = 0;
     for (int i = c0 + lane; i < c1; i += 32)
         mine += flag[i] != 0;
@@ -390,7 +418,8 @@ __device__ __forceinline__ float load_value(const uint16_t *p) { return as_d_bf1
 } // namespace topk
 
 // Generic rows (the fixtures' f32 values, tests): set[t][0..k) = torch's set of row t, ascending.
-__global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, unsigned long long *stats)
+__global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, int warp_range,
+                                 unsigned long long *stats)
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
@@ -402,7 +431,7 @@ __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, uns
     }
     __syncthreads();
     const int kk = k < n ? k : n;
-    topk::block_torch_topk(r, n, kk, stats);
+    topk::block_torch_topk(r, n, kk, warp_range, stats);
     int32_t *out = set + (int64_t)t * k;
     topk::block_emit_set(r, n, kk, [&](int j, int p) { out[j] = p; });
 }
@@ -415,7 +444,7 @@ __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, uns
 // / k_d when given (the decode graph's step parameters), else by value.
 __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const int32_t *width_d, int k,
                                   const int32_t *k_d, int ratio, int prefill, const uint8_t *cand, int64_t cand_ld,
-                                  int offset, int32_t *sel, int64_t ldsel, int32_t *sel2,
+                                  int offset, int32_t *sel, int64_t ldsel, int32_t *sel2, int warp_range,
                                   unsigned long long *stats)
 {
     as_d_pdl_wait();
@@ -457,7 +486,7 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
         }
     }
     __syncthreads();
-    topk::block_torch_topk(r, n, k, stats);
+    topk::block_torch_topk(r, n, k, warp_range, stats);
     const int clen = prefill ? (t + 1) / ratio : width;
     int32_t *o1 = sel + (int64_t)t * ldsel;
     int32_t *o2 = sel2 ? sel2 + (int64_t)t * ldsel : nullptr;
@@ -475,7 +504,7 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
 // t (stride mask_ld) marks every column of a kept block.
 __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int width, const int32_t *width_d,
                                         int ratio, int prefill, int bs, int topk_blocks, uint8_t *mask,
-                                        int64_t mask_ld, unsigned long long *stats)
+                                        int64_t mask_ld, int warp_range, unsigned long long *stats)
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
@@ -504,7 +533,7 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
         r.ix[b] = (uint16_t)b;
     }
     __syncthreads();
-    topk::block_torch_topk(r, nb, kb, stats);
+    topk::block_torch_topk(r, nb, kb, warp_range, stats);
     uint16_t *kept = r.pa; // the set's flags, indexed by block
     topk::block_emit_set(r, nb, kb, [](int, int) {});
     uint8_t *mrow = mask + (int64_t)t * mask_ld;
@@ -523,26 +552,40 @@ constexpr int kTopkThreads = 256;
 
 // The block for a launch of `rows` rows: kTopkThreads for one row (a decode's: its latency counts), and
 // for more (a prefill, many rows in flight, where throughput counts) kTopkThreadsRows. The selection is
-// the same for every block size (bench/emu/emu_topk.cpp with EMU_TOPK_BLOCK; the scratch holds the
-// counts of up to 32 warps). The block partition made the decode's selection 70 us faster and a
-// 4096-token prefill's 1.9 -> 2.6 ms with 256 threads; 128 brings it to 2.2 ms (H200, 2026-11-29
-// 21:40: 256 2.6, 128 2.2, 64 2.7, 32 4.0 ms). A/B switches, read once (anything else: the default):
-// ATTNSCOPE_TOPK_THREADS_ROWS = 32 .. 256 (many rows), ATTNSCOPE_TOPK_THREADS_ROW = 128 .. 1024 (one).
+// the same for every block size (bench/emu/emu_topk.cpp with EMU_TOPK_BLOCK = 32 .. 256). H200,
+// 2026-11-29: a 4096-token prefill's selection with 256 threads 2.6 ms, 128 2.2, 64 2.7, 32 4.0 (21:40);
+// a decode's one row with 256 threads 25 us an index layer, 128 28, 512 28, 1024 40 (22:03, 22:05).
+// A/B switches, read once (anything else: the default): ATTNSCOPE_TOPK_THREADS_ROWS (many rows) and
+// ATTNSCOPE_TOPK_THREADS_ROW (one), each 32, 64, 128 or 256.
 constexpr int kTopkThreadsRows = 128;
-static int threads_env(const char *name, int lo, int hi, int def)
+static int threads_env(const char *name, int def)
 {
     const char *v = getenv(name);
     const int t = v ? atoi(v) : 0;
-    return t >= lo && t <= hi && (t & (t - 1)) == 0 ? t : def;
+    return t == 32 || t == 64 || t == 128 || t == 256 ? t : def;
 }
 static int topk_threads(int rows)
 {
     static int one = -1, many = -1;
     if (many < 0) {
-        one = threads_env("ATTNSCOPE_TOPK_THREADS_ROW", 128, 1024, kTopkThreads);
-        many = threads_env("ATTNSCOPE_TOPK_THREADS_ROWS", 32, 256, kTopkThreadsRows);
+        one = threads_env("ATTNSCOPE_TOPK_THREADS_ROW", kTopkThreads);
+        many = threads_env("ATTNSCOPE_TOPK_THREADS_ROWS", kTopkThreadsRows);
     }
     return rows > 1 ? many : one;
+}
+
+// The longest range introselect leaves to one warp (the block partitions the longer ones; the same
+// set either way): kTopkWarpRange, or ATTNSCOPE_TOPK_WARP_RANGE (0: the block throughout), read once.
+constexpr int kTopkWarpRange = 256;
+static int topk_warp_range()
+{
+    static int wr = -1;
+    if (wr < 0) {
+        const char *v = getenv("ATTNSCOPE_TOPK_WARP_RANGE");
+        const int t = v ? atoi(v) : -1;
+        wr = t >= 0 && t <= AS_TOPK_MAX_WIDTH ? t : kTopkWarpRange;
+    }
+    return wr;
 }
 
 // Shared memory above the default 48 KiB is opted into once per kernel and device, for the widest
@@ -565,7 +608,7 @@ extern "C" int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *s
     int rc = topk_allow_smem<topk_rows_kernel>(smem);
     if (rc)
         return rc;
-    as_launch(topk_rows_kernel, rows, topk_threads(rows), smem, st, v, n, k, set, stats);
+    as_launch(topk_rows_kernel, rows, topk_threads(rows), smem, st, v, n, k, set, topk_warp_range(), stats);
     return AS_LAUNCH_RESULT();
 }
 
@@ -583,7 +626,7 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
     if (rc)
         return rc;
     as_launch(index_topk_kernel, a->s, topk_threads(a->s), smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
-              a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2,
+              a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2, topk_warp_range(),
               a->stats);
     return AS_LAUNCH_RESULT();
 }
@@ -602,7 +645,7 @@ extern "C" int as_k_candidate_blocks(const AsCandLaunch *a, cudaStream_t st)
     if (rc)
         return rc;
     as_launch(candidate_blocks_kernel, a->s, topk_threads(a->s), smem, st, a->score, a->ld, a->width, a->width_d, a->ratio, a->prefill,
-              a->bs, a->topk_blocks, a->mask, a->mask_ld, a->stats);
+              a->bs, a->topk_blocks, a->mask, a->mask_ld, topk_warp_range(), a->stats);
     return AS_LAUNCH_RESULT();
 }
 #endif // AS_EMU

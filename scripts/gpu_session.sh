@@ -17,6 +17,8 @@
 #     topkrows  the prefill's selection under each block size of many-row top-k launches (an A/B)
 #     topkrow   the decode under each block size of one-row top-k launches (an A/B, three rounds); the
 #               fastest's size in $OUT/topkrow_best (to run the tests under it: ATTNSCOPE_TOPK_THREADS_ROW)
+#     warprange the decode under each ATTNSCOPE_TOPK_WARP_RANGE (the longest range introselect leaves to one
+#               warp; three rounds); the fastest in $OUT/warprange_best
 #     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM,
 #               alternated, three rounds (the decode's graph time)
 #     fusesan   memcheck and racecheck on a tiny graph with every fusion
@@ -99,6 +101,28 @@ sanitized() {
             "$B/attnscope_tests" "$@"
     done
 }
+# envab NAME VAR VALUE...: the decode through the graph under each value of VAR, alternated, three rounds
+# (with the index layers' rows of the profile); the value with the lowest median graph time in $OUT/NAME_best
+envab() {
+    local name=$1 var=$2 r v g
+    shift 2
+    need_flash
+    : >"$LOGS/${name}_times"
+    for r in 1 2 3; do
+        for v in "$@"; do
+            env "$var=$v" "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0 \
+                >"$LOGS/${name}_${v}_$r.log" 2>&1
+            g=$(grep -E '\*\*graph\*\*' "$LOGS/${name}_${v}_$r.log")
+            say "$name $v $g"
+            grep -E "^\| (r2 kv idx|r1 idx) " "$LOGS/${name}_${v}_$r.log" | tee -a "$SUM"
+            echo "$v $(echo "$g" | awk -F'|' '{gsub(/[* ]/, "", $3); print $3}')" >>"$LOGS/${name}_times"
+        done
+    done
+    sort -k1,1n -k2,2g "$LOGS/${name}_times" | awk '{a[$1] = a[$1] " " $2; n[$1]++} END {for (t in a) {
+        split(substr(a[t], 2), v, " "); print v[int((n[t] + 1) / 2)], t}}' | sort -g | head -1 | cut -d' ' -f2 \
+        >"$OUT/${name}_best"
+    say "$name: fastest $var=$(cat "$OUT/${name}_best")"
+}
 need_flash() {
     [ -f "$FLASH/model.safetensors" ] || phase gen_flash 150 "$B/attnscope" gen --preset flash --seed 1 -o "$FLASH"
 }
@@ -168,24 +192,8 @@ for p in "$@"; do
         need_flash
         phase graphlayers 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0 --graph-layers
         cat "$(logf graphlayers)" ;;
-    topkrow)
-        need_flash
-        : >"$LOGS/topkrow_times"
-        for r in 1 2 3; do
-            for t in 256 512 1024; do
-                ATTNSCOPE_TOPK_THREADS_ROW=$t phase "topkrow_${t}_$r" 120 "$B/attnscope" bench-engine "$FLASH" \
-                    --context 4096 --steps 20 --prefill 0
-                g=$(grep -E '\*\*graph\*\*' "$(logf "topkrow_${t}_$r")")
-                echo "$t $g" | tee -a "$SUM"
-                echo "$t $(echo "$g" | awk -F'|' '{gsub(/[* ]/, "", $3); print $3}')" >>"$LOGS/topkrow_times"
-                grep -E "^\| (r2 kv idx|r1 idx) " "$(logf "topkrow_${t}_$r")" | tee -a "$SUM"
-            done
-        done
-        # the size with the lowest median graph time
-        sort -k1,1n -k2,2g "$LOGS/topkrow_times" | awk '{a[$1] = a[$1] " " $2; n[$1]++} END {for (t in a) {
-            split(substr(a[t], 2), v, " "); print v[int((n[t] + 1) / 2)], t}}' | sort -g | head -1 | cut -d' ' -f2 \
-            >"$OUT/topkrow_best"
-        say "topkrow: fastest one-row block $(cat "$OUT/topkrow_best")" ;;
+    topkrow) envab topkrow ATTNSCOPE_TOPK_THREADS_ROW 256 128 64 ;;
+    warprange) envab warprange ATTNSCOPE_TOPK_WARP_RANGE 256 0 128 512 ;;
     topkrows)
         # the prefill's selection with each block size for many-row top-k launches (ATTNSCOPE_TOPK_THREADS_ROWS;
         # the decode's single rows keep 256): the prefill table's select column, alternated

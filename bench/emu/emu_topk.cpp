@@ -23,6 +23,9 @@ extern "C" {
 static int g_fail, g_cases;
 // the launchers' block (kTopkThreads, host side of topk_select.cu), or EMU_TOPK_BLOCK (32: one warp)
 static const unsigned kBlock = getenv("EMU_TOPK_BLOCK") ? (unsigned)atoi(getenv("EMU_TOPK_BLOCK")) : 256;
+// the longest range introselect leaves to the first warp (the launchers' kTopkWarpRange, 256), or
+// EMU_TOPK_WARP_RANGE (0: the block throughout)
+static const int kWarpRange = getenv("EMU_TOPK_WARP_RANGE") ? atoi(getenv("EMU_TOPK_WARP_RANGE")) : 256;
 static unsigned long long g_stats[3];
 
 enum Dist { DISTINCT, NARROW_BF16, MASKED, WITH_NAN, ALL_EQUAL, SORTED_UP, SORTED_DOWN, NDIST };
@@ -55,7 +58,7 @@ static void check_rows(int n, int k, Dist d, int rows)
             v[(size_t)t * n + i] = one[i];
     }
     std::vector<int32_t> got((size_t)rows * (k > 0 ? k : 1), -9), want(k > 0 ? k : 1);
-    emu::launch(dim3((unsigned)rows), dim3(kBlock), [&] { topk_rows_kernel(v.data(), n, k, got.data(), g_stats); });
+    emu::launch(dim3((unsigned)rows), dim3(kBlock), [&] { topk_rows_kernel(v.data(), n, k, got.data(), kWarpRange, g_stats); });
     for (int t = 0; t < rows; t++) {
         g_cases++;
         as_topk_torch_set(v.data() + (size_t)t * n, n, k, want.data(), nullptr);
@@ -93,7 +96,7 @@ static void check_index(int s, int width, int k, int ratio, bool prefill, bool m
     emu::launch(dim3((unsigned)s), dim3(kBlock), [&] {
         index_topk_kernel(score.data(), width, dev ? -7 : width, dev ? &width_d : nullptr, dev ? -7 : k,
                           dev ? &k_d : nullptr, ratio, prefill, masked ? cand.data() : nullptr, width, offset,
-                          got.data(), k, got2.data(), g_stats);
+                          got.data(), k, got2.data(), kWarpRange, g_stats);
     });
     as_index_topk(ref.data(), s, width, k, clens.data(), offset, want.data());
     g_cases++;
@@ -129,7 +132,7 @@ static void check_cand(int s, int width, int ratio, bool prefill, int bs, int to
     std::vector<uint8_t> got((size_t)s * width, 7), want((size_t)s * width);
     emu::launch(dim3((unsigned)s), dim3(kBlock), [&] {
         candidate_blocks_kernel(score.data(), width, width, nullptr, ratio, prefill, bs, topk_blocks, got.data(), width,
-                                nullptr);
+                                kWarpRange, nullptr);
     });
     as_select_candidate_blocks(f.data(), s, width, clens.data(), bs, topk_blocks, want.data());
     g_cases++;
