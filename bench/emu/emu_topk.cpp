@@ -23,9 +23,9 @@ extern "C" {
 static int g_fail, g_cases;
 // the launchers' block (kTopkThreads, host side of topk_select.cu), or EMU_TOPK_BLOCK (32: one warp)
 static const unsigned kBlock = getenv("EMU_TOPK_BLOCK") ? (unsigned)atoi(getenv("EMU_TOPK_BLOCK")) : 256;
-// the longest range introselect leaves to the first warp (the launchers' kTopkWarpRange, 256), or
+// the longest range introselect leaves to the first warp (the launchers' kTopkWarpRange, 128), or
 // EMU_TOPK_WARP_RANGE (0: the block throughout)
-static const int kWarpRange = getenv("EMU_TOPK_WARP_RANGE") ? atoi(getenv("EMU_TOPK_WARP_RANGE")) : 256;
+static const int kWarpRange = getenv("EMU_TOPK_WARP_RANGE") ? atoi(getenv("EMU_TOPK_WARP_RANGE")) : 128;
 static unsigned long long g_stats[3];
 
 enum Dist { DISTINCT, NARROW_BF16, MASKED, WITH_NAN, ALL_EQUAL, SORTED_UP, SORTED_DOWN, NDIST };
