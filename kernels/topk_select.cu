@@ -183,8 +183,8 @@ __device__ void insertion_sort(const Row &r, int first, int last)
 }
 
 // ---- the block: __unguarded_partition(lo, hi, pivot value P) in closed form ----
-// Every function below is called by every thread of the block (blockDim.x a multiple of 32, at most
-// 1024); a block of one warp runs them as the warp alone.
+// Every function below is called by every member of a team: every thread of the block (blockDim.x a
+// multiple of 32, at most 1024: the scratch counts 32 warps), or its first warp alone.
 
 // Who runs a partition: the whole block, or its first warp alone (a short range: the block's barriers
 // would cost more than its warps save). Every member calls the functions below.
@@ -566,11 +566,8 @@ static int threads_env(const char *name, int def)
 }
 static int topk_threads(int rows)
 {
-    static int one = -1, many = -1;
-    if (many < 0) {
-        one = threads_env("ATTNSCOPE_TOPK_THREADS_ROW", kTopkThreads);
-        many = threads_env("ATTNSCOPE_TOPK_THREADS_ROWS", kTopkThreadsRows);
-    }
+    static const int one = threads_env("ATTNSCOPE_TOPK_THREADS_ROW", kTopkThreads); // (once, thread-safe)
+    static const int many = threads_env("ATTNSCOPE_TOPK_THREADS_ROWS", kTopkThreadsRows);
     return rows > 1 ? many : one;
 }
 
@@ -579,14 +576,15 @@ static int topk_threads(int rows)
 // H200, 2026-11-29 22:16, decode graph medians of three alternated rounds: 0 3.890 ms, 128 3.874, 256
 // 3.877, 512 3.882 (an index layer's selection ~2 us shorter than with the block throughout).
 constexpr int kTopkWarpRange = 128;
+static int warp_range_env()
+{
+    const char *v = getenv("ATTNSCOPE_TOPK_WARP_RANGE");
+    const int t = v ? atoi(v) : -1;
+    return t >= 0 && t <= AS_TOPK_MAX_WIDTH ? t : kTopkWarpRange;
+}
 static int topk_warp_range()
 {
-    static int wr = -1;
-    if (wr < 0) {
-        const char *v = getenv("ATTNSCOPE_TOPK_WARP_RANGE");
-        const int t = v ? atoi(v) : -1;
-        wr = t >= 0 && t <= AS_TOPK_MAX_WIDTH ? t : kTopkWarpRange;
-    }
+    static const int wr = warp_range_env();
     return wr;
 }
 
