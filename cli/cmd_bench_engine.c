@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "driver/driver.h"
 #include "engine/engine.h"
+#include "engine/switches.h"
 #include "model/version.h"
 
 static int cmd_bench_engine(int argc, char **argv)
@@ -51,10 +52,13 @@ static int cmd_bench_engine(int argc, char **argv)
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    char sw[1024];
+    const int n_sw = as_engine_switches_set(sw, sizeof sw);
     printf("## bench-engine, %s\n\n%sattnscope %s (%s), model %s\n\ncommand: attnscope bench-engine %s --context %d "
-           "--steps %d --prefill %d%s%s\n\n",
+           "--steps %d --prefill %d%s%s\n\nswitches: %s\n\n",
            date, devs, as_version(), as_engine_build_info(), m.weights_name, model, context, steps, prefill,
-           host_select ? " --host-select" : "", graph_layers ? " --graph-layers" : "");
+           host_select ? " --host-select" : "", graph_layers ? " --graph-layers" : "",
+           n_sw ? sw : "none set (the defaults)");
     /* the chart's title: date, device and driver (the description's lines joined), version, command */
     char dev1[sizeof devs];
     memcpy(dev1, devs, sizeof dev1);
@@ -62,11 +66,12 @@ static int cmd_bench_engine(int argc, char **argv)
         if (*p == '\n')
             *p = p[1] ? ';' : '\0';
     char title[3072];
-    snprintf(title, sizeof title, "%s; %s; attnscope %s; bench-engine %s --context %d --steps %d --prefill %d%s", date,
-             dev1, as_version(), m.weights_name, context, steps, prefill, host_select ? " --host-select" : "");
+    snprintf(title, sizeof title, "%s; %s; attnscope %s; bench-engine %s --context %d --steps %d --prefill %d%s%s%s",
+             date, dev1, as_version(), m.weights_name, context, steps, prefill, host_select ? " --host-select" : "",
+             n_sw ? "; " : "", n_sw ? sw : "");
     AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
                               .json_path = json, .svg_path = svg, .title = title, .host_select = host_select,
-                              .graph_layers = graph_layers};
+                              .graph_layers = graph_layers, .switches = sw};
     rc = as_engine_bench(&m, &o, stdout, &err);
     as_model_free(&m);
     return rc ? as_cli_fail("bench-engine", &err) : 0;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "engine/bench_chart.h"
+#include "engine/bench_json.h"
 #include "engine/check.h"
 #include "engine/internal.h"
 #include "model/inputs.h"
@@ -285,6 +286,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     TRY(as_engine_create(m, &eo, &e, err));
     int rc = 0;
     Limits lim = {0};
+    AsBenchFigures fig = {0};
     int n = o->context > o->prefill ? o->context : o->prefill;
     const int rows = n + o->decode_steps + all_graph_steps + 1;
     float *h0 = malloc(sizeof(float) * (size_t)rows * c->dim);
@@ -471,19 +473,25 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                 lim.gemm_tflops, isc_tf, 100.0 * isc_tf / lim.gemm_tflops, prefill_wall);
         if (!o->host_select)
             sel_note(md, "prefill", sel1, sel2);
-        if (o->json_path) {
-            FILE *j = fopen(o->json_path, "w");
-            if (j) {
-                fprintf(j, "{\"copy_gbs\": %.1f, \"gemm_tflops\": %.1f, \"decode_ms\": %.4f, \"decode_wall_ms\": %.4f, "
-                           "\"decode_floor_ms\": %.4f, \"decode_graph_ms\": %.4f, \"decode_graph_wall_ms\": %.4f, "
-                           "\"graph_nodes\": %d, \"graph_kernels\": %d, \"graph_host_nodes\": %d, "
-                           "\"prefill_ms\": %.3f, \"proj_tflops\": %.1f, \"proj_alone_tflops\": %.1f, "
-                           "\"attn_tflops\": %.1f, \"iscore_tflops\": %.1f}\n",
-                        lim.copy_gbs, lim.gemm_tflops, tot_ms, step_wall, floor_ms, graph_ms, graph_wall, gi.nodes,
-                        gi.kernels, gi.hosts, T[AS_OP_LAYER], proj_tf, alone_tflops, attn_tf, isc_tf);
-                fclose(j);
-            }
-        }
+        fig.prefill_ms = T[AS_OP_LAYER];
+        fig.proj_tflops = proj_tf;
+        fig.proj_alone_tflops = alone_tflops;
+        fig.attn_tflops = attn_tf;
+        fig.iscore_tflops = isc_tf;
+    }
+    if (o->json_path) {
+        fig.copy_gbs = lim.copy_gbs;
+        fig.gemm_tflops = lim.gemm_tflops;
+        fig.decode_ms = tot_ms;
+        fig.decode_wall_ms = step_wall;
+        fig.decode_floor_ms = floor_ms;
+        fig.decode_graph_ms = graph_ms;
+        fig.decode_graph_wall_ms = graph_wall;
+        fig.graph_nodes = gi.nodes;
+        fig.graph_kernels = gi.kernels;
+        fig.graph_host_nodes = gi.hosts;
+        if ((rc = as_bench_json_write(o->json_path, &fig, o->switches, err)))
+            goto out;
     }
     if (o->svg_path && !rc) {
         char tmp[1100];

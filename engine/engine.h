@@ -103,7 +103,8 @@ int as_decode_graph_layer_meta(const AsDecodeGraph *g, int l, AsRun *out, AsErro
 
 /* The benchmark of issue 4/8 (`attnscope bench-engine`): decode at `context` tokens and a
  * prefill of `prefill` tokens, per layer kind, against the device's measured limits. Writes a
- * Markdown table to md (and the figures as JSON to json_path when non-NULL). */
+ * Markdown table to md (and the figures as JSON to json_path when non-NULL, written atomically; an
+ * error when it cannot be written). */
 typedef struct {
     int device;
     int context;        /* decode context (a prefill of this many tokens first) */
@@ -115,6 +116,7 @@ typedef struct {
     bool host_select;       /* the selection on the host (the reference's code) instead of the device */
     bool graph_layers;      /* also decode_steps + 2 steps through a graph with event nodes between the layers:
                              * the graph's time per layer kind */
+    const char *switches;   /* the ATTNSCOPE_* switches set (engine/switches.h), for the JSON; NULL: none */
 } AsEngineBenchOptions;
 
 int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, AsError *err);

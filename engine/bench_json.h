@@ -1,0 +1,18 @@
+/* bench-engine's figures as one JSON object (--json), for scripts and the record in bench/. Host code,
+ * in every build (tests/test_bench_json.c). */
+#pragma once
+
+#include "model/errors.h"
+
+typedef struct {
+    double copy_gbs, gemm_tflops;                     /* the device's limits measured in the run */
+    double decode_ms, decode_wall_ms, decode_floor_ms; /* uncaptured, profiled; the HBM floor */
+    double decode_graph_ms, decode_graph_wall_ms;      /* through the CUDA graph */
+    int graph_nodes, graph_kernels, graph_host_nodes;
+    double prefill_ms, proj_tflops, proj_alone_tflops, attn_tflops, iscore_tflops; /* 0: no prefill run */
+} AsBenchFigures;
+
+/* Writes f and the switches line (engine/switches.h: no quote, backslash or control byte; NULL: "") to
+ * path through a temporary file renamed into place, so a reader never sees half of it; AS_ERUNTIME
+ * with the path when it cannot (the temporary removed). */
+int as_bench_json_write(const char *path, const AsBenchFigures *f, const char *switches, AsError *err);

@@ -1,0 +1,93 @@
+/* engine/bench_json.c: bench-engine's --json, every figure and the switches, written atomically. */
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/bench_json.h"
+#include "tests/harness.h"
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    static char buf[4096];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static double num(const cJSON *j, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1e300;
+}
+
+TEST(bench_json_every_figure)
+{
+    const AsBenchFigures f = {.copy_gbs = 4264.1, .gemm_tflops = 799.2, .decode_ms = 6.8915, .decode_wall_ms = 8.2049,
+                              .decode_floor_ms = 2.4221, .decode_graph_ms = 3.8764, .decode_graph_wall_ms = 3.8921,
+                              .graph_nodes = 471, .graph_kernels = 436, .graph_host_nodes = 0, .prefill_ms = 146.312,
+                              .proj_tflops = 746.3, .proj_alone_tflops = 768.4, .attn_tflops = 404.2,
+                              .iscore_tflops = 440.1};
+    char path[600], tmp[610];
+    snprintf(path, sizeof path, "%s/bench.json", as_test_tmpdir());
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *old = fopen(path, "w"); /* an earlier file is replaced whole */
+    REQUIRE(old, "cannot create %s", path);
+    fputs("{\"stale\": true, \"padding\": \"..........................................................\"}\n", old);
+    fclose(old);
+    AsError err = {0};
+    REQUIRE(as_bench_json_write(path, &f, "ATTNSCOPE_TOPK_WARP_RANGE=128", &err) == 0, "write: %s", err.msg);
+    CHECK(access(tmp, F_OK) != 0, "the temporary file is left behind");
+    cJSON *j = cJSON_Parse(slurp(path));
+    REQUIRE(j, "not JSON: %s", slurp(path));
+    CHECK(!cJSON_GetObjectItemCaseSensitive(j, "stale"), "the old file's content survived");
+    static const struct {
+        const char *key;
+        double want;
+    } fields[] = {{"copy_gbs", 4264.1},         {"gemm_tflops", 799.2},       {"decode_ms", 6.8915},
+                  {"decode_wall_ms", 8.2049},   {"decode_floor_ms", 2.4221},  {"decode_graph_ms", 3.8764},
+                  {"decode_graph_wall_ms", 3.8921}, {"graph_nodes", 471},     {"graph_kernels", 436},
+                  {"graph_host_nodes", 0},      {"prefill_ms", 146.312},      {"proj_tflops", 746.3},
+                  {"proj_alone_tflops", 768.4}, {"attn_tflops", 404.2},       {"iscore_tflops", 440.1}};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        CHECK(num(j, fields[i].key) == fields[i].want, "%s: %g, want %g", fields[i].key, num(j, fields[i].key),
+              fields[i].want);
+    CHECK(cJSON_GetArraySize(j) == (int)(sizeof fields / sizeof fields[0]) + 1, "%d keys", cJSON_GetArraySize(j));
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(j, "switches");
+    CHECK(cJSON_IsString(sw) && !strcmp(sw->valuestring, "ATTNSCOPE_TOPK_WARP_RANGE=128"), "switches");
+    cJSON_Delete(j);
+
+    REQUIRE(as_bench_json_write(path, &f, NULL, &err) == 0, "write without switches: %s", err.msg);
+    j = cJSON_Parse(slurp(path));
+    sw = cJSON_GetObjectItemCaseSensitive(j, "switches");
+    CHECK(cJSON_IsString(sw) && !strcmp(sw->valuestring, ""), "no switches: an empty string");
+    cJSON_Delete(j);
+}
+
+TEST(bench_json_refuses_what_it_cannot_write)
+{
+    const AsBenchFigures f = {0};
+    AsError err = {0};
+    char path[600];
+    snprintf(path, sizeof path, "%s/no-such-dir/bench.json", as_test_tmpdir());
+    CHECK(as_bench_json_write(path, &f, "", &err) == AS_ERUNTIME && strstr(err.msg, "no-such-dir"),
+          "a missing folder: '%s'", err.msg);
+    char longp[1200];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[sizeof longp - 1] = '\0';
+    CHECK(as_bench_json_write(longp, &f, "", &err) == AS_EBADINPUT, "a path too long: '%s'", err.msg);
+    CHECK(as_bench_json_write(NULL, &f, "", &err) == AS_EBADINPUT, "no path");
+    /* a folder in the way of the rename: the temporary is removed, the folder left */
+    snprintf(path, sizeof path, "%s/a-folder.json", as_test_tmpdir());
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    REQUIRE(mkdir(path, 0700) == 0, "mkdir %s", path);
+    CHECK(as_bench_json_write(path, &f, "", &err) == AS_ERUNTIME, "a folder at the path: '%s'", err.msg);
+    CHECK(access(tmp, F_OK) != 0, "the temporary file is left behind");
+}
