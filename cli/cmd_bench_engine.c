@@ -52,12 +52,13 @@ static int cmd_bench_engine(int argc, char **argv)
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    char sw[1024];
+    char sw[1024], args[160];
     const int n_sw = as_engine_switches_set(sw, sizeof sw);
-    printf("## bench-engine, %s\n\n%sattnscope %s (%s), model %s\n\ncommand: attnscope bench-engine %s --context %d "
-           "--steps %d --prefill %d%s%s\n\nswitches: %s\n\n",
-           date, devs, as_version(), as_engine_build_info(), m.weights_name, model, context, steps, prefill,
-           host_select ? " --host-select" : "", graph_layers ? " --graph-layers" : "",
+    snprintf(args, sizeof args, "--context %d --steps %d --prefill %d%s%s", context, steps, prefill,
+             host_select ? " --host-select" : "", graph_layers ? " --graph-layers" : "");
+    printf("## bench-engine, %s\n\n%sattnscope %s (%s), model %s\n\ncommand: attnscope bench-engine %s %s\n\n"
+           "switches: %s\n\n",
+           date, devs, as_version(), as_engine_build_info(), m.weights_name, model, args,
            n_sw ? sw : "none set (the defaults)");
     /* the chart's title: date, device and driver (the description's lines joined), version, command */
     char dev1[sizeof devs];
@@ -66,9 +67,8 @@ static int cmd_bench_engine(int argc, char **argv)
         if (*p == '\n')
             *p = p[1] ? ';' : '\0';
     char title[3072];
-    snprintf(title, sizeof title, "%s; %s; attnscope %s; bench-engine %s --context %d --steps %d --prefill %d%s%s%s",
-             date, dev1, as_version(), m.weights_name, context, steps, prefill, host_select ? " --host-select" : "",
-             n_sw ? "; " : "", n_sw ? sw : "");
+    snprintf(title, sizeof title, "%s; %s; attnscope %s; bench-engine %s %s%s%s", date, dev1, as_version(),
+             m.weights_name, args, n_sw ? "; " : "", n_sw ? sw : "");
     AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
                               .json_path = json, .svg_path = svg, .title = title, .host_select = host_select,
                               .graph_layers = graph_layers, .switches = sw};

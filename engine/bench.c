@@ -168,18 +168,33 @@ typedef struct {
     double ms[AS_OP_COUNT], flops[AS_OP_COUNT], bytes[AS_OP_COUNT];
 } Kind;
 
+/* The index of layer l's kind in k[0..nk), nk when it is not there yet. */
+static int kind_index(const AsConfig *c, int l, const Kind *k, int nk)
+{
+    char name[48];
+    kind_name(&c->role[l], name, sizeof name);
+    int i = 0;
+    while (i < nk && strcmp(k[i].name, name))
+        i++;
+    return i;
+}
+
+/* The bytes a decode reads of a profile's ops (weights, selected cache rows, index keys), and their
+ * HBM floor: ms at the copy bandwidth measured in the run. */
+static double read_bytes(const double bytes[AS_OP_COUNT])
+{
+    return bytes[AS_OP_PROJ] + bytes[AS_OP_ATTN] + bytes[AS_OP_ISCORE];
+}
+static double floor_ms_of(double bytes, double copy_gbs) { return bytes / (copy_gbs * 1e9) * 1e3; }
+
 static int group_kinds(const AsEngine *e, const AsProfile *p, double scale, Kind *k, int *nk)
 {
     *nk = 0;
     for (int l = 0; l < e->cfg.n_layers; l++) {
-        char name[48];
-        kind_name(&e->cfg.role[l], name, sizeof name);
-        int i = 0;
-        while (i < *nk && strcmp(k[i].name, name))
-            i++;
+        const int i = kind_index(&e->cfg, l, k, *nk);
         if (i == *nk) {
             memset(&k[i], 0, sizeof k[i]);
-            snprintf(k[i].name, sizeof k[i].name, "%s", name);
+            kind_name(&e->cfg.role[l], k[i].name, sizeof k[i].name);
             (*nk)++;
         }
         k[i].layers++;
@@ -245,23 +260,19 @@ static int graph_per_kind(AsEngine *e, const AsEngineBenchOptions *o, const floa
         return rc;
     if (!timed)
         return as_err(err, AS_ERUNTIME, "decode graph with layer events: every one of %d steps captured", steps);
-    double sum = 0;
-    for (int l = 0; l < c->n_layers; l++)
+    double sum = 0, kind_ms[AS_MAX_LAYERS] = {0};
+    for (int l = 0; l < c->n_layers; l++) {
         sum += layer_ms[l] / timed;
+        const int i = kind_index(c, l, kinds, nk);
+        if (i < nk)
+            kind_ms[i] += layer_ms[l] / timed;
+    }
     fprintf(md, "### Decode through the CUDA graph, per layer kind (event nodes between the layers; mean of %d "
                 "replays)\n\n",
             timed);
     fprintf(md, "| layer kind | layers | graph ms | ms a layer | floor ms | x floor |\n| --- | --- | --- | --- | --- | --- |\n");
     for (int i = 0; i < nk; i++) {
-        double ms = 0;
-        for (int l = 0; l < c->n_layers; l++) {
-            char name[48];
-            kind_name(&c->role[l], name, sizeof name);
-            if (!strcmp(name, kinds[i].name))
-                ms += layer_ms[l] / timed;
-        }
-        const double bytes = kinds[i].bytes[AS_OP_PROJ] + kinds[i].bytes[AS_OP_ATTN] + kinds[i].bytes[AS_OP_ISCORE];
-        const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
+        const double ms = kind_ms[i], floor_ms = floor_ms_of(read_bytes(kinds[i].bytes), copy_gbs);
         fprintf(md, "| %s | %d | %.3f | %.4f | %.3f | %.2f |\n", kinds[i].name, kinds[i].layers, ms,
                 ms / kinds[i].layers, floor_ms, floor_ms > 0 ? ms / floor_ms : 0.0);
     }
@@ -339,8 +350,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
         kind_name(&c->role[l], kind_names[l], sizeof kind_names[l]);
         chart->kind[l] = kind_names[l];
         chart->decode_ms[l] = lp->ms[AS_OP_LAYER] / o->decode_steps;
-        chart->decode_floor_ms[l] = (lp->bytes[AS_OP_PROJ] + lp->bytes[AS_OP_ATTN] + lp->bytes[AS_OP_ISCORE]) /
-                                    o->decode_steps / (lim.copy_gbs * 1e9) * 1e3;
+        chart->decode_floor_ms[l] = floor_ms_of(read_bytes(lp->bytes) / o->decode_steps, lim.copy_gbs);
     }
     double tot_ms = 0, tot_bytes = 0, cache_bytes = 0;
     fprintf(md, "### Decode, one token at context %d (mean of %d steps)\n\n", o->context, o->decode_steps);
@@ -348,8 +358,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", sel_where);
     for (int i = 0; i < nk; i++) {
         Kind *k = &kinds[i];
-        double bytes = k->bytes[AS_OP_PROJ] + k->bytes[AS_OP_ATTN] + k->bytes[AS_OP_ISCORE];
-        double floor_ms = bytes / (lim.copy_gbs * 1e9) * 1e3;
+        const double bytes = read_bytes(k->bytes), floor_ms = floor_ms_of(bytes, lim.copy_gbs);
         fprintf(md, "| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f | %.3f | %.2f |\n", k->name, k->layers,
                 k->ms[AS_OP_LAYER], k->ms[AS_OP_PROJ], k->ms[AS_OP_ATTN], k->ms[AS_OP_ISCORE], k->ms[AS_OP_SELECT],
                 bytes / 1e6, floor_ms, k->ms[AS_OP_LAYER] / floor_ms);
@@ -357,7 +366,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
         tot_bytes += bytes;
         cache_bytes += k->bytes[AS_OP_ATTN] + k->bytes[AS_OP_ISCORE];
     }
-    double floor_ms = tot_bytes / (lim.copy_gbs * 1e9) * 1e3;
+    double floor_ms = floor_ms_of(tot_bytes, lim.copy_gbs);
     fprintf(md, "| **all %d layers** | %d | **%.3f** | | | | | %.1f | %.3f | **%.2f** |\n\n", c->n_layers, c->n_layers,
             tot_ms, tot_bytes / 1e6, floor_ms, tot_ms / floor_ms);
     fprintf(md, "GPU ms: the layers' device time (events around each layer, host gaps excluded); wall time per step "

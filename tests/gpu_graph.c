@@ -348,8 +348,9 @@ GPU_TEST(gpu_graph_tiny_300_steps)
      * reuse layer's idx on the kv branch), with the RMSNorms in the GEMVs but not the residual (so wo_b's
      * GEMV leaves the next layer's attn_norm to its own kernel), with every layer's selection on the kv
      * branch (kvsel: the compressor and indexer layers' too), then as the engine runs by default (all
-     * six) in both engines; every run's layer outs equal the unfused run's; the uncaptured decode takes the by-value attention and
-     * the row pipeline for o_back, so the last pass also checks the fused o_back */
+     * six) in both engines; every run's layer outs equal the unfused run's. The uncaptured decode takes
+     * the by-value attention and the row pipeline for o_back, so the last pass also checks the fused
+     * o_back. */
     static const struct {
         const char *env, *how;
     } runs[] = {{"0", "tiny, unfused"},
