@@ -15,12 +15,11 @@
 #               resident GEMV grid (full, capped at 2 blocks an SM) and without (bench/RESULTS.md: the
 #               four together measured slower)
 #     topkrows  the prefill's selection under each block size of many-row top-k launches (an A/B)
-#     topkrow   the decode under each block size of one-row top-k launches (an A/B, three rounds); the
-#               fastest's size in $OUT/topkrow_best (to run the tests under it: ATTNSCOPE_TOPK_THREADS_ROW)
+#     topkrow   the decode under each block size of one-row top-k launches (envab below)
 #     warprange the decode under each ATTNSCOPE_TOPK_WARP_RANGE (the longest range introselect leaves to one
-#               warp; three rounds); the fastest in $OUT/warprange_best
-#     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM,
-#               alternated, three rounds (the decode's graph time)
+#               warp; envab below)
+#     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM
+#               (envab below)
 #     fusesan   memcheck and racecheck on a tiny graph with every fusion
 #     graphlayers  bench-engine --graph-layers: the graph's own time per layer kind (decode only)
 #     benchhost the same with the selection on the host (--host-select)
@@ -101,27 +100,32 @@ sanitized() {
             "$B/attnscope_tests" "$@"
     done
 }
-# envab NAME VAR VALUE...: the decode through the graph under each value of VAR, alternated, three rounds
-# (with the index layers' rows of the profile); the value with the lowest median graph time in $OUT/NAME_best
+# envab NAME VARIANT...: the decode through the graph (bench-engine --prefill 0) under each VARIANT, a
+# space-separated list of VAR=value assignments ("" for the defaults), alternated, three rounds, each
+# graph line with the index layers' rows of the profile; the variant with the lowest median graph time
+# goes to $OUT/NAME_best (to run more under it: env $(cat $OUT/NAME_best) ...)
 envab() {
-    local name=$1 var=$2 r v g
-    shift 2
+    local name=$1 r v i g best
+    shift
     need_flash
     : >"$LOGS/${name}_times"
     for r in 1 2 3; do
+        i=0
         for v in "$@"; do
-            env "$var=$v" "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0 \
-                >"$LOGS/${name}_${v}_$r.log" 2>&1
-            g=$(grep -E '\*\*graph\*\*' "$LOGS/${name}_${v}_$r.log")
-            say "$name $v $g"
-            grep -E "^\| (r2 kv idx|r1 idx) " "$LOGS/${name}_${v}_$r.log" | tee -a "$SUM"
-            echo "$v $(echo "$g" | awk -F'|' '{gsub(/[* ]/, "", $3); print $3}')" >>"$LOGS/${name}_times"
+            i=$((i + 1))
+            # shellcheck disable=SC2086 # v: a list of assignments, one word each
+            phase "${name}_${i}_$r" 120 env $v "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
+            g=$(grep -E '\*\*graph\*\*' "$(logf "${name}_${i}_$r")")
+            say "$name [${v:-defaults}] $g"
+            grep -E "^\| (r2 kv idx|r1 idx) " "$(logf "${name}_${i}_$r")" | tee -a "$SUM"
+            echo "$i $(echo "$g" | awk -F'|' '{gsub(/[* ]/, "", $3); print $3}')" >>"$LOGS/${name}_times"
         done
     done
-    sort -k1,1n -k2,2g "$LOGS/${name}_times" | awk '{a[$1] = a[$1] " " $2; n[$1]++} END {for (t in a) {
-        split(substr(a[t], 2), v, " "); print v[int((n[t] + 1) / 2)], t}}' | sort -g | head -1 | cut -d' ' -f2 \
-        >"$OUT/${name}_best"
-    say "$name: fastest $var=$(cat "$OUT/${name}_best")"
+    best=$(sort -k1,1n -k2,2g "$LOGS/${name}_times" | awk '{a[$1] = a[$1] " " $2; n[$1]++} END {for (t in a) {
+        split(substr(a[t], 2), v, " "); print v[int((n[t] + 1) / 2)], t}}' | sort -g | head -1 | cut -d' ' -f2)
+    shift $((${best:-1} - 1))
+    echo "$1" >"$OUT/${name}_best"
+    say "$name: fastest [${1:-defaults}]"
 }
 need_flash() {
     [ -f "$FLASH/model.safetensors" ] || phase gen_flash 150 "$B/attnscope" gen --preset flash --seed 1 -o "$FLASH"
@@ -172,17 +176,7 @@ for p in "$@"; do
                 say "$(grep -E '\*\*graph\*\*' "$(logf "fuse_${fz}_grid_$grid")")"
             done
         done ;;
-    fuseab)
-        need_flash
-        for r in 1 2 3; do
-            for v in default nokvsel cap2; do
-                fuse= cap=0
-                case $v in nokvsel) fuse=residual,rope,oback,kvidx,norm ;; cap2) cap=2 ;; esac
-                ATTNSCOPE_DECODE_FUSE=$fuse ATTNSCOPE_GEMV_BLOCKS_PER_SM=$cap phase "fuseab_${v}_$r" 120 \
-                    "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
-                echo "$v $(grep -E '\*\*graph\*\*' "$(logf "fuseab_${v}_$r")")" | tee -a "$SUM"
-            done
-        done ;;
+    fuseab) envab fuseab "" ATTNSCOPE_DECODE_FUSE=residual,rope,oback,kvidx,norm ATTNSCOPE_GEMV_BLOCKS_PER_SM=2 ;;
     fusesan)
         for tool in memcheck racecheck; do
             ATTNSCOPE_DECODE_FUSE=all AS_KTEST_SMALL=1 phase "fusesan_graph_$tool" 150 compute-sanitizer --tool "$tool" \
@@ -192,8 +186,8 @@ for p in "$@"; do
         need_flash
         phase graphlayers 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0 --graph-layers
         cat "$(logf graphlayers)" ;;
-    topkrow) envab topkrow ATTNSCOPE_TOPK_THREADS_ROW 256 128 64 ;;
-    warprange) envab warprange ATTNSCOPE_TOPK_WARP_RANGE 256 0 128 512 ;;
+    topkrow) envab topkrow "" ATTNSCOPE_TOPK_THREADS_ROW=128 ATTNSCOPE_TOPK_THREADS_ROW=64 ;;
+    warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=256 ATTNSCOPE_TOPK_WARP_RANGE=512 ;;
     topkrows)
         # the prefill's selection with each block size for many-row top-k launches (ATTNSCOPE_TOPK_THREADS_ROWS;
         # the decode's single rows keep 256): the prefill table's select column, alternated
