@@ -99,6 +99,26 @@ static bool sel_without_scratch(const AsDevLayerWeights *W)
     return true;
 }
 
+/* Runs part of a decode's kv branch on its stream once the main stream reaches here (event `ready`):
+ * the kv rows (kv), the selection (sel); with end, the branch's end (ev_kv, which the main stream
+ * joins after wq_b). The launches inside take e->st, pointed at the kv stream meanwhile. */
+static int on_kv_branch(Fwd *f, cudaEvent_t ready, bool kv, bool sel, bool end, const char *why, AsError *err)
+{
+    AsEngine *e = f->e;
+    CU(err, cudaEventRecord(ready, e->st), "layer %d: %s", f->l, why);
+    CU(err, cudaStreamWaitEvent(e->st_kv, ready, 0), "layer %d: %s", f->l, why);
+    cudaStream_t main_st = e->st;
+    e->st = e->st_kv;
+    int rc = kv ? project_kv(f, err) : 0;
+    if (!rc && sel)
+        rc = select_rows(f, err);
+    e->st = main_st;
+    TRY(rc);
+    if (end)
+        CU(err, cudaEventRecord(e->ev_kv, e->st_kv), "layer %d: the kv branch's end", f->l);
+    return 0;
+}
+
 /* Steps 1-2: x, queries and the window KV rows. */
 static int project_q_kv(Fwd *f, AsError *err)
 {
@@ -113,19 +133,8 @@ static int project_q_kv(Fwd *f, AsError *err)
     const bool fork = kv_forks(f);
     /* an indexer on the kv branch reads qr after q_norm: that part of the branch waits for it (ev_qr) */
     const bool late_sel = f->idx_on_kv_branch && f->role->index_source;
-    if (fork) {
-        CU(err, cudaEventRecord(e->ev_x, e->st), "layer %d: fork the kv branch", f->l);
-        CU(err, cudaStreamWaitEvent(e->st_kv, e->ev_x, 0), "layer %d: fork the kv branch", f->l);
-        cudaStream_t main_st = e->st;
-        e->st = e->st_kv; /* the kv branch's launches (as_dev_proj and KL take e->st) */
-        int rc = project_kv(f, err);
-        if (!rc && f->idx_on_kv_branch && !late_sel)
-            rc = select_rows(f, err);
-        e->st = main_st;
-        TRY(rc);
-        if (!late_sel)
-            CU(err, cudaEventRecord(e->ev_kv, e->st_kv), "layer %d: the kv branch's end", f->l);
-    }
+    if (fork)
+        TRY(on_kv_branch(f, e->ev_x, true, f->idx_on_kv_branch && !late_sel, !late_sel, "fork the kv branch", err));
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
     if (norm_fuses(f, &f->W->wq_a, false)) {
         TRY(as_dev_proj_norm(e, wk->x, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, f->cap->norm_ctr, what, err));
@@ -133,16 +142,8 @@ static int project_q_kv(Fwd *f, AsError *err)
         TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
         TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
     }
-    if (late_sel) { /* the selection beside wq_b, from here on the kv branch */
-        CU(err, cudaEventRecord(e->ev_qr, e->st), "layer %d: qr ready (the kv branch's indexer)", f->l);
-        CU(err, cudaStreamWaitEvent(e->st_kv, e->ev_qr, 0), "layer %d: the kv branch waits for qr", f->l);
-        cudaStream_t main_st = e->st;
-        e->st = e->st_kv;
-        int rc = select_rows(f, err);
-        e->st = main_st;
-        TRY(rc);
-        CU(err, cudaEventRecord(e->ev_kv, e->st_kv), "layer %d: the kv branch's end", f->l);
-    }
+    if (late_sel) /* the selection beside wq_b, from here on the kv branch */
+        TRY(on_kv_branch(f, e->ev_qr, false, true, true, "qr ready (the kv branch's indexer)", err));
     snprintf(what, sizeof what, "layer %d wq_b + rope(q)", f->l);
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
                             .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};

@@ -296,6 +296,17 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
 // R rows per group, W warps per group: enough warps in flight to cover HBM latency (about 32 per
 // SM), each lane at most ~8 chunks per row, and no lane without a chunk where avoidable.
 // resident: the blocks resident at once (the one-wave launch's grid cap), 0 for no one-wave widening.
+struct CfgText {
+    char s[256];
+};
+static CfgText read_cfg()
+{
+    CfgText c;
+    const char *v = getenv("ATTNSCOPE_GEMV_CFG");
+    snprintf(c.s, sizeof c.s, "%s", v ? v : "");
+    return c;
+}
+
 void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *W)
 {
     const int64_t chunks = n_in / 8;
@@ -329,14 +340,8 @@ void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *
     *W = w;
     // ATTNSCOPE_GEMV_CFG="OUTxIN:R,W;...": the configuration of named shapes forced (an A/B switch for the
     // small, latency-bound GEMVs, whose passes cost a memory latency each; read once)
-    static char cfg[256];
-    static bool cfg_read = false;
-    if (!cfg_read) {
-        const char *v = getenv("ATTNSCOPE_GEMV_CFG");
-        snprintf(cfg, sizeof cfg, "%s", v ? v : "");
-        cfg_read = true;
-    }
-    for (const char *p = cfg; *p;) {
+    static const CfgText cfg = read_cfg(); // (once, thread-safe)
+    for (const char *p = cfg.s; *p;) {
         int o, i, fr, fw, used = 0;
         if (sscanf(p, "%dx%d:%d,%d%n", &o, &i, &fr, &fw, &used) != 4 || used <= 0)
             break;
@@ -350,15 +355,13 @@ void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *
     }
 }
 
-// A switch read once (ATTNSCOPE_GEMV_EARLY, ATTNSCOPE_GEMV_RESIDENT: "0" turns it off; on by default),
-// for diagnosis and A/B measurement (bench/RESULTS.md).
-static bool switch_on(const char *name, int *cache)
+// A switch (ATTNSCOPE_GEMV_EARLY, ATTNSCOPE_GEMV_RESIDENT: "0" turns it off; on by default), for
+// diagnosis and A/B measurement (bench/RESULTS.md); its callers keep it in a function-local static
+// (read once, thread-safe).
+static bool switch_on(const char *name)
 {
-    if (*cache < 0) {
-        const char *e = getenv(name);
-        *cache = !(e && !strcmp(e, "0"));
-    }
-    return *cache != 0;
+    const char *e = getenv(name);
+    return !(e && !strcmp(e, "0"));
 }
 
 template <auto Kernel> static int read_blocks_per_sm(int dev)
@@ -375,14 +378,15 @@ template <auto Kernel> static int read_blocks_per_sm(int dev)
 // ATTNSCOPE_GEMV_BLOCKS_PER_SM=N (N >= 1) caps the resident launch below the occupancy, leaving room on
 // each SM for a parallel branch's kernels (an experiment, gpu_session.sh fusebisect: 2 measured slower
 // with every fusion set, bench/RESULTS.md 16:45).
+static int read_blocks_per_sm_cap()
+{
+    const char *e = getenv("ATTNSCOPE_GEMV_BLOCKS_PER_SM");
+    const long v = e ? strtol(e, nullptr, 10) : 0;
+    return v >= 1 && v <= 64 ? (int)v : 0;
+}
 static int blocks_per_sm_cap()
 {
-    static int cap = -1; // read once, on the first launch
-    if (cap < 0) {
-        const char *e = getenv("ATTNSCOPE_GEMV_BLOCKS_PER_SM");
-        const long v = e ? strtol(e, nullptr, 10) : 0;
-        cap = v >= 1 && v <= 64 ? (int)v : 0;
-    }
+    static const int cap = read_blocks_per_sm_cap(); // read once, on the first launch
     return cap;
 }
 
@@ -390,8 +394,8 @@ static int blocks_per_sm_cap()
 // or 0 with ATTNSCOPE_GEMV_RESIDENT off (no one-wave launch).
 template <auto Kernel> int64_t resident_blocks()
 {
-    static int resident = -1;
-    if (!switch_on("ATTNSCOPE_GEMV_RESIDENT", &resident))
+    static const bool resident = switch_on("ATTNSCOPE_GEMV_RESIDENT");
+    if (!resident)
         return 0;
     int per_sm = as_per_device<read_blocks_per_sm<Kernel>>(1);
     const int cap_sm = blocks_per_sm_cap();
@@ -414,8 +418,8 @@ int64_t resident_blocks_bf16_m1() { return resident_blocks<gemv_vec_kernel<uint1
 
 template <auto Kernel> int launch_vec(GemvArgs a, int64_t row_sets, int batch, int w_warps, cudaStream_t st)
 {
-    static int early = -1;
-    a.w_early = switch_on("ATTNSCOPE_GEMV_EARLY", &early);
+    static const bool early = switch_on("ATTNSCOPE_GEMV_EARLY");
+    a.w_early = early;
     dim3 grid((unsigned)grid_x<Kernel>(row_sets, batch), (unsigned)batch);
     as_launch(Kernel, grid, kThreads, 0, st, a, w_warps);
     return AS_LAUNCH_RESULT();
