@@ -4,7 +4,9 @@
  * steps; then the same decode through the CUDA graph (engine/graph.c: two captures, then replays;
  * the median device and wall time per token against the same floor). Prefill: per layer
  * kind; the projections against cuBLAS's own bf16 GEMM at the same shapes; the sparse attention
- * and the index scores against the tensor-core rate (cuBLAS's 8192^3 bf16 GEMM). */
+ * and the index scores against the tensor-core rate (cuBLAS's 8192^3 bf16 GEMM). Each measured part
+ * is run once before it is timed (a decode step, the prefill), so that first-use costs (module
+ * loading, cuBLASLt's choice of algorithm per shape) stay out of the figures. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
