@@ -324,10 +324,8 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     /* the context's last token as a decode step outside the profile: the first launches of the decode's
      * kernels (their modules loaded, one-time set-up) would land in the first profiled step's layers */
     const int warm = o->context >= 2 ? 1 : 0;
-    if ((rc = run_steps(e, h0, 0, o->context - warm, err)))
-        goto out;
-    as_prof_collect(e);
-    if (warm && (rc = run_steps(e, h0 + (size_t)(o->context - 1) * c->dim, o->context - 1, 1, err)))
+    if ((rc = run_steps(e, h0, 0, o->context - warm, err)) ||
+        (warm && (rc = run_steps(e, h0 + (size_t)(o->context - 1) * c->dim, o->context - 1, 1, err))))
         goto out;
     as_prof_collect(e);
     as_prof_reset(e->prof);
@@ -435,8 +433,8 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     /* ---- prefill ---- */
     if (o->prefill > 0) {
         /* once outside the profile first: cuBLASLt picks and caches each shape's algorithm on its first use
-         * (a context of a different length from the prefill leaves the prefill's shapes unseen; 23:58: the
-         * r0 layers' projections 2.7 -> 8.7 ms) */
+         * (a context of a different length from the prefill leaves the prefill's shapes unseen; H200,
+         * 2026-11-30 00:01: the r0 layers' projections 2.7 -> 8.7 ms) */
         if ((rc = run_steps(e, h0, 0, o->prefill, err)))
             goto out;
         as_prof_collect(e);

@@ -293,9 +293,7 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
 }
 
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
-// R rows per group, W warps per group: enough warps in flight to cover HBM latency (about 32 per
-// SM), each lane at most ~8 chunks per row, and no lane without a chunk where avoidable.
-// resident: the blocks resident at once (the one-wave launch's grid cap), 0 for no one-wave widening.
+// ATTNSCOPE_GEMV_CFG's text (pick_config keeps it in a function-local static: read once, thread-safe).
 struct CfgText {
     char s[256];
 };
@@ -307,6 +305,9 @@ static CfgText read_cfg()
     return c;
 }
 
+// R rows per group, W warps per group: enough warps in flight to cover HBM latency (about 32 per
+// SM), each lane at most ~8 chunks per row, and no lane without a chunk where avoidable.
+// resident: the blocks resident at once (the one-wave launch's grid cap), 0 for no one-wave widening.
 void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *W)
 {
     const int64_t chunks = n_in / 8;
@@ -340,7 +341,7 @@ void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *
     *W = w;
     // ATTNSCOPE_GEMV_CFG="OUTxIN:R,W;...": the configuration of named shapes forced (an A/B switch for the
     // small, latency-bound GEMVs, whose passes cost a memory latency each; read once)
-    static const CfgText cfg = read_cfg(); // (once, thread-safe)
+    static const CfgText cfg = read_cfg();
     for (const char *p = cfg.s; *p;) {
         int o, i, fr, fw, used = 0;
         if (sscanf(p, "%dx%d:%d,%d%n", &o, &i, &fr, &fw, &used) != 4 || used <= 0)
