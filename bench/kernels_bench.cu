@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "model/ggml_blocks.h"
 
@@ -200,6 +201,78 @@ void measure_ceilings(cublasHandle_t cb, bool quick)
     CK(cudaFree(C));
     printf("ceilings: device-to-device copy %.1f GB/s (read + write), cuBLAS bf16 GEMM 8192^3 %.1f TFLOP/s%s\n",
            g_ceil.copy_gbs, g_ceil.gemm_tfs, ok ? "" : " (cuBLAS failed: 790 assumed)");
+}
+
+// ---------------------------------------------------------------- read ceiling
+
+// A pure stream of 16-byte loads: the decode GEMV's weight access without its arithmetic. One wave of
+// resident blocks loops over the buffer with kReadIn loads in flight a thread; the first pass goes out
+// before the PDL wait, as the GEMV's does. Timed at each GEMV's weight size, it is what a weight read of
+// that size reaches here: a GEMV's distance to it is the GEMV's own loss, the read's distance to the copy
+// floor its ramp and tail (and reading against copying).
+constexpr int kReadThreads = 256, kReadIn = 8;
+
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__global__ void __launch_bounds__(kReadThreads) read_stream_kernel(const uint4 *p, int64_t n, unsigned *sink)
+{
+    const int64_t stride = (int64_t)gridDim.x * kReadThreads;
+    int64_t i = blockIdx.x * (int64_t)kReadThreads + threadIdx.x;
+    uint4 v[kReadIn];
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < kReadIn; u++)
+        v[u] = i + u * stride < n ? ld_stream(p + i + u * stride) : zero;
+    as_d_pdl_wait();
+    uint32_t acc = 0;
+    for (;;) {
+#pragma unroll
+        for (int u = 0; u < kReadIn; u++)
+            acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+        i += kReadIn * stride;
+        if (i >= n)
+            break;
+#pragma unroll
+        for (int u = 0; u < kReadIn; u++)
+            v[u] = i + u * stride < n ? ld_stream(p + i + u * stride) : zero;
+    }
+    if (acc == 0x9e3779b9u) // never, in practice: keeps the loads
+        atomicAdd(sink, 1u);
+}
+
+void bench_read(const char *name, size_t bytes, bool quick)
+{
+    const int nset = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / bytes + 1));
+    std::vector<void *> buf(nset);
+    for (int i = 0; i < nset; i++) {
+        buf[i] = dalloc(bytes);
+        fill_bf16(buf[i], (int64_t)(bytes / 2), 40 + i, 1.0f);
+    }
+    unsigned *sink = (unsigned *)dalloc(sizeof(unsigned));
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_stream_kernel, kReadThreads, 0));
+    const int64_t n = (int64_t)(bytes / 16);
+    const int64_t all = (int64_t)per_sm * as_sm_count(), need = (n + kReadThreads - 1) / kReadThreads;
+    const int grid = (int)std::max<int64_t>(1, std::min(all, need));
+    const double us = time_us(
+        [&](int i) {
+            as_launch(read_stream_kernel, grid, kReadThreads, 0, 0, (const uint4 *)buf[i % nset], n, sink);
+            CK(cudaGetLastError());
+        },
+        20, quick ? 5 : 15);
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s: %.1f MB, %d blocks x %d", name, bytes / 1e6, grid, kReadThreads);
+    report("read stream (no arithmetic)", shape, us, (double)bytes, 0, -1);
+    for (void *b : buf)
+        CK(cudaFree(b));
+    CK(cudaFree(sink));
 }
 
 // ---------------------------------------------------------------- GEMV
@@ -632,6 +705,10 @@ void bench_projections_and_scores(cublasHandle_t cb, bool quick)
         bench_gemv(cb, g, 1, true, quick);
         bench_gemv(cb, g, 8, false, quick);
     }
+    printf("\n== read ceiling: the GEMVs' weight bytes read with no arithmetic (same floor)\n");
+    for (const GemvShape &g : shapes)
+        bench_read(g.name, (g.f32w ? 4 : 2) * (size_t)g.batch * g.n_out * g.n_in, quick);
+    bench_read("1 GiB", (size_t)1 << 30, quick);
 
     printf("\n== Q2_K projections (random blocks; mmvq floor = Q2_K + q8_1 bytes / copy bandwidth)\n");
     for (const GemvShape &g : shapes) {
