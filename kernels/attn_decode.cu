@@ -21,6 +21,9 @@
 // row and no finite sink: o = 0). Splits are fixed blocks of kSplit entries, so a launch sized for
 // topk_max that reads the live width from device memory (the decode graph) computes exactly what a
 // launch at the live width computes.
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/rope_pair.cuh"
@@ -204,11 +207,14 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 // every thread then takes M and the denominator from them in split order (the same bits in each
 // thread, no barrier for them). A thread's partials are loaded kAhead splits at a time before their
 // FMAs, the first group before any barrier: loads in flight together, the FMAs in split order.
-template <int HD>
+// kCombineAhead = 32 holds a whole flash selection's splits (640 entries: 20) in one group, where 8
+// took three groups one after another (a memory round trip each); ATTNSCOPE_ATTN_COMBINE_AHEAD=8
+// launches the 8-ahead kernel (an A/B; the same bits).
+constexpr int kCombineAhead = 32;
+template <int HD, int kAhead = kCombineAhead>
 __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 {
     as_d_pdl_wait();
-    constexpr int kAhead = 8;
     __shared__ float fsm[3 * kMaxSplits]; // m_j, then l_j, then the factors
     const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
     const int nsplit = (topk + kSplit - 1) / kSplit;
@@ -289,6 +295,14 @@ __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 
+// ATTNSCOPE_ATTN_COMBINE_AHEAD=8: the combine's partials loaded 8 splits at a time (the kernel before
+// 2026-11-30), for an A/B.
+static bool combine_ahead8()
+{
+    const char *e = getenv("ATTNSCOPE_ATTN_COMBINE_AHEAD");
+    return e && !strcmp(e, "8");
+}
+
 extern "C" int as_k_attn_decode_applies(int nh, int hd, int topk_max)
 {
     return (hd == 256 || hd == 512) && nh % attn1::kHeads == 0 && nh > 0 && topk_max >= 0 &&
@@ -337,10 +351,11 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
         rc = AS_LAUNCH_RESULT();
     }
     if (!rc) {
+        static const bool ahead8 = combine_ahead8(); // (once, thread-safe)
         if (hd == 512)
-            as_launch(attn1::combine_kernel<512>, nh, 512 / 4, 0, st, a);
+            as_launch(ahead8 ? attn1::combine_kernel<512, 8> : attn1::combine_kernel<512>, nh, 512 / 4, 0, st, a);
         else
-            as_launch(attn1::combine_kernel<256>, nh, 256 / 4, 0, st, a);
+            as_launch(ahead8 ? attn1::combine_kernel<256, 8> : attn1::combine_kernel<256>, nh, 256 / 4, 0, st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (own) {
