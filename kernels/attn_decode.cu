@@ -15,7 +15,9 @@
 //   chunks): z_e = (q_h . row_e) * scale (lane partial sums, added over the xor tree of lanes: a
 //   reduce-scatter leaves z_e in lane e), the split's m = max z, p_e = exp(z_e - m), l = sum p_e,
 //   o = sum p_e row_e (f32, entry order);
-//   written to the workspace as [split][h][HD] and [split][h][2].
+//   written to the workspace as [split][h][HD] and [split][h][2]. That is split_kernel (CUDA cores);
+//   split_mma_kernel, the default, computes the same split's QK and PV on tensor cores, the 4 warps
+//   sharing both products over the block's 4 heads (the weights as two bf16 terms for PV).
 // The combine folds the live splits and the sink for each head: M = max(sink, max_j m_j),
 // den = exp(sink - M) + sum_j l_j exp(m_j - M), o = bf16(sum_j exp(m_j - M) o_j / den) (no selected
 // row and no finite sink: o = 0). Splits are fixed blocks of kSplit entries, so a launch sized for
@@ -26,6 +28,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/mma.cuh"
 #include "kernels/rope_pair.cuh"
 
 namespace attn1 {
@@ -202,6 +205,167 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
     }
 }
 
+// The split kernel on tensor cores (the default; ATTNSCOPE_ATTN_SPLIT=fma launches split_kernel): the
+// same split, staging and softmax, with QK and PV as mma.sync m16n8k16 (bf16 in, f32 accumulate).
+// split_kernel is bound by instruction issue (Nsight Compute, 2026-11-29: 46% of cycles issue, memory
+// idle): two f32 FMAs and two widenings per row element and head. Here a warp does 1/4 of each
+// product for all 4 heads of the block (the heads padded to the MMA's 8 columns):
+//   QK: S^T[r][h] = rows[r] . q[h]: M = the 32 rows (2 tiles), N = heads, K = channels, each warp a
+//       quarter of the channels; the 4 warps' partials added in warp order through shared memory.
+//   PV: O^T[d][h] = sum_r rows[r][d] bf16(p[h][r]): M = channels (each warp a quarter), N = heads,
+//       K = the 32 rows; the rows read transposed by ldmatrix.trans.
+// The exponentials enter PV as two bf16 terms (hi + lo), so the product keeps them to ~2^-17 where the
+// prefill's tensor-core kernels round them to bf16; the denominator sums the unrounded ones. Rows not
+// staged are zeros in
+// shared memory (their p is 0, and 0 x NaN bits would not be). The rows' pitch is a row and 16 bytes
+// (CPR + 1 chunks), so ldmatrix's 8 row addresses fall in 8 bank groups.
+template <int HD> struct MmaSmem { // split_mma_kernel's shared memory (dynamic: 40 KB at HD 512)
+    uint4 rows[kSplit][HD / 8 + 1];
+    uint4 qs[kHeads][HD / 8];
+    float sp[kHeads][kSplit][kHeads + 1]; // QK partials [warp][row][head] (+1: bank spread)
+    uint32_t pb[2][kHeads][kSplit / 2];   // p as bf16 pairs [hi / lo][head][row pair]: p = hi + lo
+    int valid[kSplit];
+};
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads) split_mma_kernel(Args a)
+{
+    as_d_pdl_wait();
+    constexpr int CPR = HD / 8;            // 16-byte chunks per row
+    constexpr int RPP = kThreads / CPR;    // rows staged per pass of the block
+    constexpr int kPass = kSplit / RPP;
+    constexpr int QPT = kHeads * CPR / kThreads; // query chunks a thread stages
+    constexpr int KSW = HD / 16 / kHeads;  // QK k-steps a warp, PV m-tiles a warp (16 channels each)
+    static_assert(kSplit == 32 && kHeads == 4 && QPT * kThreads == kHeads * CPR && KSW >= 1, "the tiling");
+    AS_DYNAMIC_SMEM(attn1_smem);
+    MmaSmem<HD> &sm = *reinterpret_cast<MmaSmem<HD> *>(attn1_smem);
+    auto &rows = sm.rows;
+    auto &qs = sm.qs;
+    auto &sp = sm.sp;
+    auto &pb = sm.pb;
+    auto &valid = sm.valid;
+    const int split = blockIdx.x, e0 = split * kSplit, hb = blockIdx.y * kHeads;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, k = tid % CPR;
+    const int g = lane >> 2, c = lane & 3;
+    // the loads issued together, as split_kernel's: entries, the block's queries, the live sizes
+    int ent[kPass];
+    for (int i = 0; i < kPass; i++) {
+        const int e = e0 + tid / CPR + RPP * i;
+        ent[i] = e < a.topk ? __ldg(a.idx + e) : -1;
+    }
+    const int ev = e0 + tid;
+    const int vi = tid < kSplit && ev < a.topk ? __ldg(a.idx + ev) : -1;
+    uint4 qv[QPT];
+    for (int i = 0; i < QPT; i++) {
+        const int j = tid + kThreads * i;
+        qv[i] = __ldg((const uint4 *)(a.q + (size_t)(hb + j / CPR) * HD) + j % CPR);
+    }
+    const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
+    const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
+    if (e0 >= topk)
+        return; // past the live selection: the combine does not read it
+    uint4 staged[kPass];
+    for (int i = 0; i < kPass; i++) {
+        const int e = e0 + tid / CPR + RPP * i;
+        const int id = e < topk ? ent[i] : -1;
+        ent[i] = id >= 0 && id < a.na + nb ? id : -1;
+        if (ent[i] >= 0) {
+            const uint16_t *src = ent[i] < a.na ? a.rows_a + (size_t)ent[i] * HD : a.rows_b + (size_t)(ent[i] - a.na) * HD;
+            staged[i] = __ldg((const uint4 *)src + k);
+        }
+    }
+    if (tid < kSplit)
+        valid[tid] = ev < topk && vi >= 0 && vi < a.na + nb ? vi : -1;
+    for (int i = 0; i < kPass; i++)
+        rows[tid / CPR + RPP * i][k] = ent[i] >= 0 ? staged[i] : make_uint4(0u, 0u, 0u, 0u);
+    for (int i = 0; i < QPT; i++) {
+        const int j = tid + kThreads * i;
+        qs[j / CPR][j % CPR] = qv[i];
+    }
+    __syncthreads();
+
+    // QK, warp w: channels [16 KSW w, 16 KSW (w + 1)) of every row and head
+    const uint32_t *q32 = (const uint32_t *)&qs[0][0]; // [head][HD / 2] bf16 pairs
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int t = 0; t < KSW; t++) {
+        const int ks = warp * KSW + t;
+        const uint32_t b0 = g < kHeads ? q32[g * (HD / 2) + ks * 8 + c] : 0u;
+        const uint32_t b1 = g < kHeads ? q32[g * (HD / 2) + ks * 8 + c + 4] : 0u;
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            uint32_t af[4];
+            asmma::ldmatrix_x4(af[0], af[1], af[2], af[3], asmma::smem_u32(&rows[16 * mt + (lane & 15)][2 * ks + (lane >> 4)]));
+            asmma::mma_bf16(s[mt], af, b0, b1);
+        }
+    }
+    if (c < 2)
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            sp[warp][16 * mt + g][2 * c] = s[mt][0];
+            sp[warp][16 * mt + g][2 * c + 1] = s[mt][1];
+            sp[warp][16 * mt + g + 8][2 * c] = s[mt][2];
+            sp[warp][16 * mt + g + 8][2 * c + 1] = s[mt][3];
+        }
+    __syncthreads();
+    // softmax of head hb + warp, lane r: entry r (split_kernel's, from here)
+    const int h = hb + warp;
+    const float dot = ((sp[0][lane][warp] + sp[1][lane][warp]) + sp[2][lane][warp]) + sp[3][lane][warp];
+    const float zl = valid[lane] >= 0 ? dot * a.scale : -INFINITY;
+    float m = zl;
+    for (int off = 16; off > 0; off >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, off));
+    const float pl = valid[lane] >= 0 && m != -INFINITY ? as_d_expf(zl - m) : 0.0f;
+    float l = pl;
+    for (int off = 16; off > 0; off >>= 1)
+        l += __shfl_xor_sync(kFull, l, off);
+    // p for PV's B fragments as two bf16 terms, hi = bf16(p) and lo = bf16(p - hi): their products
+    // with the bf16 rows carry p to ~2^-17, not bf16's 2^-9 (PV stays within f32 rounding of the
+    // reference's f32 products; the MMAs are not what bounds this kernel)
+    const float ph = asmma::bf16lo(asmma::pack_bf16x2(pl, 0.0f)), plo = pl - ph;
+    const float pn = __shfl_xor_sync(kFull, pl, 1), pnh = asmma::bf16lo(asmma::pack_bf16x2(pn, 0.0f));
+    if (!(lane & 1)) { // even lanes: entries lane, lane + 1
+        pb[0][warp][lane >> 1] = asmma::pack_bf16x2(ph, pnh);
+        pb[1][warp][lane >> 1] = asmma::pack_bf16x2(plo, pn - pnh);
+    }
+    __syncthreads();
+
+    // PV, warp w: channels [16 KSW w, 16 KSW (w + 1)) of every head
+    float o[KSW][4];
+#pragma unroll
+    for (int t = 0; t < KSW; t++) {
+        o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+        const int mt = warp * KSW + t;
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            uint32_t af[4];
+            const int r = 16 * kk + (lane & 7) + ((lane >> 4) << 3);
+            asmma::ldmatrix_x4_trans(af[0], af[1], af[2], af[3], asmma::smem_u32(&rows[r][2 * mt + ((lane >> 3) & 1)]));
+#pragma unroll
+            for (int part = 0; part < 2; part++) { // hi, then lo
+                const uint32_t b0 = g < kHeads ? pb[part][g][8 * kk + c] : 0u;
+                const uint32_t b1 = g < kHeads ? pb[part][g][8 * kk + c + 4] : 0u;
+                asmma::mma_bf16(o[t], af, b0, b1);
+            }
+        }
+    }
+    if (c < 2) { // lane (g, c): heads 2c, 2c + 1 at channels 16 mt + g and + 8
+        float *w0 = a.ws_o + ((size_t)split * a.nh + hb + 2 * c) * HD, *w1 = w0 + HD;
+#pragma unroll
+        for (int t = 0; t < KSW; t++) {
+            const int d = 16 * (warp * KSW + t) + g;
+            w0[d] = o[t][0];
+            w1[d] = o[t][1];
+            w0[d + 8] = o[t][2];
+            w1[d + 8] = o[t][3];
+        }
+    }
+    if (lane == 0) {
+        a.ws_ml[((size_t)split * a.nh + h) * 2] = m;
+        a.ws_ml[((size_t)split * a.nh + h) * 2 + 1] = l;
+    }
+}
+
 // One block per head, HD / 4 threads of 4 channels: the live splits folded in split order. The
 // splits' (m, l) are read once into shared memory, their factors exp(m_j - M) computed once each;
 // every thread then takes M and the denominator from them in split order (the same bits in each
@@ -303,6 +467,14 @@ static bool combine_ahead8()
     return e && !strcmp(e, "8");
 }
 
+// ATTNSCOPE_ATTN_SPLIT=fma: the split kernel on CUDA cores (f32 FMAs; the kernel before 2026-11-30)
+// instead of tensor cores, for an A/B.
+static bool split_fma()
+{
+    const char *e = getenv("ATTNSCOPE_ATTN_SPLIT");
+    return e && !strcmp(e, "fma");
+}
+
 extern "C" int as_k_attn_decode_applies(int nh, int hd, int topk_max)
 {
     return (hd == 256 || hd == 512) && nh % attn1::kHeads == 0 && nh > 0 && topk_max >= 0 &&
@@ -344,10 +516,13 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
     int rc = 0;
     if (nsplit > 0) {
         dim3 grid((unsigned)nsplit, (unsigned)(nh / attn1::kHeads));
+        static const bool fma = split_fma(); // (once, thread-safe)
         if (hd == 512)
-            as_launch(attn1::split_kernel<512>, grid, attn1::kThreads, 0, st, a);
+            as_launch(fma ? attn1::split_kernel<512> : attn1::split_mma_kernel<512>, grid, attn1::kThreads,
+                      fma ? 0 : sizeof(attn1::MmaSmem<512>), st, a);
         else
-            as_launch(attn1::split_kernel<256>, grid, attn1::kThreads, 0, st, a);
+            as_launch(fma ? attn1::split_kernel<256> : attn1::split_mma_kernel<256>, grid, attn1::kThreads,
+                      fma ? 0 : sizeof(attn1::MmaSmem<256>), st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (!rc) {
