@@ -219,32 +219,38 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 // staged are zeros in
 // shared memory (their p is 0, and 0 x NaN bits would not be). The rows' pitch is a row and 16 bytes
 // (CPR + 1 chunks), so ldmatrix's 8 row addresses fall in 8 bank groups.
-template <int HD> struct MmaSmem { // split_mma_kernel's shared memory (dynamic: 40 KB at HD 512)
+// H heads a block (4, or 8 with ATTNSCOPE_ATTN_MMA_HEADS=8: the MMAs' 8 columns all used, half the
+// blocks, each split's rows gathered by half as many blocks), a warp each for the softmax.
+template <int HD, int H> struct MmaSmem { // split_mma_kernel's shared memory (dynamic: 37-43 KB at HD 512)
     uint4 rows[kSplit][HD / 8 + 1];
-    uint4 qs[kHeads][HD / 8];
-    float sp[kHeads][kSplit][kHeads + 1]; // QK partials [warp][row][head] (+1: bank spread)
-    uint32_t pb[2][kHeads][kSplit / 2];   // p as bf16 pairs [hi / lo][head][row pair]: p = hi + lo
+    union {
+        uint4 qs[H][HD / 8];        // the block's queries, until QK is done
+        float sp[H][kSplit][H + 1]; // then QK's partials [warp][row][head] (+1: bank spread)
+    } u;
+    uint32_t pb[2][H][kSplit / 2]; // p as bf16 pairs [hi / lo][head][row pair]: p = hi + lo
     int valid[kSplit];
 };
 
-template <int HD>
-__global__ void __launch_bounds__(kThreads) split_mma_kernel(Args a)
+template <int HD, int H = kHeads>
+__global__ void __launch_bounds__(H * 32) split_mma_kernel(Args a)
 {
     as_d_pdl_wait();
+    constexpr int kThreads = H * 32;
     constexpr int CPR = HD / 8;            // 16-byte chunks per row
     constexpr int RPP = kThreads / CPR;    // rows staged per pass of the block
     constexpr int kPass = kSplit / RPP;
-    constexpr int QPT = kHeads * CPR / kThreads; // query chunks a thread stages
-    constexpr int KSW = HD / 16 / kHeads;  // QK k-steps a warp, PV m-tiles a warp (16 channels each)
-    static_assert(kSplit == 32 && kHeads == 4 && QPT * kThreads == kHeads * CPR && KSW >= 1, "the tiling");
+    constexpr int QPT = H * CPR / kThreads; // query chunks a thread stages
+    constexpr int KSW = HD / 16 / H;       // QK k-steps a warp, PV m-tiles a warp (16 channels each)
+    static_assert(kSplit == 32 && (H == 4 || H == 8) && kPass * RPP == kSplit && QPT * kThreads == H * CPR &&
+                      KSW * H * 16 == HD, "the tiling");
     AS_DYNAMIC_SMEM(attn1_smem);
-    MmaSmem<HD> &sm = *reinterpret_cast<MmaSmem<HD> *>(attn1_smem);
+    MmaSmem<HD, H> &sm = *reinterpret_cast<MmaSmem<HD, H> *>(attn1_smem);
     auto &rows = sm.rows;
-    auto &qs = sm.qs;
-    auto &sp = sm.sp;
+    auto &qs = sm.u.qs;
+    auto &sp = sm.u.sp;
     auto &pb = sm.pb;
     auto &valid = sm.valid;
-    const int split = blockIdx.x, e0 = split * kSplit, hb = blockIdx.y * kHeads;
+    const int split = blockIdx.x, e0 = split * kSplit, hb = blockIdx.y * H;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, k = tid % CPR;
     const int g = lane >> 2, c = lane & 3;
     // the loads issued together, as split_kernel's: entries, the block's queries, the live sizes
@@ -290,8 +296,8 @@ __global__ void __launch_bounds__(kThreads) split_mma_kernel(Args a)
 #pragma unroll
     for (int t = 0; t < KSW; t++) {
         const int ks = warp * KSW + t;
-        const uint32_t b0 = g < kHeads ? q32[g * (HD / 2) + ks * 8 + c] : 0u;
-        const uint32_t b1 = g < kHeads ? q32[g * (HD / 2) + ks * 8 + c + 4] : 0u;
+        const uint32_t b0 = g < H ? q32[g * (HD / 2) + ks * 8 + c] : 0u;
+        const uint32_t b1 = g < H ? q32[g * (HD / 2) + ks * 8 + c + 4] : 0u;
 #pragma unroll
         for (int mt = 0; mt < 2; mt++) {
             uint32_t af[4];
@@ -299,7 +305,8 @@ __global__ void __launch_bounds__(kThreads) split_mma_kernel(Args a)
             asmma::mma_bf16(s[mt], af, b0, b1);
         }
     }
-    if (c < 2)
+    __syncthreads(); // every warp done with qs: sp takes its place
+    if (2 * c < H)
 #pragma unroll
         for (int mt = 0; mt < 2; mt++) {
             sp[warp][16 * mt + g][2 * c] = s[mt][0];
@@ -310,7 +317,10 @@ __global__ void __launch_bounds__(kThreads) split_mma_kernel(Args a)
     __syncthreads();
     // softmax of head hb + warp, lane r: entry r (split_kernel's, from here)
     const int h = hb + warp;
-    const float dot = ((sp[0][lane][warp] + sp[1][lane][warp]) + sp[2][lane][warp]) + sp[3][lane][warp];
+    float dot = sp[0][lane][warp];
+#pragma unroll
+    for (int w = 1; w < H; w++) // in warp order
+        dot += sp[w][lane][warp];
     const float zl = valid[lane] >= 0 ? dot * a.scale : -INFINITY;
     float m = zl;
     for (int off = 16; off > 0; off >>= 1)
@@ -343,13 +353,13 @@ __global__ void __launch_bounds__(kThreads) split_mma_kernel(Args a)
             asmma::ldmatrix_x4_trans(af[0], af[1], af[2], af[3], asmma::smem_u32(&rows[r][2 * mt + ((lane >> 3) & 1)]));
 #pragma unroll
             for (int part = 0; part < 2; part++) { // hi, then lo
-                const uint32_t b0 = g < kHeads ? pb[part][g][8 * kk + c] : 0u;
-                const uint32_t b1 = g < kHeads ? pb[part][g][8 * kk + c + 4] : 0u;
+                const uint32_t b0 = g < H ? pb[part][g][8 * kk + c] : 0u;
+                const uint32_t b1 = g < H ? pb[part][g][8 * kk + c + 4] : 0u;
                 asmma::mma_bf16(o[t], af, b0, b1);
             }
         }
     }
-    if (c < 2) { // lane (g, c): heads 2c, 2c + 1 at channels 16 mt + g and + 8
+    if (2 * c < H) { // lane (g, c): heads 2c, 2c + 1 at channels 16 mt + g and + 8
         float *w0 = a.ws_o + ((size_t)split * a.nh + hb + 2 * c) * HD, *w1 = w0 + HD;
 #pragma unroll
         for (int t = 0; t < KSW; t++) {
@@ -475,6 +485,13 @@ static bool split_fma()
     return e && !strcmp(e, "fma");
 }
 
+// ATTNSCOPE_ATTN_MMA_HEADS=8: the tensor-core split with 8 heads a block (where nh allows), an A/B.
+static bool mma_heads8()
+{
+    const char *e = getenv("ATTNSCOPE_ATTN_MMA_HEADS");
+    return e && !strcmp(e, "8");
+}
+
 extern "C" int as_k_attn_decode_applies(int nh, int hd, int topk_max)
 {
     return (hd == 256 || hd == 512) && nh % attn1::kHeads == 0 && nh > 0 && topk_max >= 0 &&
@@ -515,14 +532,17 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
                   ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr, ob ? *ob : AsOBack{}};
     int rc = 0;
     if (nsplit > 0) {
-        dim3 grid((unsigned)nsplit, (unsigned)(nh / attn1::kHeads));
-        static const bool fma = split_fma(); // (once, thread-safe)
-        if (hd == 512)
-            as_launch(fma ? attn1::split_kernel<512> : attn1::split_mma_kernel<512>, grid, attn1::kThreads,
-                      fma ? 0 : sizeof(attn1::MmaSmem<512>), st, a);
+        static const bool fma = split_fma(), heads8 = mma_heads8(); // (once, thread-safe)
+        const int H = !fma && heads8 && nh % 8 == 0 ? 8 : attn1::kHeads;
+        dim3 grid((unsigned)nsplit, (unsigned)(nh / H));
+        if (fma)
+            as_launch(hd == 512 ? attn1::split_kernel<512> : attn1::split_kernel<256>, grid, attn1::kThreads, 0, st, a);
+        else if (H == 8)
+            as_launch(hd == 512 ? attn1::split_mma_kernel<512, 8> : attn1::split_mma_kernel<256, 8>, grid, 8 * 32,
+                      hd == 512 ? sizeof(attn1::MmaSmem<512, 8>) : sizeof(attn1::MmaSmem<256, 8>), st, a);
         else
-            as_launch(fma ? attn1::split_kernel<256> : attn1::split_mma_kernel<256>, grid, attn1::kThreads,
-                      fma ? 0 : sizeof(attn1::MmaSmem<256>), st, a);
+            as_launch(hd == 512 ? attn1::split_mma_kernel<512> : attn1::split_mma_kernel<256>, grid, attn1::kThreads,
+                      hd == 512 ? sizeof(attn1::MmaSmem<512, 4>) : sizeof(attn1::MmaSmem<256, 4>), st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (!rc) {

@@ -19,7 +19,9 @@
 #     warprange the decode under each ATTNSCOPE_TOPK_WARP_RANGE (the longest range introselect leaves to one
 #               warp; envab below)
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
-#     splitab   the decode with the one-query attention's split on tensor cores (the default) against CUDA cores
+#     splitab   the decode with the one-query attention's split on tensor cores (the default), on CUDA cores, and
+#               on tensor cores with 8 heads a block
+#     splittests  the kernel and tiny graph tests under each of those two other split kernels
 #     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM
 #               (envab below)
 #     fusesan   memcheck and racecheck on a tiny graph with every fusion
@@ -191,7 +193,14 @@ for p in "$@"; do
     topkrow) envab topkrow "" ATTNSCOPE_TOPK_THREADS_ROW=128 ATTNSCOPE_TOPK_THREADS_ROW=64 ;;
     warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=256 ATTNSCOPE_TOPK_WARP_RANGE=512 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;
-    splitab) envab splitab "" ATTNSCOPE_ATTN_SPLIT=fma ;;
+    splitab) envab splitab "" ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=8 ;;
+    splittests)
+        # the one-query attention's other split kernels through the kernel and graph tests (the default
+        # runs in 'tests')
+        for v in ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=8; do
+            phase "splittests_${v##*=}" 180 env "$v" "$B/attnscope_tests" 'gpu_decode*' 'gpu_sparse*' \
+                'gpu_graph_tiny_300*'
+        done ;;
     topkrows)
         # the prefill's selection with each block size for many-row top-k launches (ATTNSCOPE_TOPK_THREADS_ROWS;
         # the decode's single rows keep 256): the prefill table's select column, alternated

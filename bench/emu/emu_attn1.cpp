@@ -3,7 +3,7 @@
 // "device" memory against the launch at the live width, bit for bit (entries past the live width and
 // rows past the live count present, both ignored). Shapes: flash (64 heads x 512: window only,
 // window + 1, + 300, + 512), hd 256, a sink of -inf with nothing selected; each with the split on CUDA
-// cores (split_kernel) and on tensor cores (split_mma_kernel).
+// cores (split_kernel) and on tensor cores (split_mma_kernel, 4 and 8 heads a block).
 #include "emu.h"
 #include "emu_rand.h"
 
@@ -17,7 +17,7 @@
 #include "kernels/attn_decode.cu"
 
 namespace attn1 {
-alignas(16) uint8_t attn1_smem[sizeof(MmaSmem<512>)]; // split_mma_kernel's dynamic shared memory
+alignas(16) uint8_t attn1_smem[sizeof(MmaSmem<512, 8>)]; // split_mma_kernel's dynamic shared memory
 }
 
 extern "C" {
@@ -25,12 +25,14 @@ extern "C" {
 }
 
 static int g_fail;
-static bool g_mma; // the split on tensor cores (split_mma_kernel), else split_kernel
+static int g_mma; // the split on tensor cores (split_mma_kernel) with g_mma heads a block, else (0) split_kernel
 
 template <int HD>
 static void launch(const attn1::Args &a, int nsplit, int nh)
 {
-    if (nsplit > 0)
+    if (nsplit > 0 && g_mma == 8 && nh % 8 == 0)
+        emu::launch(dim3((unsigned)nsplit, (unsigned)(nh / 8)), dim3(8 * 32), [&] { attn1::split_mma_kernel<HD, 8>(a); });
+    else if (nsplit > 0)
         emu::launch(dim3((unsigned)nsplit, (unsigned)(nh / attn1::kHeads)), dim3(attn1::kThreads),
                     [&] { g_mma ? attn1::split_mma_kernel<HD>(a) : attn1::split_kernel<HD>(a); });
     emu::launch(dim3((unsigned)nh), dim3(HD / 4), [&] { attn1::combine_kernel<HD>(a); });
@@ -116,7 +118,7 @@ static void run(const char *name, int nh, int na, int nb_live, int nb_max, int t
     const bool ok = moved == 0 && err <= tol && back_bad == 0;
     printf("%s %s %s: nh %d hd %d, %d live entries of %d, %d live compressed rows of %d: device-parameter launch %s, "
            "max |err| %.3g (tol %.3g), o_back at pos %d: %ld wrong\n",
-           ok ? "ok  " : "FAIL", g_mma ? "mma" : "fma", name, nh, HD, topk_live, topk_max, nb_live, nb_max,
+           ok ? "ok  " : "FAIL", g_mma == 8 ? "mma8" : g_mma ? "mma4" : "fma", name, nh, HD, topk_live, topk_max, nb_live, nb_max,
            moved ? "DIFFERS" : "bit-exact", err, tol, pos, back_bad);
     g_fail += !ok;
 }
@@ -124,8 +126,8 @@ static void run(const char *name, int nh, int na, int nb_live, int nb_max, int t
 int main()
 {
     emu::smem_base = attn1::attn1_smem; // ldmatrix's shared addresses are relative to it
-    for (int pass = 0; pass < 2; pass++) {
-    g_mma = pass == 1;
+    for (int pass = 0; pass < 3; pass++) {
+    g_mma = pass * 4; // split_kernel, then the tensor-core split with 4 and 8 heads a block
     run<512>("flash, window only", 64, 128, 0, 0, 128, 128, false, 1);
     run<512>("flash, window + 1", 64, 128, 1, 2048, 129, 640, false, 2);
     run<512>("flash, window + 300", 64, 128, 300, 2048, 428, 640, false, 3);
