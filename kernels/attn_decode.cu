@@ -78,30 +78,90 @@ template <int W> __device__ __forceinline__ void scatter_level(float (&acc)[kSpl
     }
 }
 
+// A split's staging, shared by both split kernels (NT threads). The loads are issued together, not one
+// after another (each round trip to memory costs ~1 us here; in a chain they were most of the split's
+// time): load_entries issues the indices of the entries this thread stages (and of entry tid, for
+// valid[]), the kernel its queries and the live width and row count, then stage_rows the rows those
+// entries name: a thread stages chunk tid % CPR of rows tid / CPR + RPP i. ZERO: the rows of skipped
+// entries are written as zeros (else left as they are: never read as values).
+template <int HD, int NT> struct StagePlan {
+    static constexpr int CPR = HD / 8;         // 16-byte chunks per row
+    static constexpr int RPP = NT / CPR;       // rows staged per pass of the block
+    static constexpr int kPass = kSplit / RPP; // passes
+    static_assert(NT % CPR == 0 && kSplit % RPP == 0, "a pass stages whole rows");
+};
+
+template <int HD, int NT>
+__device__ __forceinline__ void load_entries(const Args &a, int e0, int tid, int (&ent)[StagePlan<HD, NT>::kPass],
+                                             int &vi)
+{
+    using P = StagePlan<HD, NT>;
+    for (int i = 0; i < P::kPass; i++) {
+        const int e = e0 + tid / P::CPR + P::RPP * i;
+        ent[i] = e < a.topk ? __ldg(a.idx + e) : -1;
+    }
+    const int ev = e0 + tid;
+    vi = tid < kSplit && ev < a.topk ? __ldg(a.idx + ev) : -1;
+}
+
+template <int HD, int NT, bool ZERO, int PITCH>
+__device__ __forceinline__ void stage_rows(const Args &a, int e0, int tid, int topk, int nb,
+                                           int (&ent)[StagePlan<HD, NT>::kPass], int vi, uint4 (*rows)[PITCH],
+                                           int *valid)
+{
+    using P = StagePlan<HD, NT>;
+    const int k = tid % P::CPR;
+    uint4 staged[P::kPass];
+    for (int i = 0; i < P::kPass; i++) {
+        const int e = e0 + tid / P::CPR + P::RPP * i;
+        const int id = e < topk ? ent[i] : -1;
+        ent[i] = id >= 0 && id < a.na + nb ? id : -1;
+        if (ent[i] >= 0) {
+            const uint16_t *src = ent[i] < a.na ? a.rows_a + (size_t)ent[i] * HD : a.rows_b + (size_t)(ent[i] - a.na) * HD;
+            staged[i] = __ldg((const uint4 *)src + k);
+        }
+    }
+    const int ev = e0 + tid;
+    if (tid < kSplit)
+        valid[tid] = ev < topk && vi >= 0 && vi < a.na + nb ? vi : -1;
+    for (int i = 0; i < P::kPass; i++) {
+        if (ZERO)
+            rows[tid / P::CPR + P::RPP * i][k] = ent[i] >= 0 ? staged[i] : make_uint4(0u, 0u, 0u, 0u);
+        else if (ent[i] >= 0)
+            rows[tid / P::CPR + P::RPP * i][k] = staged[i];
+    }
+}
+
+// One head's softmax over a split, lane r holding entry r's dot product (ok: entry r is staged):
+// z = dot * scale (-inf when skipped), the split's m = max z, p_r = exp(z_r - m), l = sum p over the
+// xor tree. Returns p_r.
+__device__ __forceinline__ float split_softmax(float dot, bool ok, float scale, float &m, float &l)
+{
+    const float zl = ok ? dot * scale : -INFINITY;
+    m = zl; // max is exact: any order gives the entry-order maximum
+    for (int off = 16; off > 0; off >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, off));
+    const float pl = ok && m != -INFINITY ? as_d_expf(zl - m) : 0.0f;
+    l = pl;
+    for (int off = 16; off > 0; off >>= 1)
+        l += __shfl_xor_sync(kFull, l, off);
+    return pl;
+}
+
 template <int HD>
 __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 {
     as_d_pdl_wait();
     constexpr int CPR = HD / 8;             // 16-byte chunks per row
     constexpr int CPL = CPR / 32;           // chunks per lane
-    constexpr int RPP = kThreads / CPR;     // rows staged per pass of the block
-    constexpr int kPass = kSplit / RPP;     // a thread stages chunk tid % CPR of rows tid / CPR + RPP * i
-    static_assert(kThreads % CPR == 0 && kSplit % RPP == 0, "a pass stages whole rows");
     __shared__ __align__(16) uint4 rows[kSplit][CPR];
     __shared__ int valid[kSplit];
     const int split = blockIdx.x, e0 = split * kSplit;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int h = blockIdx.y * kHeads + warp, k = tid % CPR;
-    // The loads are issued together, not one after another (each round trip to memory costs ~1 us
-    // here; in a chain they were most of this kernel's time): the entries this thread stages, its
-    // warp's query and the live width and row count, then the rows those entries name.
-    int ent[kPass];
-    for (int i = 0; i < kPass; i++) {
-        const int e = e0 + tid / CPR + RPP * i;
-        ent[i] = e < a.topk ? __ldg(a.idx + e) : -1;
-    }
-    const int ev = e0 + tid;
-    const int vi = tid < kSplit && ev < a.topk ? __ldg(a.idx + ev) : -1;
+    const int h = blockIdx.y * kHeads + warp;
+    // the loads issued together (StagePlan): the entries, this warp's query, the live sizes, the rows
+    int ent[StagePlan<HD, kThreads>::kPass], vi;
+    load_entries<HD, kThreads>(a, e0, tid, ent, vi);
     float q[CPL][8];
     if (h < a.nh)
         for (int j = 0; j < CPL; j++)
@@ -110,21 +170,7 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
     const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
     if (e0 >= topk)
         return; // past the live selection: the combine does not read it
-    uint4 staged[kPass];
-    for (int i = 0; i < kPass; i++) {
-        const int e = e0 + tid / CPR + RPP * i;
-        const int id = e < topk ? ent[i] : -1;
-        ent[i] = id >= 0 && id < a.na + nb ? id : -1;
-        if (ent[i] >= 0) {
-            const uint16_t *src = ent[i] < a.na ? a.rows_a + (size_t)ent[i] * HD : a.rows_b + (size_t)(ent[i] - a.na) * HD;
-            staged[i] = __ldg((const uint4 *)src + k);
-        }
-    }
-    if (tid < kSplit)
-        valid[tid] = ev < topk && vi >= 0 && vi < a.na + nb ? vi : -1;
-    for (int i = 0; i < kPass; i++)
-        if (ent[i] >= 0)
-            rows[tid / CPR + RPP * i][k] = staged[i];
+    stage_rows<HD, kThreads, false>(a, e0, tid, topk, nb, ent, vi, rows, valid);
     __syncthreads();
     if (h >= a.nh)
         return;
@@ -153,14 +199,8 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
     scatter_level<4>(acc, lane);
     scatter_level<2>(acc, lane);
     scatter_level<1>(acc, lane);
-    const float zl = valid[lane] >= 0 ? acc[0] * a.scale : -INFINITY;
-    float m = zl; // max is exact: any order gives the entry-order maximum
-    for (int off = 16; off > 0; off >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(kFull, m, off));
-    const float pl = valid[lane] >= 0 && m != -INFINITY ? as_d_expf(zl - m) : 0.0f;
-    float l = pl;
-    for (int off = 16; off > 0; off >>= 1)
-        l += __shfl_xor_sync(kFull, l, off);
+    float m, l;
+    const float pl = split_softmax(acc[0], valid[lane] >= 0, a.scale, m, l);
     // PV in entry order; kAhead entries' rows and weights are read before their FMAs
     constexpr int kAhead = 4;
     float o[CPL][8];
@@ -208,17 +248,16 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 // The split kernel on tensor cores (the default; ATTNSCOPE_ATTN_SPLIT=fma launches split_kernel): the
 // same split, staging and softmax, with QK and PV as mma.sync m16n8k16 (bf16 in, f32 accumulate).
 // split_kernel is bound by instruction issue (Nsight Compute, 2026-11-29: 46% of cycles issue, memory
-// idle): two f32 FMAs and two widenings per row element and head. Here a warp does 1/4 of each
-// product for all 4 heads of the block (the heads padded to the MMA's 8 columns):
-//   QK: S^T[r][h] = rows[r] . q[h]: M = the 32 rows (2 tiles), N = heads, K = channels, each warp a
-//       quarter of the channels; the 4 warps' partials added in warp order through shared memory.
-//   PV: O^T[d][h] = sum_r rows[r][d] bf16(p[h][r]): M = channels (each warp a quarter), N = heads,
-//       K = the 32 rows; the rows read transposed by ldmatrix.trans.
+// idle): two f32 FMAs and two widenings per row element and head. Here, with H heads a block, a warp
+// does 1/H of each product for all H heads (the MMA's 8 columns: H heads, padded when H = 4):
+//   QK: S^T[r][h] = rows[r] . q[h]: M = the 32 rows (2 tiles), N = heads, K = channels, each warp 1/H
+//       of the channels; the warps' partials added in warp order through shared memory.
+//   PV: O^T[d][h] = sum_r rows[r][d] p[h][r]: M = channels (each warp 1/H), N = heads, K = the 32
+//       rows; the rows read transposed by ldmatrix.trans.
 // The exponentials enter PV as two bf16 terms (hi + lo), so the product keeps them to ~2^-17 where the
-// prefill's tensor-core kernels round them to bf16; the denominator sums the unrounded ones. Rows not
-// staged are zeros in
-// shared memory (their p is 0, and 0 x NaN bits would not be). The rows' pitch is a row and 16 bytes
-// (CPR + 1 chunks), so ldmatrix's 8 row addresses fall in 8 bank groups.
+// prefill's tensor-core kernels round them to bf16; the denominator sums the unrounded ones. Rows of
+// skipped entries are zeros in shared memory (their p is 0, and 0 x NaN bits would not be). The rows'
+// pitch is a row and 16 bytes (CPR + 1 chunks), so ldmatrix's 8 row addresses fall in 8 bank groups.
 // H heads a block (4, or 8 with ATTNSCOPE_ATTN_MMA_HEADS=8: the MMAs' 8 columns all used, half the
 // blocks, each split's rows gathered by half as many blocks), a warp each for the softmax.
 template <int HD, int H> struct MmaSmem { // split_mma_kernel's shared memory (dynamic: 37-43 KB at HD 512)
@@ -237,12 +276,10 @@ __global__ void __launch_bounds__(H * 32) split_mma_kernel(Args a)
     as_d_pdl_wait();
     constexpr int kThreads = H * 32;
     constexpr int CPR = HD / 8;            // 16-byte chunks per row
-    constexpr int RPP = kThreads / CPR;    // rows staged per pass of the block
-    constexpr int kPass = kSplit / RPP;
     constexpr int QPT = H * CPR / kThreads; // query chunks a thread stages
     constexpr int KSW = HD / 16 / H;       // QK k-steps a warp, PV m-tiles a warp (16 channels each)
-    static_assert(kSplit == 32 && (H == 4 || H == 8) && kPass * RPP == kSplit && QPT * kThreads == H * CPR &&
-                      KSW * H * 16 == HD, "the tiling");
+    static_assert(kSplit == 32 && (H == 4 || H == 8) && QPT * kThreads == H * CPR && KSW * H * 16 == HD,
+                  "the tiling");
     AS_DYNAMIC_SMEM(attn1_smem);
     MmaSmem<HD, H> &sm = *reinterpret_cast<MmaSmem<HD, H> *>(attn1_smem);
     auto &rows = sm.rows;
@@ -251,16 +288,11 @@ __global__ void __launch_bounds__(H * 32) split_mma_kernel(Args a)
     auto &pb = sm.pb;
     auto &valid = sm.valid;
     const int split = blockIdx.x, e0 = split * kSplit, hb = blockIdx.y * H;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, k = tid % CPR;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, c = lane & 3;
-    // the loads issued together, as split_kernel's: entries, the block's queries, the live sizes
-    int ent[kPass];
-    for (int i = 0; i < kPass; i++) {
-        const int e = e0 + tid / CPR + RPP * i;
-        ent[i] = e < a.topk ? __ldg(a.idx + e) : -1;
-    }
-    const int ev = e0 + tid;
-    const int vi = tid < kSplit && ev < a.topk ? __ldg(a.idx + ev) : -1;
+    // the loads issued together (StagePlan): the entries, the block's queries, the live sizes, the rows
+    int ent[StagePlan<HD, kThreads>::kPass], vi;
+    load_entries<HD, kThreads>(a, e0, tid, ent, vi);
     uint4 qv[QPT];
     for (int i = 0; i < QPT; i++) {
         const int j = tid + kThreads * i;
@@ -270,20 +302,7 @@ __global__ void __launch_bounds__(H * 32) split_mma_kernel(Args a)
     const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
     if (e0 >= topk)
         return; // past the live selection: the combine does not read it
-    uint4 staged[kPass];
-    for (int i = 0; i < kPass; i++) {
-        const int e = e0 + tid / CPR + RPP * i;
-        const int id = e < topk ? ent[i] : -1;
-        ent[i] = id >= 0 && id < a.na + nb ? id : -1;
-        if (ent[i] >= 0) {
-            const uint16_t *src = ent[i] < a.na ? a.rows_a + (size_t)ent[i] * HD : a.rows_b + (size_t)(ent[i] - a.na) * HD;
-            staged[i] = __ldg((const uint4 *)src + k);
-        }
-    }
-    if (tid < kSplit)
-        valid[tid] = ev < topk && vi >= 0 && vi < a.na + nb ? vi : -1;
-    for (int i = 0; i < kPass; i++)
-        rows[tid / CPR + RPP * i][k] = ent[i] >= 0 ? staged[i] : make_uint4(0u, 0u, 0u, 0u);
+    stage_rows<HD, kThreads, true>(a, e0, tid, topk, nb, ent, vi, rows, valid);
     for (int i = 0; i < QPT; i++) {
         const int j = tid + kThreads * i;
         qs[j / CPR][j % CPR] = qv[i];
@@ -321,14 +340,8 @@ __global__ void __launch_bounds__(H * 32) split_mma_kernel(Args a)
 #pragma unroll
     for (int w = 1; w < H; w++) // in warp order
         dot += sp[w][lane][warp];
-    const float zl = valid[lane] >= 0 ? dot * a.scale : -INFINITY;
-    float m = zl;
-    for (int off = 16; off > 0; off >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(kFull, m, off));
-    const float pl = valid[lane] >= 0 && m != -INFINITY ? as_d_expf(zl - m) : 0.0f;
-    float l = pl;
-    for (int off = 16; off > 0; off >>= 1)
-        l += __shfl_xor_sync(kFull, l, off);
+    float m, l;
+    const float pl = split_softmax(dot, valid[lane] >= 0, a.scale, m, l);
     // p for PV's B fragments as two bf16 terms, hi = bf16(p) and lo = bf16(p - hi): their products
     // with the bf16 rows carry p to ~2^-17, not bf16's 2^-9 (PV stays within f32 rounding of the
     // reference's f32 products; the MMAs are not what bounds this kernel)
