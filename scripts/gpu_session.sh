@@ -18,6 +18,7 @@
 #     topkrow   the decode under each block size of one-row top-k launches (envab below)
 #     warprange the decode under each ATTNSCOPE_TOPK_WARP_RANGE (the longest range introselect leaves to one
 #               warp; envab below)
+#     bundleab  the decode with this bundle against AS_BUNDLE_B's (a branch's, carried too), alternated
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
 #     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM
 #               (envab below)
@@ -55,16 +56,21 @@ mkdir -p "$OUT"
 ROOT=$(pwd)
 AS=${AS_DIR:-/tmp/as}
 BUNDLE=${AS_BUNDLE:-dist/attnscope.tar.xz}
-# unpacked again whenever the carried bundle differs from the one unpacked (a machine kept warm
-# between calls still holds the previous call's bundle)
-SHA=$(sha256sum "$BUNDLE" 2>/dev/null | cut -c1-64)
-if [ ! -x "$AS/attnscope/attnscope" ] || [ "$(cat "$AS/.bundle_sha" 2>/dev/null)" != "$SHA" ]; then
-    rm -rf "$AS/attnscope"
-    if ! { mkdir -p "$AS" && tar -C "$AS" -xJf "$BUNDLE"; }; then
-        echo "no bundle ($BUNDLE)"
-        exit 3
+# unpack BUNDLE DIR: DIR/attnscope from BUNDLE, again whenever the bundle differs from the one unpacked
+# there (a machine kept warm between calls still holds the previous call's)
+unpack() {
+    local sha
+    sha=$(sha256sum "$1" 2>/dev/null | cut -c1-64)
+    [ -n "$sha" ] || return 1
+    if [ ! -x "$2/attnscope/attnscope" ] || [ "$(cat "$2/.bundle_sha" 2>/dev/null)" != "$sha" ]; then
+        rm -rf "$2/attnscope"
+        { mkdir -p "$2" && tar -C "$2" -xJf "$1"; } || return 1
+        echo "$sha" >"$2/.bundle_sha"
     fi
-    echo "$SHA" >"$AS/.bundle_sha"
+}
+if ! unpack "$BUNDLE" "$AS"; then
+    echo "no bundle ($BUNDLE)"
+    exit 3
 fi
 B=$AS/attnscope
 export ATTNSCOPE_CACHE=$AS/cache ATTNSCOPE_GPU_CACHE=$AS/cache ATTNSCOPE_BIN=$B/attnscope
@@ -80,7 +86,8 @@ mkdir -p "$LOGS"
 phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound; its log is appended to $OUT/full.log
     local name=$1${AS_TAG:+_$AS_TAG} secs=$2
     shift 2
-    local t0=$(date +%s)
+    local t0
+    t0=$(date +%s)
     # streamed into full.log as it runs: a call cut short still brings back what ran
     echo "######## $name" >>"$OUT/full.log"
     timeout "$secs" "$@" 2>&1 | tee "$LOGS/$name.log" >>"$OUT/full.log"
@@ -88,7 +95,7 @@ phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound; its log is a
     echo "######## $name: exit $rc" >>"$OUT/full.log"
     say "== $name: exit $rc in $(($(date +%s) - t0)) s"
     grep -E "passed, .* failed|^FAIL|ERROR SUMMARY|RACECHECK SUMMARY|verdict:|caught at|mismatch|layer runs" "$LOGS/$name.log" | head -40 | tee -a "$SUM"
-    return $rc
+    return "$rc"
 }
 logf() { echo "$LOGS/$1${AS_TAG:+_$AS_TAG}.log"; }  # a phase's log, by its untagged name
 # sanitized NAME SECONDS PATTERN...: the GPU tests matching the patterns (small cases) under memcheck,
@@ -190,6 +197,22 @@ for p in "$@"; do
     topkrow) envab topkrow "" ATTNSCOPE_TOPK_THREADS_ROW=128 ATTNSCOPE_TOPK_THREADS_ROW=64 ;;
     warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=256 ATTNSCOPE_TOPK_WARP_RANGE=512 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;
+    bundleab)
+        # the decode through the graph with this bundle (a) against AS_BUNDLE_B's (b: a branch built
+        # beside it, carried too; unpacked in /tmp/as-b), alternated, three rounds
+        need_flash
+        if ! unpack "${AS_BUNDLE_B:-}" /tmp/as-b; then
+            say "bundleab: no second bundle (AS_BUNDLE_B=${AS_BUNDLE_B:-})"
+            continue
+        fi
+        for r in 1 2 3; do
+            for side in a b; do
+                bin=$B/attnscope
+                [ "$side" = b ] && bin=/tmp/as-b/attnscope/attnscope
+                phase "bundleab_${side}_$r" 120 "$bin" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
+                say "bundleab [$side] $(grep -E '\*\*graph\*\*' "$(logf "bundleab_${side}_$r")")"
+            done
+        done ;;
     topkrows)
         # the prefill's selection with each block size for many-row top-k launches (ATTNSCOPE_TOPK_THREADS_ROWS;
         # the decode's single rows keep 256): the prefill table's select column, alternated
