@@ -19,6 +19,7 @@
 #     warprange the decode under each ATTNSCOPE_TOPK_WARP_RANGE (the longest range introselect leaves to one
 #               warp; envab below)
 #     bundleab  the decode with this bundle against AS_BUNDLE_B's (a branch's, carried too), alternated
+#     cfgab     the decode with kbench's best (R, W) for wo_b and indexer.wq_b (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
 #     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM
 #               (envab below)
@@ -197,6 +198,11 @@ for p in "$@"; do
     topkrow) envab topkrow "" ATTNSCOPE_TOPK_THREADS_ROW=128 ATTNSCOPE_TOPK_THREADS_ROW=64 ;;
     warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=256 ATTNSCOPE_TOPK_WARP_RANGE=512 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;
+    cfgab)
+        # kbench's (R, W) sweep picks, untried in the graph (2026-11-30 00:26: wo_b R4 W8 22.09 us
+        # against R4 W4's 23.18, indexer.wq_b R2 W1 5.00 against R1 W2's 6.90)
+        envab cfgab "" ATTNSCOPE_GEMV_CFG=5120x8192:4,8 ATTNSCOPE_GEMV_CFG=4096x1280:2,1 \
+            "ATTNSCOPE_GEMV_CFG=5120x8192:4,8;4096x1280:2,1" ;;
     bundleab)
         # the decode through the graph with this bundle (a) against AS_BUNDLE_B's (b: a branch built
         # beside it, carried too; unpacked in /tmp/as-b), alternated, three rounds
