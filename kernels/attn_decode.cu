@@ -21,9 +21,6 @@
 // row and no finite sink: o = 0). Splits are fixed blocks of kSplit entries, so a launch sized for
 // topk_max that reads the live width from device memory (the decode graph) computes exactly what a
 // launch at the live width computes.
-#include <stdlib.h>
-#include <string.h>
-
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/rope_pair.cuh"
@@ -295,14 +292,6 @@ __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 
-// ATTNSCOPE_ATTN_COMBINE_AHEAD=8: the combine's partials loaded 8 splits at a time (the kernel before
-// 2026-11-30), for an A/B.
-static bool combine_ahead8()
-{
-    const char *e = getenv("ATTNSCOPE_ATTN_COMBINE_AHEAD");
-    return e && !strcmp(e, "8");
-}
-
 extern "C" int as_k_attn_decode_applies(int nh, int hd, int topk_max)
 {
     return (hd == 256 || hd == 512) && nh % attn1::kHeads == 0 && nh > 0 && topk_max >= 0 &&
@@ -351,7 +340,9 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
         rc = AS_LAUNCH_RESULT();
     }
     if (!rc) {
-        static const bool ahead8 = combine_ahead8(); // (once, thread-safe)
+        // ATTNSCOPE_ATTN_COMBINE_AHEAD=8: the partials loaded 8 splits at a time (the kernel before
+        // 2026-11-30), for an A/B (read once, thread-safe)
+        static const bool ahead8 = as_env_is("ATTNSCOPE_ATTN_COMBINE_AHEAD", "8");
         if (hd == 512)
             as_launch(ahead8 ? attn1::combine_kernel<512, 8> : attn1::combine_kernel<512>, nh, 512 / 4, 0, st, a);
         else

@@ -14,6 +14,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define AS_HD __host__ __device__ __forceinline__
@@ -60,6 +61,14 @@ static inline int as_sm_count() { return as_per_device<as_read_sm_count>(132); }
 // The current device's compute capability as 10 * major + minor (90 for an H100 / H200); 0 when it
 // cannot be read.
 static inline int as_compute_capability() { return as_per_device<as_read_compute_capability>(0); }
+
+// Whether the environment variable `name` is set to exactly `value` (the kernels' A/B switches: their
+// callers keep the answer in a function-local static, read once).
+static inline bool as_env_is(const char *name, const char *value)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, value);
+}
 
 // Opts Kernel into `bytes` of dynamic shared memory (above the default 48 KiB), once per device and
 // kernel (each instantiation has its own flags): the first launches are a prefill's, before any

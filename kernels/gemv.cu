@@ -359,11 +359,7 @@ void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *
 // A switch (ATTNSCOPE_GEMV_EARLY, ATTNSCOPE_GEMV_RESIDENT: "0" turns it off; on by default), for
 // diagnosis and A/B measurement (bench/RESULTS.md); its callers keep it in a function-local static
 // (read once, thread-safe).
-static bool switch_on(const char *name)
-{
-    const char *e = getenv(name);
-    return !(e && !strcmp(e, "0"));
-}
+static bool switch_on(const char *name) { return !as_env_is(name, "0"); }
 
 template <auto Kernel> static int read_blocks_per_sm(int dev)
 {
