@@ -212,15 +212,6 @@ void measure_ceilings(cublasHandle_t cb, bool quick)
 // floor its ramp and tail (and reading against copying).
 constexpr int kReadThreads = 256, kReadIn = 8;
 
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 __global__ void __launch_bounds__(kReadThreads) read_stream_kernel(const uint4 *p, int64_t n, unsigned *sink)
 {
     const int64_t stride = (int64_t)gridDim.x * kReadThreads;
@@ -229,7 +220,7 @@ __global__ void __launch_bounds__(kReadThreads) read_stream_kernel(const uint4 *
     const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < kReadIn; u++)
-        v[u] = i + u * stride < n ? ld_stream(p + i + u * stride) : zero;
+        v[u] = i + u * stride < n ? as_d_ld_stream16(p + i + u * stride) : zero;
     as_d_pdl_wait();
     uint32_t acc = 0;
     for (;;) {
@@ -241,7 +232,7 @@ __global__ void __launch_bounds__(kReadThreads) read_stream_kernel(const uint4 *
             break;
 #pragma unroll
         for (int u = 0; u < kReadIn; u++)
-            v[u] = i + u * stride < n ? ld_stream(p + i + u * stride) : zero;
+            v[u] = i + u * stride < n ? as_d_ld_stream16(p + i + u * stride) : zero;
     }
     if (acc == 0x9e3779b9u) // never, in practice: keeps the loads
         atomicAdd(sink, 1u);

@@ -177,6 +177,17 @@ __device__ __forceinline__ float as_d_warp_sum(float v)
     return v;
 }
 
+// 16 bytes of a stream read once (the decode GEMV's weights; kbench's read ceiling reads them the same
+// way): through the non-coherent path, not kept in L1, so that what is reused there (x) stays.
+__device__ __forceinline__ uint4 as_d_ld_stream16(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
 __device__ __forceinline__ float as_d_warp_max(float v)
 {
     for (int o = 16; o > 0; o >>= 1)
