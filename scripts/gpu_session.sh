@@ -110,11 +110,12 @@ sanitized() {
     done
 }
 # envab NAME VARIANT...: the decode through the graph (bench-engine --prefill 0) under each VARIANT, a
-# space-separated list of VAR=value assignments ("" for the defaults), alternated, three rounds, each
-# graph line with the index layers' rows of the profile; the variant with the lowest median graph time
-# goes to $OUT/NAME_best (to run more under it: env $(cat $OUT/NAME_best) ...)
+# space-separated list of VAR=value assignments ("" for the defaults; AS_BIN=path runs that attnscope
+# instead of this bundle's), alternated, three rounds, each graph line with the index layers' rows of
+# the profile; the variant with the lowest median graph time goes to $OUT/NAME_best (to run more under
+# it: env $(cat $OUT/NAME_best) ...)
 envab() {
-    local name=$1 r v i g best
+    local name=$1 r v i g best bin
     shift
     need_flash
     : >"$LOGS/${name}_times"
@@ -122,8 +123,10 @@ envab() {
         i=0
         for v in "$@"; do
             i=$((i + 1))
+            bin=$B/attnscope
+            case " $v " in *" AS_BIN="*) bin=${v#*AS_BIN=} && bin=${bin%% *} ;; esac
             # shellcheck disable=SC2086 # v: a list of assignments, one word each
-            phase "${name}_${i}_$r" 120 env $v "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
+            phase "${name}_${i}_$r" 120 env $v "$bin" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
             g=$(grep -E '\*\*graph\*\*' "$(logf "${name}_${i}_$r")")
             say "$name [${v:-defaults}] $g"
             grep -E "^\| (r2 kv idx|r1 idx) " "$(logf "${name}_${i}_$r")" | tee -a "$SUM"
@@ -204,21 +207,12 @@ for p in "$@"; do
         envab cfgab "" ATTNSCOPE_GEMV_CFG=5120x8192:4,8 ATTNSCOPE_GEMV_CFG=4096x1280:2,1 \
             "ATTNSCOPE_GEMV_CFG=5120x8192:4,8;4096x1280:2,1" ;;
     bundleab)
-        # the decode through the graph with this bundle (a) against AS_BUNDLE_B's (b: a branch built
-        # beside it, carried too; unpacked in /tmp/as-b), alternated, three rounds
-        need_flash
-        if ! unpack "${AS_BUNDLE_B:-}" /tmp/as-b; then
+        # this bundle against AS_BUNDLE_B's (a branch built beside it, carried too; unpacked in /tmp/as-b)
+        if unpack "${AS_BUNDLE_B:-}" /tmp/as-b; then
+            envab bundleab "" AS_BIN=/tmp/as-b/attnscope/attnscope
+        else
             say "bundleab: no second bundle (AS_BUNDLE_B=${AS_BUNDLE_B:-})"
-            continue
-        fi
-        for r in 1 2 3; do
-            for side in a b; do
-                bin=$B/attnscope
-                [ "$side" = b ] && bin=/tmp/as-b/attnscope/attnscope
-                phase "bundleab_${side}_$r" 120 "$bin" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
-                say "bundleab [$side] $(grep -E '\*\*graph\*\*' "$(logf "bundleab_${side}_$r")")"
-            done
-        done ;;
+        fi ;;
     topkrows)
         # the prefill's selection with each block size for many-row top-k launches (ATTNSCOPE_TOPK_THREADS_ROWS;
         # the decode's single rows keep 256): the prefill table's select column, alternated
