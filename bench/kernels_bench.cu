@@ -203,6 +203,13 @@ void measure_ceilings(cublasHandle_t cb, bool quick)
            g_ceil.copy_gbs, g_ceil.gemm_tfs, ok ? "" : " (cuBLAS failed: 790 assumed)");
 }
 
+// How many copies of a weight buffer of `bytes` a timed batch rotates through: 256 MiB of them in all (far
+// beyond the 60 MiB L2, so every launch reads HBM), at least 2 and at most 64.
+static int rotating_sets(size_t bytes)
+{
+    return (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / bytes + 1));
+}
+
 // ---------------------------------------------------------------- read ceiling
 
 // A pure stream of 16-byte loads: the decode GEMV's weight access without its arithmetic. One wave of
@@ -240,7 +247,7 @@ __global__ void __launch_bounds__(kReadThreads) read_stream_kernel(const uint4 *
 
 void bench_read(const char *name, size_t bytes, bool quick)
 {
-    const int nset = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / bytes + 1));
+    const int nset = rotating_sets(bytes);
     std::vector<void *> buf(nset);
     for (int i = 0; i < nset; i++) {
         buf[i] = dalloc(bytes);
@@ -279,7 +286,7 @@ void bench_gemv(cublasHandle_t cb, const GemvShape &g, int m, bool sweep, bool q
 {
     const size_t wsz = g.f32w ? 4 : 2;
     const size_t wbytes = wsz * (size_t)g.batch * g.n_out * g.n_in;
-    const int nset = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / wbytes + 1));
+    const int nset = rotating_sets(wbytes);
     std::vector<void *> W(nset);
     for (int i = 0; i < nset; i++) {
         W[i] = dalloc(wbytes);
@@ -399,7 +406,7 @@ void bench_q2k(cublasHandle_t cb, const GemvShape &g, int m, bool sweep, bool qu
     const int nb = g.n_in / AS_QK_K, nx = g.n_in / AS_QK8_1;
     const int64_t wblocks = (int64_t)g.batch * g.n_out * nb;
     const size_t wbytes = sizeof(AsBlockQ2K) * (size_t)wblocks;
-    const int nset = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / wbytes + 1));
+    const int nset = rotating_sets(wbytes);
     std::vector<void *> W(nset);
     for (int i = 0; i < nset; i++) {
         W[i] = dalloc(wbytes);
