@@ -203,6 +203,13 @@ void measure_ceilings(cublasHandle_t cb, bool quick)
            g_ceil.copy_gbs, g_ceil.gemm_tfs, ok ? "" : " (cuBLAS failed: 790 assumed)");
 }
 
+// How many copies of a weight buffer of `bytes` a timed batch rotates through: 256 MiB of them in all (far
+// beyond the 60 MiB L2, so every launch reads HBM), at least 2 and at most 64.
+static int rotating_sets(size_t bytes)
+{
+    return (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / bytes + 1));
+}
+
 // ---------------------------------------------------------------- read ceiling
 
 // A pure stream of 16-byte loads: the decode GEMV's weight access without its arithmetic. One wave of
@@ -212,15 +219,6 @@ void measure_ceilings(cublasHandle_t cb, bool quick)
 // floor its ramp and tail (and reading against copying).
 constexpr int kReadThreads = 256, kReadIn = 8;
 
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 __global__ void __launch_bounds__(kReadThreads) read_stream_kernel(const uint4 *p, int64_t n, unsigned *sink)
 {
     const int64_t stride = (int64_t)gridDim.x * kReadThreads;
@@ -229,7 +227,7 @@ __global__ void __launch_bounds__(kReadThreads) read_stream_kernel(const uint4 *
     const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < kReadIn; u++)
-        v[u] = i + u * stride < n ? ld_stream(p + i + u * stride) : zero;
+        v[u] = i + u * stride < n ? as_d_ld_stream16(p + i + u * stride) : zero;
     as_d_pdl_wait();
     uint32_t acc = 0;
     for (;;) {
@@ -241,7 +239,7 @@ __global__ void __launch_bounds__(kReadThreads) read_stream_kernel(const uint4 *
             break;
 #pragma unroll
         for (int u = 0; u < kReadIn; u++)
-            v[u] = i + u * stride < n ? ld_stream(p + i + u * stride) : zero;
+            v[u] = i + u * stride < n ? as_d_ld_stream16(p + i + u * stride) : zero;
     }
     if (acc == 0x9e3779b9u) // never, in practice: keeps the loads
         atomicAdd(sink, 1u);
@@ -249,7 +247,7 @@ __global__ void __launch_bounds__(kReadThreads) read_stream_kernel(const uint4 *
 
 void bench_read(const char *name, size_t bytes, bool quick)
 {
-    const int nset = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / bytes + 1));
+    const int nset = rotating_sets(bytes);
     std::vector<void *> buf(nset);
     for (int i = 0; i < nset; i++) {
         buf[i] = dalloc(bytes);
@@ -288,7 +286,7 @@ void bench_gemv(cublasHandle_t cb, const GemvShape &g, int m, bool sweep, bool q
 {
     const size_t wsz = g.f32w ? 4 : 2;
     const size_t wbytes = wsz * (size_t)g.batch * g.n_out * g.n_in;
-    const int nset = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / wbytes + 1));
+    const int nset = rotating_sets(wbytes);
     std::vector<void *> W(nset);
     for (int i = 0; i < nset; i++) {
         W[i] = dalloc(wbytes);
@@ -408,7 +406,7 @@ void bench_q2k(cublasHandle_t cb, const GemvShape &g, int m, bool sweep, bool qu
     const int nb = g.n_in / AS_QK_K, nx = g.n_in / AS_QK8_1;
     const int64_t wblocks = (int64_t)g.batch * g.n_out * nb;
     const size_t wbytes = sizeof(AsBlockQ2K) * (size_t)wblocks;
-    const int nset = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(256u << 20) / wbytes + 1));
+    const int nset = rotating_sets(wbytes);
     std::vector<void *> W(nset);
     for (int i = 0; i < nset; i++) {
         W[i] = dalloc(wbytes);

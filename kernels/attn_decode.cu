@@ -23,9 +23,6 @@
 // row and no finite sink: o = 0). Splits are fixed blocks of kSplit entries, so a launch sized for
 // topk_max that reads the live width from device memory (the decode graph) computes exactly what a
 // launch at the live width computes.
-#include <stdlib.h>
-#include <string.h>
-
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
@@ -482,29 +479,6 @@ __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
 
-// ATTNSCOPE_ATTN_COMBINE_AHEAD=8: the combine's partials loaded 8 splits at a time (the kernel before
-// 2026-11-30), for an A/B.
-static bool combine_ahead8()
-{
-    const char *e = getenv("ATTNSCOPE_ATTN_COMBINE_AHEAD");
-    return e && !strcmp(e, "8");
-}
-
-// ATTNSCOPE_ATTN_SPLIT=fma: the split kernel on CUDA cores (f32 FMAs; the kernel before 2026-11-30)
-// instead of tensor cores, for an A/B.
-static bool split_fma()
-{
-    const char *e = getenv("ATTNSCOPE_ATTN_SPLIT");
-    return e && !strcmp(e, "fma");
-}
-
-// ATTNSCOPE_ATTN_MMA_HEADS=8: the tensor-core split with 8 heads a block (where nh allows), an A/B.
-static bool mma_heads8()
-{
-    const char *e = getenv("ATTNSCOPE_ATTN_MMA_HEADS");
-    return e && !strcmp(e, "8");
-}
-
 extern "C" int as_k_attn_decode_applies(int nh, int hd, int topk_max)
 {
     return (hd == 256 || hd == 512) && nh % attn1::kHeads == 0 && nh > 0 && topk_max >= 0 &&
@@ -545,7 +519,11 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
                   ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr, ob ? *ob : AsOBack{}};
     int rc = 0;
     if (nsplit > 0) {
-        static const bool fma = split_fma(), heads8 = mma_heads8(); // (once, thread-safe)
+        // A/B switches, read once (thread-safe): ATTNSCOPE_ATTN_SPLIT=fma, the split on CUDA cores (f32 FMAs,
+        // the kernel before 2026-11-30); ATTNSCOPE_ATTN_MMA_HEADS=8, the tensor-core split with 8 heads a
+        // block (where nh allows)
+        static const bool fma = as_env_is("ATTNSCOPE_ATTN_SPLIT", "fma"),
+                          heads8 = as_env_is("ATTNSCOPE_ATTN_MMA_HEADS", "8");
         const int H = !fma && heads8 && nh % 8 == 0 ? 8 : attn1::kHeads;
         dim3 grid((unsigned)nsplit, (unsigned)(nh / H));
         if (fma)
@@ -559,7 +537,9 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
         rc = AS_LAUNCH_RESULT();
     }
     if (!rc) {
-        static const bool ahead8 = combine_ahead8(); // (once, thread-safe)
+        // ATTNSCOPE_ATTN_COMBINE_AHEAD=8: the partials loaded 8 splits at a time (the kernel before
+        // 2026-11-30), for an A/B (read once, thread-safe)
+        static const bool ahead8 = as_env_is("ATTNSCOPE_ATTN_COMBINE_AHEAD", "8");
         if (hd == 512)
             as_launch(ahead8 ? attn1::combine_kernel<512, 8> : attn1::combine_kernel<512>, nh, 512 / 4, 0, st, a);
         else

@@ -14,6 +14,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define AS_HD __host__ __device__ __forceinline__
@@ -60,6 +61,14 @@ static inline int as_sm_count() { return as_per_device<as_read_sm_count>(132); }
 // The current device's compute capability as 10 * major + minor (90 for an H100 / H200); 0 when it
 // cannot be read.
 static inline int as_compute_capability() { return as_per_device<as_read_compute_capability>(0); }
+
+// Whether the environment variable `name` is set to exactly `value` (the kernels' A/B switches: their
+// callers keep the answer in a function-local static, read once).
+static inline bool as_env_is(const char *name, const char *value)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, value);
+}
 
 // Opts Kernel into `bytes` of dynamic shared memory (above the default 48 KiB), once per device and
 // kernel (each instantiation has its own flags): the first launches are a prefill's, before any
@@ -165,6 +174,17 @@ __device__ __forceinline__ float as_d_warp_sum(float v)
 {
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// 16 bytes of a stream read once (the decode GEMV's weights; kbench's read ceiling reads them the same
+// way): through the non-coherent path, not kept in L1, so that what is reused there (x) stays.
+__device__ __forceinline__ uint4 as_d_ld_stream16(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
     return v;
 }
 

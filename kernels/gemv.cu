@@ -26,7 +26,6 @@
 // alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "kernels/common.cuh"
 #include "kernels/gemv_epilogue.cuh"
@@ -39,25 +38,12 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 2;
 
-__device__ __forceinline__ uint4 ld_stream16(const void *p)
-{
-    uint4 v;
-#ifdef AS_EMU // bench/emu: the CPU emulator
-    memcpy(&v, p, 16);
-#else
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-#endif
-    return v;
-}
-
 // 8 weights of one chunk, widened to f32.
 template <typename TW> struct WChunk;
 
 template <> struct WChunk<uint16_t> {
     uint4 v;
-    __device__ __forceinline__ void load(const uint16_t *p) { v = ld_stream16(p); }
+    __device__ __forceinline__ void load(const uint16_t *p) { v = as_d_ld_stream16(p); }
     __device__ __forceinline__ float get(int e) const
     {
         uint32_t u = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
@@ -69,8 +55,8 @@ template <> struct WChunk<float> {
     uint4 a, b;
     __device__ __forceinline__ void load(const float *p)
     {
-        a = ld_stream16(p);
-        b = ld_stream16(p + 4);
+        a = as_d_ld_stream16(p);
+        b = as_d_ld_stream16(p + 4);
     }
     __device__ __forceinline__ float get(int e) const
     {
@@ -359,11 +345,7 @@ void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *
 // A switch (ATTNSCOPE_GEMV_EARLY, ATTNSCOPE_GEMV_RESIDENT: "0" turns it off; on by default), for
 // diagnosis and A/B measurement (bench/RESULTS.md); its callers keep it in a function-local static
 // (read once, thread-safe).
-static bool switch_on(const char *name)
-{
-    const char *e = getenv(name);
-    return !(e && !strcmp(e, "0"));
-}
+static bool switch_on(const char *name) { return !as_env_is(name, "0"); }
 
 template <auto Kernel> static int read_blocks_per_sm(int dev)
 {

@@ -18,6 +18,8 @@
 #     topkrow   the decode under each block size of one-row top-k launches (envab below)
 #     warprange the decode under each ATTNSCOPE_TOPK_WARP_RANGE (the longest range introselect leaves to one
 #               warp; envab below)
+#     bundleab  the decode with this bundle against AS_BUNDLE_B's (a branch's, carried too), alternated
+#     cfgab     the decode with kbench's best (R, W) for wo_b and indexer.wq_b (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
 #     splitab   the decode with the one-query attention's split on tensor cores (the default), on CUDA cores, and
 #               on tensor cores with 8 heads a block
@@ -58,16 +60,21 @@ mkdir -p "$OUT"
 ROOT=$(pwd)
 AS=${AS_DIR:-/tmp/as}
 BUNDLE=${AS_BUNDLE:-dist/attnscope.tar.xz}
-# unpacked again whenever the carried bundle differs from the one unpacked (a machine kept warm
-# between calls still holds the previous call's bundle)
-SHA=$(sha256sum "$BUNDLE" 2>/dev/null | cut -c1-64)
-if [ ! -x "$AS/attnscope/attnscope" ] || [ "$(cat "$AS/.bundle_sha" 2>/dev/null)" != "$SHA" ]; then
-    rm -rf "$AS/attnscope"
-    if ! { mkdir -p "$AS" && tar -C "$AS" -xJf "$BUNDLE"; }; then
-        echo "no bundle ($BUNDLE)"
-        exit 3
+# unpack BUNDLE DIR: DIR/attnscope from BUNDLE, again whenever the bundle differs from the one unpacked
+# there (a machine kept warm between calls still holds the previous call's)
+unpack() {
+    local sha
+    sha=$(sha256sum "$1" 2>/dev/null | cut -c1-64)
+    [ -n "$sha" ] || return 1
+    if [ ! -x "$2/attnscope/attnscope" ] || [ "$(cat "$2/.bundle_sha" 2>/dev/null)" != "$sha" ]; then
+        rm -rf "$2/attnscope"
+        { mkdir -p "$2" && tar -C "$2" -xJf "$1"; } || return 1
+        echo "$sha" >"$2/.bundle_sha"
     fi
-    echo "$SHA" >"$AS/.bundle_sha"
+}
+if ! unpack "$BUNDLE" "$AS"; then
+    echo "no bundle ($BUNDLE)"
+    exit 3
 fi
 B=$AS/attnscope
 export ATTNSCOPE_CACHE=$AS/cache ATTNSCOPE_GPU_CACHE=$AS/cache ATTNSCOPE_BIN=$B/attnscope
@@ -83,7 +90,8 @@ mkdir -p "$LOGS"
 phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound; its log is appended to $OUT/full.log
     local name=$1${AS_TAG:+_$AS_TAG} secs=$2
     shift 2
-    local t0=$(date +%s)
+    local t0
+    t0=$(date +%s)
     # streamed into full.log as it runs: a call cut short still brings back what ran
     echo "######## $name" >>"$OUT/full.log"
     timeout "$secs" "$@" 2>&1 | tee "$LOGS/$name.log" >>"$OUT/full.log"
@@ -91,7 +99,7 @@ phase() {  # phase NAME SECONDS COMMAND...: runs with a time bound; its log is a
     echo "######## $name: exit $rc" >>"$OUT/full.log"
     say "== $name: exit $rc in $(($(date +%s) - t0)) s"
     grep -E "passed, .* failed|^FAIL|ERROR SUMMARY|RACECHECK SUMMARY|verdict:|caught at|mismatch|layer runs" "$LOGS/$name.log" | head -40 | tee -a "$SUM"
-    return $rc
+    return "$rc"
 }
 logf() { echo "$LOGS/$1${AS_TAG:+_$AS_TAG}.log"; }  # a phase's log, by its untagged name
 # sanitized NAME SECONDS PATTERN...: the GPU tests matching the patterns (small cases) under memcheck,
@@ -105,11 +113,12 @@ sanitized() {
     done
 }
 # envab NAME VARIANT...: the decode through the graph (bench-engine --prefill 0) under each VARIANT, a
-# space-separated list of VAR=value assignments ("" for the defaults), alternated, three rounds, each
-# graph line with the index layers' rows of the profile; the variant with the lowest median graph time
-# goes to $OUT/NAME_best (to run more under it: env $(cat $OUT/NAME_best) ...)
+# space-separated list of VAR=value assignments ("" for the defaults; AS_BIN=path runs that attnscope
+# instead of this bundle's), alternated, three rounds, each graph line with the index layers' rows of
+# the profile; the variant with the lowest median graph time goes to $OUT/NAME_best (to run more under
+# it: env $(cat $OUT/NAME_best) ...)
 envab() {
-    local name=$1 r v i g best
+    local name=$1 r v i g best bin
     shift
     need_flash
     : >"$LOGS/${name}_times"
@@ -117,8 +126,10 @@ envab() {
         i=0
         for v in "$@"; do
             i=$((i + 1))
+            bin=$B/attnscope
+            case " $v " in *" AS_BIN="*) bin=${v#*AS_BIN=} && bin=${bin%% *} ;; esac
             # shellcheck disable=SC2086 # v: a list of assignments, one word each
-            phase "${name}_${i}_$r" 120 env $v "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
+            phase "${name}_${i}_$r" 120 env $v "$bin" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0
             g=$(grep -E '\*\*graph\*\*' "$(logf "${name}_${i}_$r")")
             say "$name [${v:-defaults}] $g"
             grep -E "^\| (r2 kv idx|r1 idx) " "$(logf "${name}_${i}_$r")" | tee -a "$SUM"
@@ -201,6 +212,18 @@ for p in "$@"; do
             phase "splittests_${v##*=}" 180 env "$v" "$B/attnscope_tests" 'gpu_decode*' 'gpu_sparse*' \
                 'gpu_graph_tiny_300*'
         done ;;
+    cfgab)
+        # kbench's (R, W) sweep picks, untried in the graph (2026-11-30 00:26: wo_b R4 W8 22.09 us
+        # against R4 W4's 23.18, indexer.wq_b R2 W1 5.00 against R1 W2's 6.90)
+        envab cfgab "" ATTNSCOPE_GEMV_CFG=5120x8192:4,8 ATTNSCOPE_GEMV_CFG=4096x1280:2,1 \
+            "ATTNSCOPE_GEMV_CFG=5120x8192:4,8;4096x1280:2,1" ;;
+    bundleab)
+        # this bundle against AS_BUNDLE_B's (a branch built beside it, carried too; unpacked in /tmp/as-b)
+        if unpack "${AS_BUNDLE_B:-}" /tmp/as-b; then
+            envab bundleab "" AS_BIN=/tmp/as-b/attnscope/attnscope
+        else
+            say "bundleab: no second bundle (AS_BUNDLE_B=${AS_BUNDLE_B:-})"
+        fi ;;
     topkrows)
         # the prefill's selection with each block size for many-row top-k launches (ATTNSCOPE_TOPK_THREADS_ROWS;
         # the decode's single rows keep 256): the prefill table's select column, alternated

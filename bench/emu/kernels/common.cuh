@@ -21,6 +21,12 @@ inline float as_d_warp_sum(float v)
         v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+inline uint4 as_d_ld_stream16(const void *p)
+{
+    uint4 v;
+    memcpy(&v, p, 16);
+    return v;
+}
 inline float as_d_warp_max(float v)
 {
     for (int o = 16; o > 0; o >>= 1)
