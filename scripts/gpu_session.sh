@@ -19,6 +19,8 @@
 #     warprange the decode under each ATTNSCOPE_TOPK_WARP_RANGE (the longest range introselect leaves to one
 #               warp; envab below)
 #     bundleab  the decode with this bundle against AS_BUNDLE_B's (a branch's, carried too), alternated
+#     ab        the decode under the variants in AS_AB, separated by '|' (each as envab takes them; AS_BUNDLE_B,
+#               when set, is unpacked in /tmp/as-b for variants naming AS_BIN=/tmp/as-b/attnscope/attnscope)
 #     cfgab     the decode with kbench's best (R, W) for wo_b and indexer.wq_b (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
 #     splitab   the decode with the one-query attention's split on tensor cores (the default), on CUDA cores, and
@@ -217,6 +219,10 @@ for p in "$@"; do
         # against R4 W4's 23.18, indexer.wq_b R2 W1 5.00 against R1 W2's 6.90)
         envab cfgab "" ATTNSCOPE_GEMV_CFG=5120x8192:4,8 ATTNSCOPE_GEMV_CFG=4096x1280:2,1 \
             "ATTNSCOPE_GEMV_CFG=5120x8192:4,8;4096x1280:2,1" ;;
+    ab)
+        [ -z "${AS_BUNDLE_B:-}" ] || unpack "$AS_BUNDLE_B" /tmp/as-b || say "ab: cannot unpack $AS_BUNDLE_B"
+        IFS='|' read -r -a abv <<<"${AS_AB:-}"
+        envab ab "${abv[@]}" ;;
     bundleab)
         # this bundle against AS_BUNDLE_B's (a branch built beside it, carried too; unpacked in /tmp/as-b)
         if unpack "${AS_BUNDLE_B:-}" /tmp/as-b; then
