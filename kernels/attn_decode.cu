@@ -255,8 +255,9 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 // prefill's tensor-core kernels round them to bf16; the denominator sums the unrounded ones. Rows of
 // skipped entries are zeros in shared memory (their p is 0, and 0 x NaN bits would not be). The rows'
 // pitch is a row and 16 bytes (CPR + 1 chunks), so ldmatrix's 8 row addresses fall in 8 bank groups.
-// H heads a block (4, or 8 with ATTNSCOPE_ATTN_MMA_HEADS=8: the MMAs' 8 columns all used, half the
-// blocks, each split's rows gathered by half as many blocks), a warp each for the softmax.
+// H heads a block, a warp each for the softmax: 8 where the head count allows (the MMAs' 8 columns all
+// real heads, each split's rows gathered by half as many blocks: decode graph -0.6% against 4 on the
+// H200, 2026-11-30 02:20 UTC), else 4 (ATTNSCOPE_ATTN_MMA_HEADS=4 forces it, for an A/B).
 template <int HD, int H> struct MmaSmem { // split_mma_kernel's shared memory (dynamic: 37-43 KB at HD 512)
     uint4 rows[kSplit][HD / 8 + 1];
     union {
@@ -520,11 +521,11 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
     int rc = 0;
     if (nsplit > 0) {
         // A/B switches, read once (thread-safe): ATTNSCOPE_ATTN_SPLIT=fma, the split on CUDA cores (f32 FMAs,
-        // the kernel before 2026-11-30); ATTNSCOPE_ATTN_MMA_HEADS=8, the tensor-core split with 8 heads a
-        // block (where nh allows)
+        // the kernel before 2026-11-30); ATTNSCOPE_ATTN_MMA_HEADS=4, the tensor-core split with 4 heads a
+        // block where 8 would do
         static const bool fma = as_env_is("ATTNSCOPE_ATTN_SPLIT", "fma"),
-                          heads8 = as_env_is("ATTNSCOPE_ATTN_MMA_HEADS", "8");
-        const int H = !fma && heads8 && nh % 8 == 0 ? 8 : attn1::kHeads;
+                          heads4 = as_env_is("ATTNSCOPE_ATTN_MMA_HEADS", "4");
+        const int H = !fma && !heads4 && nh % 8 == 0 ? 8 : attn1::kHeads;
         dim3 grid((unsigned)nsplit, (unsigned)(nh / H));
         if (fma)
             as_launch(hd == 512 ? attn1::split_kernel<512> : attn1::split_kernel<256>, grid, attn1::kThreads, 0, st, a);

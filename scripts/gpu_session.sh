@@ -23,8 +23,8 @@
 #               when set, is unpacked in /tmp/as-b for variants naming AS_BIN=/tmp/as-b/attnscope/attnscope)
 #     cfgab     the decode with kbench's best (R, W) for wo_b and indexer.wq_b (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
-#     splitab   the decode with the one-query attention's split on tensor cores (the default), on CUDA cores, and
-#               on tensor cores with 8 heads a block
+#     splitab   the decode with the one-query attention's split on tensor cores (the default, 8 heads a block), on CUDA cores, and
+#               on tensor cores with 4 heads a block
 #     splittests  the kernel and tiny graph tests under each of those two other split kernels
 #     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM
 #               (envab below)
@@ -206,11 +206,11 @@ for p in "$@"; do
     topkrow) envab topkrow "" ATTNSCOPE_TOPK_THREADS_ROW=128 ATTNSCOPE_TOPK_THREADS_ROW=64 ;;
     warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=256 ATTNSCOPE_TOPK_WARP_RANGE=512 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;
-    splitab) envab splitab "" ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=8 ;;
+    splitab) envab splitab "" ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=4 ;;
     splittests)
         # the one-query attention's other split kernels through the kernel and graph tests (the default
         # runs in 'tests')
-        for v in ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=8; do
+        for v in ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=4; do
             phase "splittests_${v##*=}" 180 env "$v" "$B/attnscope_tests" 'gpu_decode*' 'gpu_sparse*' \
                 'gpu_graph_tiny_300*'
         done ;;
