@@ -15,7 +15,9 @@
 //   chunks): z_e = (q_h . row_e) * scale (lane partial sums, added over the xor tree of lanes: a
 //   reduce-scatter leaves z_e in lane e), the split's m = max z, p_e = exp(z_e - m), l = sum p_e,
 //   o = sum p_e row_e (f32, entry order);
-//   written to the workspace as [split][h][HD] and [split][h][2].
+//   written to the workspace as [split][h][HD] and [split][h][2]. That is split_kernel (CUDA cores);
+//   split_mma_kernel, the default, computes the same split's QK and PV on tensor cores, the 4 warps
+//   sharing both products over the block's 4 heads (the weights as two bf16 terms for PV).
 // The combine folds the live splits and the sink for each head: M = max(sink, max_j m_j),
 // den = exp(sink - M) + sum_j l_j exp(m_j - M), o = bf16(sum_j exp(m_j - M) o_j / den) (no selected
 // row and no finite sink: o = 0). Splits are fixed blocks of kSplit entries, so a launch sized for
@@ -23,6 +25,7 @@
 // launch at the live width computes.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/mma.cuh"
 #include "kernels/rope_pair.cuh"
 
 namespace attn1 {
@@ -72,30 +75,90 @@ template <int W> __device__ __forceinline__ void scatter_level(float (&acc)[kSpl
     }
 }
 
+// A split's staging, shared by both split kernels (NT threads). The loads are issued together, not one
+// after another (each round trip to memory costs ~1 us here; in a chain they were most of the split's
+// time): load_entries issues the indices of the entries this thread stages (and of entry tid, for
+// valid[]), the kernel its queries and the live width and row count, then stage_rows the rows those
+// entries name: a thread stages chunk tid % CPR of rows tid / CPR + RPP i. ZERO: the rows of skipped
+// entries are written as zeros (else left as they are: never read as values).
+template <int HD, int NT> struct StagePlan {
+    static constexpr int CPR = HD / 8;         // 16-byte chunks per row
+    static constexpr int RPP = NT / CPR;       // rows staged per pass of the block
+    static constexpr int kPass = kSplit / RPP; // passes
+    static_assert(NT % CPR == 0 && kSplit % RPP == 0, "a pass stages whole rows");
+};
+
+template <int HD, int NT>
+__device__ __forceinline__ void load_entries(const Args &a, int e0, int tid, int (&ent)[StagePlan<HD, NT>::kPass],
+                                             int &vi)
+{
+    using P = StagePlan<HD, NT>;
+    for (int i = 0; i < P::kPass; i++) {
+        const int e = e0 + tid / P::CPR + P::RPP * i;
+        ent[i] = e < a.topk ? __ldg(a.idx + e) : -1;
+    }
+    const int ev = e0 + tid;
+    vi = tid < kSplit && ev < a.topk ? __ldg(a.idx + ev) : -1;
+}
+
+template <int HD, int NT, bool ZERO, int PITCH>
+__device__ __forceinline__ void stage_rows(const Args &a, int e0, int tid, int topk, int nb,
+                                           int (&ent)[StagePlan<HD, NT>::kPass], int vi, uint4 (*rows)[PITCH],
+                                           int *valid)
+{
+    using P = StagePlan<HD, NT>;
+    const int k = tid % P::CPR;
+    uint4 staged[P::kPass];
+    for (int i = 0; i < P::kPass; i++) {
+        const int e = e0 + tid / P::CPR + P::RPP * i;
+        const int id = e < topk ? ent[i] : -1;
+        ent[i] = id >= 0 && id < a.na + nb ? id : -1;
+        if (ent[i] >= 0) {
+            const uint16_t *src = ent[i] < a.na ? a.rows_a + (size_t)ent[i] * HD : a.rows_b + (size_t)(ent[i] - a.na) * HD;
+            staged[i] = __ldg((const uint4 *)src + k);
+        }
+    }
+    const int ev = e0 + tid;
+    if (tid < kSplit)
+        valid[tid] = ev < topk && vi >= 0 && vi < a.na + nb ? vi : -1;
+    for (int i = 0; i < P::kPass; i++) {
+        if (ZERO)
+            rows[tid / P::CPR + P::RPP * i][k] = ent[i] >= 0 ? staged[i] : make_uint4(0u, 0u, 0u, 0u);
+        else if (ent[i] >= 0)
+            rows[tid / P::CPR + P::RPP * i][k] = staged[i];
+    }
+}
+
+// One head's softmax over a split, lane r holding entry r's dot product (ok: entry r is staged):
+// z = dot * scale (-inf when skipped), the split's m = max z, p_r = exp(z_r - m), l = sum p over the
+// xor tree. Returns p_r.
+__device__ __forceinline__ float split_softmax(float dot, bool ok, float scale, float &m, float &l)
+{
+    const float zl = ok ? dot * scale : -INFINITY;
+    m = zl; // max is exact: any order gives the entry-order maximum
+    for (int off = 16; off > 0; off >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(kFull, m, off));
+    const float pl = ok && m != -INFINITY ? as_d_expf(zl - m) : 0.0f;
+    l = pl;
+    for (int off = 16; off > 0; off >>= 1)
+        l += __shfl_xor_sync(kFull, l, off);
+    return pl;
+}
+
 template <int HD>
 __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
 {
     as_d_pdl_wait();
     constexpr int CPR = HD / 8;             // 16-byte chunks per row
     constexpr int CPL = CPR / 32;           // chunks per lane
-    constexpr int RPP = kThreads / CPR;     // rows staged per pass of the block
-    constexpr int kPass = kSplit / RPP;     // a thread stages chunk tid % CPR of rows tid / CPR + RPP * i
-    static_assert(kThreads % CPR == 0 && kSplit % RPP == 0, "a pass stages whole rows");
     __shared__ __align__(16) uint4 rows[kSplit][CPR];
     __shared__ int valid[kSplit];
     const int split = blockIdx.x, e0 = split * kSplit;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int h = blockIdx.y * kHeads + warp, k = tid % CPR;
-    // The loads are issued together, not one after another (each round trip to memory costs ~1 us
-    // here; in a chain they were most of this kernel's time): the entries this thread stages, its
-    // warp's query and the live width and row count, then the rows those entries name.
-    int ent[kPass];
-    for (int i = 0; i < kPass; i++) {
-        const int e = e0 + tid / CPR + RPP * i;
-        ent[i] = e < a.topk ? __ldg(a.idx + e) : -1;
-    }
-    const int ev = e0 + tid;
-    const int vi = tid < kSplit && ev < a.topk ? __ldg(a.idx + ev) : -1;
+    const int h = blockIdx.y * kHeads + warp;
+    // the loads issued together (StagePlan): the entries, this warp's query, the live sizes, the rows
+    int ent[StagePlan<HD, kThreads>::kPass], vi;
+    load_entries<HD, kThreads>(a, e0, tid, ent, vi);
     float q[CPL][8];
     if (h < a.nh)
         for (int j = 0; j < CPL; j++)
@@ -104,21 +167,7 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
     const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
     if (e0 >= topk)
         return; // past the live selection: the combine does not read it
-    uint4 staged[kPass];
-    for (int i = 0; i < kPass; i++) {
-        const int e = e0 + tid / CPR + RPP * i;
-        const int id = e < topk ? ent[i] : -1;
-        ent[i] = id >= 0 && id < a.na + nb ? id : -1;
-        if (ent[i] >= 0) {
-            const uint16_t *src = ent[i] < a.na ? a.rows_a + (size_t)ent[i] * HD : a.rows_b + (size_t)(ent[i] - a.na) * HD;
-            staged[i] = __ldg((const uint4 *)src + k);
-        }
-    }
-    if (tid < kSplit)
-        valid[tid] = ev < topk && vi >= 0 && vi < a.na + nb ? vi : -1;
-    for (int i = 0; i < kPass; i++)
-        if (ent[i] >= 0)
-            rows[tid / CPR + RPP * i][k] = staged[i];
+    stage_rows<HD, kThreads, false>(a, e0, tid, topk, nb, ent, vi, rows, valid);
     __syncthreads();
     if (h >= a.nh)
         return;
@@ -147,14 +196,8 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
     scatter_level<4>(acc, lane);
     scatter_level<2>(acc, lane);
     scatter_level<1>(acc, lane);
-    const float zl = valid[lane] >= 0 ? acc[0] * a.scale : -INFINITY;
-    float m = zl; // max is exact: any order gives the entry-order maximum
-    for (int off = 16; off > 0; off >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(kFull, m, off));
-    const float pl = valid[lane] >= 0 && m != -INFINITY ? as_d_expf(zl - m) : 0.0f;
-    float l = pl;
-    for (int off = 16; off > 0; off >>= 1)
-        l += __shfl_xor_sync(kFull, l, off);
+    float m, l;
+    const float pl = split_softmax(acc[0], valid[lane] >= 0, a.scale, m, l);
     // PV in entry order; kAhead entries' rows and weights are read before their FMAs
     constexpr int kAhead = 4;
     float o[CPL][8];
@@ -192,6 +235,151 @@ __global__ void __launch_bounds__(kThreads) split_kernel(Args a)
         float4 *dst = (float4 *)(wo + (lane + 32 * j) * 8);
         dst[0] = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
         dst[1] = make_float4(o[j][4], o[j][5], o[j][6], o[j][7]);
+    }
+    if (lane == 0) {
+        a.ws_ml[((size_t)split * a.nh + h) * 2] = m;
+        a.ws_ml[((size_t)split * a.nh + h) * 2 + 1] = l;
+    }
+}
+
+// The split kernel on tensor cores (the default; ATTNSCOPE_ATTN_SPLIT=fma launches split_kernel): the
+// same split, staging and softmax, with QK and PV as mma.sync m16n8k16 (bf16 in, f32 accumulate).
+// split_kernel is bound by instruction issue (Nsight Compute, 2026-11-29: 46% of cycles issue, memory
+// idle): two f32 FMAs and two widenings per row element and head. Here, with H heads a block, a warp
+// does 1/H of each product for all H heads (the MMA's 8 columns: H heads, padded when H = 4):
+//   QK: S^T[r][h] = rows[r] . q[h]: M = the 32 rows (2 tiles), N = heads, K = channels, each warp 1/H
+//       of the channels; the warps' partials added in warp order through shared memory.
+//   PV: O^T[d][h] = sum_r rows[r][d] p[h][r]: M = channels (each warp 1/H), N = heads, K = the 32
+//       rows; the rows read transposed by ldmatrix.trans.
+// The exponentials enter PV as two bf16 terms (hi + lo), so the product keeps them to ~2^-17 where the
+// prefill's tensor-core kernels round them to bf16; the denominator sums the unrounded ones. Rows of
+// skipped entries are zeros in shared memory (their p is 0, and 0 x NaN bits would not be). The rows'
+// pitch is a row and 16 bytes (CPR + 1 chunks), so ldmatrix's 8 row addresses fall in 8 bank groups.
+// H heads a block, a warp each for the softmax: 8 where the head count allows (the MMAs' 8 columns all
+// real heads, each split's rows gathered by half as many blocks: decode graph -0.6% against 4 on the
+// H200, 2026-11-30 02:20 UTC), else 4 (ATTNSCOPE_ATTN_MMA_HEADS=4 forces it, for an A/B).
+template <int HD, int H> struct MmaSmem { // split_mma_kernel's shared memory (dynamic: 37-43 KB at HD 512)
+    uint4 rows[kSplit][HD / 8 + 1];
+    union {
+        uint4 qs[H][HD / 8];        // the block's queries, until QK is done
+        float sp[H][kSplit][H + 1]; // then QK's partials [warp][row][head] (+1: bank spread)
+    } u;
+    uint32_t pb[2][H][kSplit / 2]; // p as bf16 pairs [hi / lo][head][row pair]: p = hi + lo
+    int valid[kSplit];
+};
+
+template <int HD, int H = kHeads>
+__global__ void __launch_bounds__(H * 32) split_mma_kernel(Args a)
+{
+    as_d_pdl_wait();
+    constexpr int kThreads = H * 32;
+    constexpr int CPR = HD / 8;            // 16-byte chunks per row
+    constexpr int QPT = H * CPR / kThreads; // query chunks a thread stages
+    constexpr int KSW = HD / 16 / H;       // QK k-steps a warp, PV m-tiles a warp (16 channels each)
+    static_assert(kSplit == 32 && (H == 4 || H == 8) && QPT * kThreads == H * CPR && KSW * H * 16 == HD,
+                  "the tiling");
+    AS_DYNAMIC_SMEM(attn1_smem);
+    MmaSmem<HD, H> &sm = *reinterpret_cast<MmaSmem<HD, H> *>(attn1_smem);
+    auto &rows = sm.rows;
+    auto &qs = sm.u.qs;
+    auto &sp = sm.u.sp;
+    auto &pb = sm.pb;
+    auto &valid = sm.valid;
+    const int split = blockIdx.x, e0 = split * kSplit, hb = blockIdx.y * H;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, c = lane & 3;
+    // the loads issued together (StagePlan): the entries, the block's queries, the live sizes, the rows
+    int ent[StagePlan<HD, kThreads>::kPass], vi;
+    load_entries<HD, kThreads>(a, e0, tid, ent, vi);
+    uint4 qv[QPT];
+    for (int i = 0; i < QPT; i++) {
+        const int j = tid + kThreads * i;
+        qv[i] = __ldg((const uint4 *)(a.q + (size_t)(hb + j / CPR) * HD) + j % CPR);
+    }
+    const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
+    const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
+    if (e0 >= topk)
+        return; // past the live selection: the combine does not read it
+    stage_rows<HD, kThreads, true>(a, e0, tid, topk, nb, ent, vi, rows, valid);
+    for (int i = 0; i < QPT; i++) {
+        const int j = tid + kThreads * i;
+        qs[j / CPR][j % CPR] = qv[i];
+    }
+    __syncthreads();
+
+    // QK, warp w: channels [16 KSW w, 16 KSW (w + 1)) of every row and head
+    const uint32_t *q32 = (const uint32_t *)&qs[0][0]; // [head][HD / 2] bf16 pairs
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int t = 0; t < KSW; t++) {
+        const int ks = warp * KSW + t;
+        const uint32_t b0 = g < H ? q32[g * (HD / 2) + ks * 8 + c] : 0u;
+        const uint32_t b1 = g < H ? q32[g * (HD / 2) + ks * 8 + c + 4] : 0u;
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            uint32_t af[4];
+            asmma::ldmatrix_x4(af[0], af[1], af[2], af[3], asmma::smem_u32(&rows[16 * mt + (lane & 15)][2 * ks + (lane >> 4)]));
+            asmma::mma_bf16(s[mt], af, b0, b1);
+        }
+    }
+    __syncthreads(); // every warp done with qs: sp takes its place
+    if (2 * c < H)
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            sp[warp][16 * mt + g][2 * c] = s[mt][0];
+            sp[warp][16 * mt + g][2 * c + 1] = s[mt][1];
+            sp[warp][16 * mt + g + 8][2 * c] = s[mt][2];
+            sp[warp][16 * mt + g + 8][2 * c + 1] = s[mt][3];
+        }
+    __syncthreads();
+    // softmax of head hb + warp, lane r: entry r (split_kernel's, from here)
+    const int h = hb + warp;
+    float dot = sp[0][lane][warp];
+#pragma unroll
+    for (int w = 1; w < H; w++) // in warp order
+        dot += sp[w][lane][warp];
+    float m, l;
+    const float pl = split_softmax(dot, valid[lane] >= 0, a.scale, m, l);
+    // p for PV's B fragments as two bf16 terms, hi = bf16(p) and lo = bf16(p - hi): their products
+    // with the bf16 rows carry p to ~2^-17, not bf16's 2^-9 (PV stays within f32 rounding of the
+    // reference's f32 products; the MMAs are not what bounds this kernel)
+    const float ph = asmma::bf16lo(asmma::pack_bf16x2(pl, 0.0f)), plo = pl - ph;
+    const float pn = __shfl_xor_sync(kFull, pl, 1), pnh = asmma::bf16lo(asmma::pack_bf16x2(pn, 0.0f));
+    if (!(lane & 1)) { // even lanes: entries lane, lane + 1
+        pb[0][warp][lane >> 1] = asmma::pack_bf16x2(ph, pnh);
+        pb[1][warp][lane >> 1] = asmma::pack_bf16x2(plo, pn - pnh);
+    }
+    __syncthreads();
+
+    // PV, warp w: channels [16 KSW w, 16 KSW (w + 1)) of every head
+    float o[KSW][4];
+#pragma unroll
+    for (int t = 0; t < KSW; t++) {
+        o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+        const int mt = warp * KSW + t;
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            uint32_t af[4];
+            const int r = 16 * kk + (lane & 7) + ((lane >> 4) << 3);
+            asmma::ldmatrix_x4_trans(af[0], af[1], af[2], af[3], asmma::smem_u32(&rows[r][2 * mt + ((lane >> 3) & 1)]));
+#pragma unroll
+            for (int part = 0; part < 2; part++) { // hi, then lo
+                const uint32_t b0 = g < H ? pb[part][g][8 * kk + c] : 0u;
+                const uint32_t b1 = g < H ? pb[part][g][8 * kk + c + 4] : 0u;
+                asmma::mma_bf16(o[t], af, b0, b1);
+            }
+        }
+    }
+    if (2 * c < H) { // lane (g, c): heads 2c, 2c + 1 at channels 16 mt + g and + 8
+        float *w0 = a.ws_o + ((size_t)split * a.nh + hb + 2 * c) * HD, *w1 = w0 + HD;
+#pragma unroll
+        for (int t = 0; t < KSW; t++) {
+            const int d = 16 * (warp * KSW + t) + g;
+            w0[d] = o[t][0];
+            w1[d] = o[t][1];
+            w0[d + 8] = o[t][2];
+            w1[d + 8] = o[t][3];
+        }
     }
     if (lane == 0) {
         a.ws_ml[((size_t)split * a.nh + h) * 2] = m;
@@ -332,11 +520,21 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
                   ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr, ob ? *ob : AsOBack{}};
     int rc = 0;
     if (nsplit > 0) {
-        dim3 grid((unsigned)nsplit, (unsigned)(nh / attn1::kHeads));
-        if (hd == 512)
-            as_launch(attn1::split_kernel<512>, grid, attn1::kThreads, 0, st, a);
+        // A/B switches, read once (thread-safe): ATTNSCOPE_ATTN_SPLIT=fma, the split on CUDA cores (f32 FMAs,
+        // the kernel before 2026-11-30); ATTNSCOPE_ATTN_MMA_HEADS=4, the tensor-core split with 4 heads a
+        // block where 8 would do
+        static const bool fma = as_env_is("ATTNSCOPE_ATTN_SPLIT", "fma"),
+                          heads4 = as_env_is("ATTNSCOPE_ATTN_MMA_HEADS", "4");
+        const int H = !fma && !heads4 && nh % 8 == 0 ? 8 : attn1::kHeads;
+        dim3 grid((unsigned)nsplit, (unsigned)(nh / H));
+        if (fma)
+            as_launch(hd == 512 ? attn1::split_kernel<512> : attn1::split_kernel<256>, grid, attn1::kThreads, 0, st, a);
+        else if (H == 8)
+            as_launch(hd == 512 ? attn1::split_mma_kernel<512, 8> : attn1::split_mma_kernel<256, 8>, grid, 8 * 32,
+                      hd == 512 ? sizeof(attn1::MmaSmem<512, 8>) : sizeof(attn1::MmaSmem<256, 8>), st, a);
         else
-            as_launch(attn1::split_kernel<256>, grid, attn1::kThreads, 0, st, a);
+            as_launch(hd == 512 ? attn1::split_mma_kernel<512> : attn1::split_mma_kernel<256>, grid, attn1::kThreads,
+                      hd == 512 ? sizeof(attn1::MmaSmem<512, 4>) : sizeof(attn1::MmaSmem<256, 4>), st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (!rc) {

@@ -12,6 +12,10 @@
 
 #include <stdint.h>
 
+// A kernel's dynamic shared memory, 16-byte aligned (bench/emu's shadow of this file declares the
+// emulator program's buffer instead, the one its ldmatrix addresses are relative to).
+#define AS_DYNAMIC_SMEM(name) extern __shared__ __align__(16) uint8_t name[]
+
 namespace asmma {
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }

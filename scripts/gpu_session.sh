@@ -19,8 +19,13 @@
 #     warprange the decode under each ATTNSCOPE_TOPK_WARP_RANGE (the longest range introselect leaves to one
 #               warp; envab below)
 #     bundleab  the decode with this bundle against AS_BUNDLE_B's (a branch's, carried too), alternated
+#     ab        the decode under the variants in AS_AB, separated by '|' (each as envab takes them; AS_BUNDLE_B,
+#               when set, is unpacked in /tmp/as-b for variants naming AS_BIN=/tmp/as-b/attnscope/attnscope)
 #     cfgab     the decode with kbench's best (R, W) for wo_b and indexer.wq_b (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
+#     splitab   the decode with the one-query attention's split on tensor cores (the default, 8 heads a block), on CUDA cores, and
+#               on tensor cores with 4 heads a block
+#     splittests  the kernel and tiny graph tests under each of those two other split kernels
 #     fuseab    the default against the default without kvsel, and with the GEMV grid capped at 2 an SM
 #               (envab below)
 #     fusesan   memcheck and racecheck on a tiny graph with every fusion
@@ -201,11 +206,23 @@ for p in "$@"; do
     topkrow) envab topkrow "" ATTNSCOPE_TOPK_THREADS_ROW=128 ATTNSCOPE_TOPK_THREADS_ROW=64 ;;
     warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=256 ATTNSCOPE_TOPK_WARP_RANGE=512 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;
+    splitab) envab splitab "" ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=4 ;;
+    splittests)
+        # the one-query attention's other split kernels through the kernel and graph tests (the default
+        # runs in 'tests')
+        for v in ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=4; do
+            phase "splittests_${v##*=}" 180 env "$v" "$B/attnscope_tests" 'gpu_decode*' 'gpu_sparse*' \
+                'gpu_graph_tiny_300*'
+        done ;;
     cfgab)
         # kbench's (R, W) sweep picks, untried in the graph (2026-11-30 00:26: wo_b R4 W8 22.09 us
         # against R4 W4's 23.18, indexer.wq_b R2 W1 5.00 against R1 W2's 6.90)
         envab cfgab "" ATTNSCOPE_GEMV_CFG=5120x8192:4,8 ATTNSCOPE_GEMV_CFG=4096x1280:2,1 \
             "ATTNSCOPE_GEMV_CFG=5120x8192:4,8;4096x1280:2,1" ;;
+    ab)
+        [ -z "${AS_BUNDLE_B:-}" ] || unpack "$AS_BUNDLE_B" /tmp/as-b || say "ab: cannot unpack $AS_BUNDLE_B"
+        IFS='|' read -r -a abv <<<"${AS_AB:-}"
+        envab ab "${abv[@]}" ;;
     bundleab)
         # this bundle against AS_BUNDLE_B's (a branch built beside it, carried too; unpacked in /tmp/as-b)
         if unpack "${AS_BUNDLE_B:-}" /tmp/as-b; then

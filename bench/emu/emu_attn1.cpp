@@ -2,7 +2,8 @@
 // SPEC 6's bf16 rule, and the launch sized for topk_max reading the live width and row count from
 // "device" memory against the launch at the live width, bit for bit (entries past the live width and
 // rows past the live count present, both ignored). Shapes: flash (64 heads x 512: window only,
-// window + 1, + 300, + 512), hd 256, a sink of -inf with nothing selected.
+// window + 1, + 300, + 512), hd 256, a sink of -inf with nothing selected; each with the split on CUDA
+// cores (split_kernel) and on tensor cores (split_mma_kernel, 4 and 8 heads a block).
 #include "emu.h"
 #include "emu_rand.h"
 
@@ -15,18 +16,25 @@
 #define __shared__ static
 #include "kernels/attn_decode.cu"
 
+namespace attn1 {
+alignas(16) uint8_t attn1_smem[sizeof(MmaSmem<512, 8>)]; // split_mma_kernel's dynamic shared memory
+}
+
 extern "C" {
 #include "ref/attention.h"
 }
 
 static int g_fail;
+static int g_mma; // the split on tensor cores (split_mma_kernel) with g_mma heads a block, else (0) split_kernel
 
 template <int HD>
 static void launch(const attn1::Args &a, int nsplit, int nh)
 {
-    if (nsplit > 0)
+    if (nsplit > 0 && g_mma == 8 && nh % 8 == 0)
+        emu::launch(dim3((unsigned)nsplit, (unsigned)(nh / 8)), dim3(8 * 32), [&] { attn1::split_mma_kernel<HD, 8>(a); });
+    else if (nsplit > 0)
         emu::launch(dim3((unsigned)nsplit, (unsigned)(nh / attn1::kHeads)), dim3(attn1::kThreads),
-                    [&] { attn1::split_kernel<HD>(a); });
+                    [&] { g_mma ? attn1::split_mma_kernel<HD>(a) : attn1::split_kernel<HD>(a); });
     emu::launch(dim3((unsigned)nh), dim3(HD / 4), [&] { attn1::combine_kernel<HD>(a); });
 }
 
@@ -108,15 +116,18 @@ static void run(const char *name, int nh, int na, int nb_live, int nb_max, int t
     }
     const float tol = omax * 0x1p-7f + 1e-4f;
     const bool ok = moved == 0 && err <= tol && back_bad == 0;
-    printf("%s %s: nh %d hd %d, %d live entries of %d, %d live compressed rows of %d: device-parameter launch %s, "
+    printf("%s %s %s: nh %d hd %d, %d live entries of %d, %d live compressed rows of %d: device-parameter launch %s, "
            "max |err| %.3g (tol %.3g), o_back at pos %d: %ld wrong\n",
-           ok ? "ok  " : "FAIL", name, nh, HD, topk_live, topk_max, nb_live, nb_max,
+           ok ? "ok  " : "FAIL", g_mma == 8 ? "mma8" : g_mma ? "mma4" : "fma", name, nh, HD, topk_live, topk_max, nb_live, nb_max,
            moved ? "DIFFERS" : "bit-exact", err, tol, pos, back_bad);
     g_fail += !ok;
 }
 
 int main()
 {
+    emu::smem_base = attn1::attn1_smem; // ldmatrix's shared addresses are relative to it
+    for (int pass = 0; pass < 3; pass++) {
+    g_mma = pass * 4; // split_kernel, then the tensor-core split with 4 and 8 heads a block
     run<512>("flash, window only", 64, 128, 0, 0, 128, 128, false, 1);
     run<512>("flash, window + 1", 64, 128, 1, 2048, 129, 640, false, 2);
     run<512>("flash, window + 300", 64, 128, 300, 2048, 428, 640, false, 3);
@@ -126,6 +137,7 @@ int main()
     run<512>("12 heads (three blocks of 4)", 12, 128, 300, 400, 428, 640, false, 8);
     run<256>("hd 256, 20 heads", 20, 40, 70, 100, 90, 110, false, 9);
     run<512>("nothing selected, no sink", 8, 4, 0, 0, 0, 32, true, 7);
+    }
     printf(g_fail ? "FAIL: %d cases\n" : "attn_decode: every case within tolerance and bit-exact by device parameters\n",
            g_fail);
     return g_fail ? 1 : 0;

@@ -3,6 +3,10 @@
 
 #include "emu.h"
 
+// A kernel's dynamic shared memory: a buffer the emulator program defines (in the kernel's namespace)
+// and points emu::smem_base at, so that smem_u32 offsets are relative to it.
+#define AS_DYNAMIC_SMEM(name) extern uint8_t name[]
+
 namespace asmma {
 
 inline uint32_t smem_u32(const void *p) { return (uint32_t)((const uint8_t *)p - emu::smem_base); }
