@@ -116,15 +116,15 @@ sanitized() {
 }
 # envab NAME VARIANT...: the decode through the graph (bench-engine --prefill 0) under each VARIANT, a
 # space-separated list of VAR=value assignments ("" for the defaults; AS_BIN=path runs that attnscope
-# instead of this bundle's), alternated, three rounds, each graph line with the index layers' rows of
-# the profile; the variant with the lowest median graph time goes to $OUT/NAME_best (to run more under
-# it: env $(cat $OUT/NAME_best) ...)
+# instead of this bundle's), alternated, AS_ROUNDS rounds (3 unless set), each graph line with the
+# index layers' rows of the profile; the variant with the lowest median graph time goes to
+# $OUT/NAME_best (to run more under it: env $(cat $OUT/NAME_best) ...)
 envab() {
     local name=$1 r v i g best bin
     shift
     need_flash
     : >"$LOGS/${name}_times"
-    for r in 1 2 3; do
+    for r in $(seq "${AS_ROUNDS:-3}"); do
         i=0
         for v in "$@"; do
             i=$((i + 1))
