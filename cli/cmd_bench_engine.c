@@ -9,6 +9,7 @@
 #include "driver/driver.h"
 #include "engine/engine.h"
 #include "engine/switches.h"
+#include "model/safetensors.h"
 #include "model/version.h"
 
 static int cmd_bench_engine(int argc, char **argv)
@@ -38,11 +39,14 @@ static int cmd_bench_engine(int argc, char **argv)
     const int decode_rows = context + steps + (steps + 2) * (graph_layers ? 2 : 1);
     if (!max_seq)
         max_seq = ((decode_rows > prefill ? decode_rows : prefill) + 64 + 1) / 2 * 2;
+    AsError err = {0};
+    /* the outputs are written after minutes of GPU work: a path that cannot be written is refused now */
+    if ((json && (rc = as_atomic_check(json, &err))) || (svg && (rc = as_atomic_check(svg, &err))))
+        return as_cli_fail("bench-engine", &err);
     if (as_engine_device_count() == 0) {
         fprintf(stderr, "attnscope bench-engine: no CUDA device\n");
         return AS_ERUNTIME;
     }
-    AsError err = {0};
     char dir[1024];
     AsModel m;
     if ((rc = as_resolve_model(model, 1, dir, sizeof dir, false, &err)) || (rc = as_model_load(dir, max_seq, &m, &err)))

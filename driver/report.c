@@ -5,8 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "model/safetensors.h"
 #include "model/version.h"
 
 /* One JUnit test case: step x layer. */
@@ -308,26 +308,21 @@ bool as_report_first_mismatch(const AsReport *r, int *step, int *layer, AsTensor
 }
 int as_report_layers(const AsReport *r) { return r->n_cases; }
 
-/* Writes text to path through a temporary beside it and a rename. */
+/* Writes text to path atomically (model/safetensors.h: a temporary beside it, fsync, rename). */
 static int write_atomic(const char *path, const char *text, AsError *err)
 {
     char tmp[1100];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return as_err(err, AS_EBADINPUT, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return as_err(err, AS_ERUNTIME, "%s: cannot write (%s)", path, strerror(errno));
-    size_t n = strlen(text);
-    bool ok = fwrite(text, 1, n, f) == n;
-    ok = (fflush(f) == 0) && ok;
-    ok = (fsync(fileno(f)) == 0) && ok;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return as_err(err, AS_ERUNTIME, "%s: write failed (%s)", path, strerror(e));
+    FILE *f;
+    int rc = as_atomic_create(path, tmp, sizeof tmp, &f, err);
+    if (rc)
+        return rc;
+    const size_t n = strlen(text);
+    if (fwrite(text, 1, n, f) != n) {
+        rc = as_err(err, AS_ERUNTIME, "%s: write failed (%s)", path, strerror(errno));
+        as_atomic_abort(f, tmp);
+        return rc;
     }
-    return 0;
+    return as_atomic_commit(f, tmp, path, err);
 }
 
 int as_report_write_json(const AsReport *r, const char *path, AsError *err)

@@ -17,6 +17,7 @@
 #include "engine/check.h"
 #include "engine/internal.h"
 #include "model/inputs.h"
+#include "model/safetensors.h"
 #include "ref/numerics.h"
 
 typedef struct {
@@ -516,16 +517,14 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     }
     if (o->svg_path && !rc) {
         char tmp[1100];
-        snprintf(tmp, sizeof tmp, "%s.tmp", o->svg_path);
-        FILE *f = fopen(tmp, "w");
-        int bad = !f || as_bench_chart_svg(chart, f);
-        if (f && fclose(f))
-            bad = 1;
-        if (bad || rename(tmp, o->svg_path)) {
-            remove(tmp);
-            rc = as_err(err, AS_ERUNTIME, "cannot write the chart %s", o->svg_path);
-        } else
-            fprintf(md, "Chart: %s (per layer: decode against its floor, prefill by stage).\n\n", o->svg_path);
+        FILE *f;
+        if (!(rc = as_atomic_create(o->svg_path, tmp, sizeof tmp, &f, err))) {
+            if (as_bench_chart_svg(chart, f)) {
+                rc = as_err(err, AS_ERUNTIME, "%s: cannot write the chart", o->svg_path);
+                as_atomic_abort(f, tmp);
+            } else if (!(rc = as_atomic_commit(f, tmp, o->svg_path, err)))
+                fprintf(md, "Chart: %s (per layer: decode against its floor, prefill by stage).\n\n", o->svg_path);
+        }
     }
 out:
     free(chart);

@@ -13,6 +13,7 @@ typedef struct {
 } AsBenchFigures;
 
 /* Writes f and the switches line (engine/switches.h: no quote, backslash or control byte; NULL: "") to
- * path through a temporary file renamed into place, so a reader never sees half of it; AS_ERUNTIME
- * with the path when it cannot (the temporary removed). */
+ * path atomically (as_atomic_create / as_atomic_commit: a reader never sees half of it); when it
+ * cannot, the error names the path (AS_EBADINPUT: no path, too long, a folder that does not exist;
+ * AS_ERUNTIME: a write or rename refused) and no temporary is left. */
 int as_bench_json_write(const char *path, const AsBenchFigures *f, const char *switches, AsError *err);

@@ -385,6 +385,16 @@ void as_atomic_abort(FILE *f, const char *tmp)
     temp_release(tmp);
 }
 
+int as_atomic_check(const char *path, AsError *err)
+{
+    char tmp[1100];
+    FILE *f;
+    const int rc = as_atomic_create(path, tmp, sizeof tmp, &f, err);
+    if (!rc)
+        as_atomic_abort(f, tmp);
+    return rc;
+}
+
 int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err)
 {
     bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;

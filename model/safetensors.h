@@ -86,6 +86,9 @@ int as_st_write(const char *path, const AsStTensorSpec *t, int n, const AsStWrit
 int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, AsError *err);
 int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err);
 void as_atomic_abort(FILE *f, const char *tmp);
+/* Whether path can be written that way (its temporary created beside it, then removed), with
+ * as_atomic_create's error: for a command that writes its output after minutes of work. */
+int as_atomic_check(const char *path, AsError *err);
 /* Unlinks every temporary not yet committed or aborted, and nothing else: safe in a signal
  * handler (a static table of paths, unlink(2) only). as_dump_abort_all calls it. */
 void as_atomic_abort_all(void);

@@ -1,5 +1,6 @@
 /* engine/bench_json.c: bench-engine's --json, every figure and the switches, written atomically. */
 #include <cJSON.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "engine/bench_json.h"
+#include "tests/cli_util.h"
 #include "tests/harness.h"
 
 static char *slurp(const char *path)
@@ -76,7 +78,7 @@ TEST(bench_json_refuses_what_it_cannot_write)
     AsError err = {0};
     char path[600];
     snprintf(path, sizeof path, "%s/no-such-dir/bench.json", as_test_tmpdir());
-    CHECK(as_bench_json_write(path, &f, "", &err) == AS_ERUNTIME && strstr(err.msg, "no-such-dir"),
+    CHECK(as_bench_json_write(path, &f, "", &err) == AS_EBADINPUT && strstr(err.msg, "no-such-dir"),
           "a missing folder: '%s'", err.msg);
     char longp[1200];
     memset(longp, 'a', sizeof longp - 1);
@@ -85,9 +87,41 @@ TEST(bench_json_refuses_what_it_cannot_write)
     CHECK(as_bench_json_write(NULL, &f, "", &err) == AS_EBADINPUT, "no path");
     /* a folder in the way of the rename: the temporary is removed, the folder left */
     snprintf(path, sizeof path, "%s/a-folder.json", as_test_tmpdir());
-    char tmp[700];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     REQUIRE(mkdir(path, 0700) == 0, "mkdir %s", path);
-    CHECK(as_bench_json_write(path, &f, "", &err) == AS_ERUNTIME, "a folder at the path: '%s'", err.msg);
-    CHECK(access(tmp, F_OK) != 0, "the temporary file is left behind");
+    CHECK(as_bench_json_write(path, &f, "", &err) == AS_ERUNTIME && strstr(err.msg, "a-folder.json"),
+          "a folder at the path: '%s'", err.msg);
+    DIR *d = opendir(as_test_tmpdir());
+    REQUIRE(d, "opendir %s", as_test_tmpdir());
+    int left = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        left += !strncmp(e->d_name, "a-folder.json.tmp", 17);
+    closedir(d);
+    CHECK(left == 0, "%d temporary files left behind", left);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "the folder is left as it was");
+}
+
+/* bench-engine refuses an output path it cannot write before any GPU work (and on a machine without
+ * a GPU: the check comes before the device's), one line naming the path, exit 2; a good path is left
+ * without a file or a temporary. */
+TEST(bench_engine_refuses_an_unwritable_output_up_front)
+{
+    AsCliResult *r = calloc(1, sizeof *r);
+    REQUIRE(r, "out of memory");
+    char path[600], good[600];
+    snprintf(path, sizeof path, "%s/no-such-dir/b.svg", as_test_tmpdir());
+    snprintf(good, sizeof good, "%s/b.json", as_test_tmpdir());
+    as_cli_run(r, AS_ARGS("bench-engine", "tiny", "--json", good, "--svg", path));
+    CHECK(r->status == AS_EBADINPUT && strstr(r->err, "no-such-dir/b.svg") && strchr(r->err, '\n') &&
+              !strchr(r->err, '\n')[1],
+          "--svg into a missing folder: exit %d, stderr: %s", r->status, r->err);
+    CHECK(access(good, F_OK) != 0, "the JSON's path was written to");
+    DIR *d = opendir(as_test_tmpdir());
+    REQUIRE(d, "opendir %s", as_test_tmpdir());
+    int left = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        left += !strncmp(e->d_name, "b.json", 6);
+    closedir(d);
+    CHECK(left == 0, "%d files beside the JSON's path", left);
+    free(r);
 }
