@@ -29,6 +29,19 @@ static double num(const cJSON *j, const char *key)
     return cJSON_IsNumber(v) ? v->valuedouble : -1e300;
 }
 
+/* How many entries of dir have names starting with prefix (-1: dir unreadable). */
+static int entries_named(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += !strncmp(e->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return n;
+}
+
 TEST(bench_json_every_figure)
 {
     const AsBenchFigures f = {.copy_gbs = 4264.1, .gemm_tflops = 799.2, .decode_ms = 6.8915, .decode_wall_ms = 8.2049,
@@ -90,12 +103,7 @@ TEST(bench_json_refuses_what_it_cannot_write)
     REQUIRE(mkdir(path, 0700) == 0, "mkdir %s", path);
     CHECK(as_bench_json_write(path, &f, "", &err) == AS_ERUNTIME && strstr(err.msg, "a-folder.json"),
           "a folder at the path: '%s'", err.msg);
-    DIR *d = opendir(as_test_tmpdir());
-    REQUIRE(d, "opendir %s", as_test_tmpdir());
-    int left = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        left += !strncmp(e->d_name, "a-folder.json.tmp", 17);
-    closedir(d);
+    const int left = entries_named(as_test_tmpdir(), "a-folder.json.tmp");
     CHECK(left == 0, "%d temporary files left behind", left);
     struct stat st;
     CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "the folder is left as it was");
@@ -116,12 +124,7 @@ TEST(bench_engine_refuses_an_unwritable_output_up_front)
               !strchr(r->err, '\n')[1],
           "--svg into a missing folder: exit %d, stderr: %s", r->status, r->err);
     CHECK(access(good, F_OK) != 0, "the JSON's path was written to");
-    DIR *d = opendir(as_test_tmpdir());
-    REQUIRE(d, "opendir %s", as_test_tmpdir());
-    int left = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        left += !strncmp(e->d_name, "b.json", 6);
-    closedir(d);
+    const int left = entries_named(as_test_tmpdir(), "b.json");
     CHECK(left == 0, "%d files beside the JSON's path", left);
     free(r);
 }
