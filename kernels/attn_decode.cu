@@ -15,9 +15,11 @@
 //   chunks): z_e = (q_h . row_e) * scale (lane partial sums, added over the xor tree of lanes: a
 //   reduce-scatter leaves z_e in lane e), the split's m = max z, p_e = exp(z_e - m), l = sum p_e,
 //   o = sum p_e row_e (f32, entry order);
-//   written to the workspace as [split][h][HD] and [split][h][2]. That is split_kernel (CUDA cores);
-//   split_mma_kernel, the default, computes the same split's QK and PV on tensor cores, the 4 warps
-//   sharing both products over the block's 4 heads (the weights as two bf16 terms for PV).
+//   written to the workspace as [split][h][HD] and [split][h][2]. That is split_kernel (CUDA cores,
+//   ATTNSCOPE_ATTN_SPLIT=fma); split_mma_kernel, the default, computes the same split's QK and PV on
+//   tensor cores, the block's warps sharing both products over its heads (the weights as two bf16
+//   terms for PV), with 8 heads a block where the head count allows (20 x 8 blocks at flash: the
+//   FMA form's issue limit that made 8 heads slow there is gone), else 4.
 // The combine folds the live splits and the sink for each head: M = max(sink, max_j m_j),
 // den = exp(sink - M) + sum_j l_j exp(m_j - M), o = bf16(sum_j exp(m_j - M) o_j / den) (no selected
 // row and no finite sink: o = 0). Splits are fixed blocks of kSplit entries, so a launch sized for
