@@ -46,6 +46,7 @@
 #     attnsan   memcheck, racecheck, initcheck on the sparse-attention tests (small cases)
 #     ncudecode Nsight Compute over one decode step at 4K (each kernel alone, the graph's nodes too): ncu_decode.csv.xz
 #     decprof   Nsight Compute's stall reasons for the decode's latency-bound kernels (attention, top-k, rmsnorm)
+#     topkprof  Nsight Compute's source counters for the decode's top-k (one launch): topk_source.csv.xz
 #     attnprof  Nsight Compute on one wgmma attention launch (s = 512): stall reasons, instructions,
 #               tensor-pipe activity (the figures bench/RESULTS.md quotes)
 #     tui       the TUI on flash with the engine, screens captured through tmux
@@ -357,7 +358,7 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
         # Nsight Compute's stall reasons for the decode's latency-bound kernels (one launch each, at 4K)
         need_flash
         if command -v ncu >/dev/null 2>&1; then
-            for k in split_kernel combine_kernel index_topk_kernel rmsnorm_kernel; do
+            for k in split_mma_kernel combine_kernel index_topk_kernel rmsnorm_kernel; do
                 LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase "decprof_$k" 120 ncu --kernel-name "regex:$k" --launch-skip 20 \
                     --launch-count 1 --clock-control none --section SpeedOfLight --section WarpStateStats \
                     --section SchedulerStats --section LaunchStats --section Occupancy --section InstructionStats \
@@ -365,6 +366,22 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
             done
         else
             say "decprof: ncu is not on this machine"
+        fi ;;
+    topkprof)
+        # where the decode's exact top-k spends its time (index_topk_kernel, ~28 us a launch alone at
+        # 02:36 on 2026-11-30; one launch of a decode step at 4K): Nsight Compute's source counters, per
+        # SASS instruction beside its CUDA line (the build carries -lineinfo), as CSV in $OUT
+        need_flash
+        if command -v ncu >/dev/null 2>&1; then
+            LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase topkprof 150 ncu --kernel-name regex:index_topk_kernel \
+                --launch-skip 20 --launch-count 1 --clock-control none --section SourceCounters \
+                --section WarpStateStats --section InstructionStats --import-source yes -f -o "$LOGS/topkprof" \
+                "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 1 --prefill 0
+            LD_LIBRARY_PATH=/usr/local/cuda/lib64 ncu -i "$LOGS/topkprof.ncu-rep" --page source --csv \
+                --print-source cuda,sass >"$OUT/topk_source.csv" 2>&1 || say "topkprof: no source page"
+            xz -6 -f "$OUT/topk_source.csv"
+        else
+            say "topkprof: ncu is not on this machine"
         fi ;;
     attnprof)
         if command -v ncu >/dev/null 2>&1; then
