@@ -496,6 +496,15 @@ extern "C" size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max)
 
 // ws: at least as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null: allocated on the stream here
 // (stream-ordered, freed after the combine; never with topk_d: a graph must bring its own).
+// split_mma_kernel with H heads a block: H warps, its shared memory sized for hd (256 or 512)
+template <int H> static void launch_split_mma(int hd, dim3 grid, cudaStream_t st, const attn1::Args &a)
+{
+    if (hd == 512)
+        as_launch(attn1::split_mma_kernel<512, H>, grid, H * 32, sizeof(attn1::MmaSmem<512, H>), st, a);
+    else
+        as_launch(attn1::split_mma_kernel<256, H>, grid, H * 32, sizeof(attn1::MmaSmem<256, H>), st, a);
+}
+
 extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                                 const int32_t *nb_d, const int32_t *idx, int topk, const int32_t *topk_d,
                                 const float *sink, as_bf16_t *o, int nh, int hd, float scale, void *ws,
@@ -532,11 +541,9 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
         if (fma)
             as_launch(hd == 512 ? attn1::split_kernel<512> : attn1::split_kernel<256>, grid, attn1::kThreads, 0, st, a);
         else if (H == 8)
-            as_launch(hd == 512 ? attn1::split_mma_kernel<512, 8> : attn1::split_mma_kernel<256, 8>, grid, 8 * 32,
-                      hd == 512 ? sizeof(attn1::MmaSmem<512, 8>) : sizeof(attn1::MmaSmem<256, 8>), st, a);
+            launch_split_mma<8>(hd, grid, st, a);
         else
-            as_launch(hd == 512 ? attn1::split_mma_kernel<512> : attn1::split_mma_kernel<256>, grid, attn1::kThreads,
-                      hd == 512 ? sizeof(attn1::MmaSmem<512, 4>) : sizeof(attn1::MmaSmem<256, 4>), st, a);
+            launch_split_mma<attn1::kHeads>(hd, grid, st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (!rc) {
