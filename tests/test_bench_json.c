@@ -11,18 +11,6 @@
 #include "tests/cli_util.h"
 #include "tests/harness.h"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    static char buf[4096];
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
 static double num(const cJSON *j, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
@@ -49,18 +37,20 @@ TEST(bench_json_every_figure)
                               .graph_nodes = 471, .graph_kernels = 436, .graph_host_nodes = 0, .prefill_ms = 146.312,
                               .proj_tflops = 746.3, .proj_alone_tflops = 768.4, .attn_tflops = 404.2,
                               .iscore_tflops = 440.1};
-    char path[600], tmp[610];
+    char path[600];
     snprintf(path, sizeof path, "%s/bench.json", as_test_tmpdir());
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *old = fopen(path, "w"); /* an earlier file is replaced whole */
     REQUIRE(old, "cannot create %s", path);
     fputs("{\"stale\": true, \"padding\": \"..........................................................\"}\n", old);
     fclose(old);
     AsError err = {0};
     REQUIRE(as_bench_json_write(path, &f, "ATTNSCOPE_TOPK_WARP_RANGE=128", &err) == 0, "write: %s", err.msg);
-    CHECK(access(tmp, F_OK) != 0, "the temporary file is left behind");
-    cJSON *j = cJSON_Parse(slurp(path));
-    REQUIRE(j, "not JSON: %s", slurp(path));
+    const int left = entries_named(as_test_tmpdir(), "bench.json.tmp");
+    CHECK(left == 0, "%d temporary files left behind", left);
+    char *text = as_slurp(path, NULL);
+    cJSON *j = cJSON_Parse(text);
+    REQUIRE(j, "not JSON: %s", text ? text : "(unreadable)");
+    free(text);
     CHECK(!cJSON_GetObjectItemCaseSensitive(j, "stale"), "the old file's content survived");
     static const struct {
         const char *key;
@@ -79,7 +69,9 @@ TEST(bench_json_every_figure)
     cJSON_Delete(j);
 
     REQUIRE(as_bench_json_write(path, &f, NULL, &err) == 0, "write without switches: %s", err.msg);
-    j = cJSON_Parse(slurp(path));
+    text = as_slurp(path, NULL);
+    j = cJSON_Parse(text);
+    free(text);
     sw = cJSON_GetObjectItemCaseSensitive(j, "switches");
     CHECK(cJSON_IsString(sw) && !strcmp(sw->valuestring, ""), "no switches: an empty string");
     cJSON_Delete(j);
