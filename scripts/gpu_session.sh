@@ -21,7 +21,8 @@
 #     bundleab  the decode with this bundle against AS_BUNDLE_B's (a branch's, carried too), alternated
 #     ab        the decode under the variants in AS_AB, separated by '|' (each as envab takes them; AS_BUNDLE_B,
 #               when set, is unpacked in /tmp/as-b for variants naming AS_BIN=/tmp/as-b/attnscope/attnscope)
-#     cfgab     the decode with kbench's best (R, W) for wo_b and indexer.wq_b (ATTNSCOPE_GEMV_CFG), each and both
+#     cfgab     the decode with pick_config's measured (R, W) for wo_b and indexer.wq_b (the default) against
+#               the rule's for those shapes (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
 #     splitab   the decode with the one-query attention's split on tensor cores (the default, 8 heads a block), on CUDA cores, and
 #               on tensor cores with 4 heads a block
@@ -216,10 +217,11 @@ for p in "$@"; do
                 'gpu_graph_tiny_300*'
         done ;;
     cfgab)
-        # kbench's (R, W) sweep picks, untried in the graph (2026-11-30 00:26: wo_b R4 W8 22.09 us
-        # against R4 W4's 23.18, indexer.wq_b R2 W1 5.00 against R1 W2's 6.90)
-        envab cfgab "" ATTNSCOPE_GEMV_CFG=5120x8192:4,8 ATTNSCOPE_GEMV_CFG=4096x1280:2,1 \
-            "ATTNSCOPE_GEMV_CFG=5120x8192:4,8;4096x1280:2,1" ;;
+        # pick_config's measured exceptions (the default: wo_b R4 W8, indexer.wq_b R2 W1) against the
+        # rule's configurations for those shapes (wo_b R4 W4, indexer.wq_b R1 W2), each and both
+        # (2026-11-30 02:49: 3.640 ms, 3.656 with wo_b on the rule, 3.675 with both)
+        envab cfgab "" ATTNSCOPE_GEMV_CFG=5120x8192:4,4 ATTNSCOPE_GEMV_CFG=4096x1280:1,2 \
+            "ATTNSCOPE_GEMV_CFG=5120x8192:4,4;4096x1280:1,2" ;;
     ab)
         [ -z "${AS_BUNDLE_B:-}" ] || unpack "$AS_BUNDLE_B" /tmp/as-b || say "ab: cannot unpack $AS_BUNDLE_B"
         IFS='|' read -r -a abv <<<"${AS_AB:-}"
