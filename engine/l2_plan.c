@@ -6,6 +6,7 @@
 
 #include "engine/l2_plan.h"
 
+/* off: every amount tried measured slower through the graph (bench/RESULTS.md, 2026-11-30 03:30) */
 const AsL2Prefetch as_l2_prefetch_default = {.wo_a_mb = 0, .wq_b_mb = 0, .wq_a_mb = 0, .chunk_kb = 16};
 
 static int bad(AsError *err, const char *p, size_t n, const char *why)

@@ -16,7 +16,7 @@ typedef struct {
     int chunk_kb;   /* bytes one prefetch instruction asks for (the kernel's item) */
 } AsL2Prefetch;
 
-/* The default plan (bench/RESULTS.md says how it was chosen). */
+/* The default plan: none (bench/RESULTS.md, 2026-11-30 03:30: every amount tried was slower). */
 extern const AsL2Prefetch as_l2_prefetch_default;
 
 /* ATTNSCOPE_L2_PREFETCH's value: NULL or "" the default, "0" or "off" none, else a comma list of
