@@ -7,12 +7,12 @@
 #include "engine/l2_plan.h"
 
 /* off: every amount tried measured slower through the graph (bench/RESULTS.md, 2026-11-30 03:30) */
-const AsL2Prefetch as_l2_prefetch_default = {.wo_a_mb = 0, .wq_b_mb = 0, .wq_a_mb = 0, .chunk_kb = 16};
+const AsL2Prefetch as_l2_prefetch_default = {.wo_a_mb = 0, .wq_b_mb = 0, .wq_a_mb = 0, .chunk_kb = 16, .by_loads = 0};
 
 static int bad(AsError *err, const char *p, size_t n, const char *why)
 {
     return as_err(err, AS_EBADINPUT,
-                  "ATTNSCOPE_L2_PREFETCH: '%.*s' %s (0, off, or a comma list of woa:MB, wqb:MB, wqa:MB, chunk:KB)",
+                  "ATTNSCOPE_L2_PREFETCH: '%.*s' %s (0, off, or a comma list of woa:MB, wqb:MB, wqa:MB, chunk:KB, mode:bulk|ld)",
                   (int)(n < 40 ? n : 40), p, why);
 }
 
@@ -31,6 +31,18 @@ int as_l2_prefetch_parse(const char *v, AsL2Prefetch *out, AsError *err)
             return bad(err, p, n, "has no ':'");
         char num[32];
         const size_t nl = n - name - 1;
+        if (name == 4 && !strncmp(p, "mode", 4)) {
+            if (nl == 2 && !strncmp(p + name + 1, "ld", 2))
+                out->by_loads = 1;
+            else if (nl == 4 && !strncmp(p + name + 1, "bulk", 4))
+                out->by_loads = 0;
+            else
+                return bad(err, p, n, "is not mode:bulk or mode:ld");
+            if (!p[n])
+                break;
+            p += n + 1;
+            continue;
+        }
         if (!nl || nl >= sizeof num)
             return bad(err, p, n, "has no number");
         memcpy(num, p + name + 1, nl);

@@ -12,9 +12,14 @@ int as_dev_l2_prefetch(AsEngine *e, const AsDevWeight *w, int groups, double mb,
         return 0;
     CU(err, cudaEventRecord(e->ev_pf, e->st), "%s: fork the L2 prefetch branch", what);
     CU(err, cudaStreamWaitEvent(e->st_pf, e->ev_pf, 0), "%s: fork the L2 prefetch branch", what);
-    KL(err, as_k_l2_prefetch(w->d, r.n_seg, r.stride, r.seg_bytes, (int64_t)e->l2pf.chunk_kb * 1024, e->st_pf),
-       "%s: L2 prefetch of %lld x %lld bytes (%lld apart) in %d KB items", what, (long long)r.n_seg,
-       (long long)r.seg_bytes, (long long)r.stride, e->l2pf.chunk_kb);
+    if (e->l2pf.by_loads)
+        KL(err, as_k_l2_warm(w->d, r.n_seg, r.stride, r.seg_bytes, e->st_pf),
+           "%s: L2 warm-up loads of %lld x %lld bytes (%lld apart)", what, (long long)r.n_seg, (long long)r.seg_bytes,
+           (long long)r.stride);
+    else
+        KL(err, as_k_l2_prefetch(w->d, r.n_seg, r.stride, r.seg_bytes, (int64_t)e->l2pf.chunk_kb * 1024, e->st_pf),
+           "%s: L2 prefetch of %lld x %lld bytes (%lld apart) in %d KB items", what, (long long)r.n_seg,
+           (long long)r.seg_bytes, (long long)r.stride, e->l2pf.chunk_kb);
     e->pf_open = true;
     return 0;
 }

@@ -50,3 +50,24 @@ GPU_TEST(gpu_l2_prefetch_refuses_bad_shapes)
     CHECK(as_k_l2_prefetch(p, -1, 0, 1024, 1024, 0) == bad && as_k_l2_prefetch(p, 1, 0, -16, 1024, 0) == bad,
           "negative sizes refused");
 }
+
+GPU_TEST(gpu_l2_warm_leaves_memory_as_it_was)
+{
+    const size_t bytes = (size_t)4 << 20;
+    unsigned char *h = as_test_xmalloc(bytes), *back = as_test_xmalloc(bytes);
+    for (size_t i = 0; i < bytes; i++)
+        h[i] = (unsigned char)(i * 40503u >> 7);
+    void *d = as_gpu_bytes(h, bytes);
+    as_gpu_check_launch(as_k_l2_warm(d, 1, 0, bytes, 0), "as_k_l2_warm, whole");
+    as_gpu_check_launch(as_k_l2_warm(d, 8, 512 << 10, 100 * 16, 0), "as_k_l2_warm, 8 short segments");
+    as_gpu_check_launch(as_k_l2_warm(d, 4, 1 << 20, 1 << 20, 0), "as_k_l2_warm, 4 whole segments");
+    as_gpu_get_bytes(back, d, bytes);
+    CHECK(!memcmp(h, back, bytes), "the warm-up loads changed device memory");
+    const int bad = (int)cudaErrorInvalidValue;
+    CHECK(as_k_l2_warm(d, 1, 0, 1000, 0) == bad && as_k_l2_warm(d, 2, 512, 1024, 0) == bad &&
+              as_k_l2_warm((const char *)d + 8, 1, 0, 1024, 0) == bad && as_k_l2_warm(NULL, 1, 0, 1024, 0) == bad,
+          "bad shapes refused");
+    as_gpu_free(d);
+    free(h);
+    free(back);
+}

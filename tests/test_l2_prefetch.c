@@ -21,6 +21,8 @@ TEST(l2_prefetch_parse_values)
         {"wqa:0.5,chunk:4", -1, -1, 0.5, 4},
         {"chunk:1024,woa:1024", 1024, -1, -1, 1024},
         {"woa:0", 0, -1, -1, 16},
+        {"mode:ld,woa:8", 8, -1, -1, 16},
+        {"woa:8,mode:bulk", 8, -1, -1, 16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         AsError err = {0};
@@ -32,6 +34,7 @@ TEST(l2_prefetch_parse_values)
         double wqa = cases[i].wqa < 0 ? as_l2_prefetch_default.wq_a_mb : cases[i].wqa;
         CHECK(rc == 0 && p.wo_a_mb == woa && p.wq_b_mb == wqb && p.wq_a_mb == wqa && p.chunk_kb == cases[i].chunk,
               "'%s': rc %d, woa %g wqb %g wqa %g chunk %d", cases[i].v, rc, p.wo_a_mb, p.wq_b_mb, p.wq_a_mb, p.chunk_kb);
+        CHECK(p.by_loads == (strstr(cases[i].v, "mode:ld") != NULL), "'%s': by_loads %d", cases[i].v, p.by_loads);
     }
     AsError err = {0};
     AsL2Prefetch p;
@@ -48,7 +51,7 @@ TEST(l2_prefetch_parse_refuses)
     static const char *bad[] = {"1",        "on",        "woa",      "woa:",        "woa:x",      "woa:-1",
                                 "woa:1025", "woa:nan",   "woa:inf",  "wob:4",       "woa:4,",     ",woa:4",
                                 "chunk:3",  "chunk:0",   "chunk:2048", "chunk:16.5", "woa:4;wqb:2", "WOA:4",
-                                "woa:1:2",  "woa:12345678901234567890123456789012345"};
+                                "woa:1:2",  "woa:12345678901234567890123456789012345", "mode:", "mode:lds", "mode:1", "mode"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         AsError err = {0};
         AsL2Prefetch p;
