@@ -56,7 +56,7 @@ HOST_SRC := $(foreach d,$(HOST_DIRS),$(wildcard $(d)/*.c))
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/*.c))
 TEST_SRC := $(wildcard tests/*.c)
 ifeq ($(NO_CUDA),1)
-ENGINE_SRC := engine/no_cuda.c engine/fusions.c engine/l2_plan.c engine/driver_version.c engine/switches.c engine/bench_json.c
+ENGINE_SRC := engine/no_cuda.c engine/fusions.c engine/driver_version.c engine/switches.c engine/bench_json.c
 CU_SRC :=
 TEST_SRC := $(filter-out tests/gpu_%,$(TEST_SRC))
 CUDA_LIBS :=

@@ -227,14 +227,6 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         STEP(cudaStreamCreateWithFlags(&e->st_kv, cudaStreamNonBlocking)
                  ? as_err(err, AS_ERUNTIME, "cudaStreamCreate (kv)")
                  : 0);
-    if ((rc = as_l2_prefetch_parse(getenv("ATTNSCOPE_L2_PREFETCH"), &e->l2pf, err)))
-        goto fail;
-    if (e->l2pf.wo_a_mb > 0 || e->l2pf.wq_b_mb > 0 || e->l2pf.wq_a_mb > 0)
-        STEP(cudaStreamCreateWithFlags(&e->st_pf, cudaStreamNonBlocking) ||
-                     cudaEventCreateWithFlags(&e->ev_pf, cudaEventDisableTiming) ||
-                     cudaEventCreateWithFlags(&e->ev_pf_end, cudaEventDisableTiming)
-                 ? as_err(err, AS_ERUNTIME, "cudaStreamCreate / cudaEventCreate (the L2 prefetch branch)")
-                 : 0);
     STEP(cudaEventCreateWithFlags(&e->ev_x, cudaEventDisableTiming) ||
                  cudaEventCreateWithFlags(&e->ev_kv, cudaEventDisableTiming) ||
                  cudaEventCreateWithFlags(&e->ev_qr, cudaEventDisableTiming)
@@ -337,12 +329,6 @@ void as_engine_destroy(AsEngine *e)
         cudaEventDestroy(e->ev_kv);
     if (e->ev_qr)
         cudaEventDestroy(e->ev_qr);
-    if (e->st_pf)
-        cudaStreamDestroy(e->st_pf);
-    if (e->ev_pf)
-        cudaEventDestroy(e->ev_pf);
-    if (e->ev_pf_end)
-        cudaEventDestroy(e->ev_pf_end);
     free(e);
 }
 

@@ -135,10 +135,6 @@ static int project_q_kv(Fwd *f, AsError *err)
     const bool late_sel = f->idx_on_kv_branch && f->role->index_source;
     if (fork)
         TRY(on_kv_branch(f, e->ev_x, true, f->idx_on_kv_branch && !late_sel, !late_sel, "fork the kv branch", err));
-    if (f->cap && s == 1) {
-        snprintf(what, sizeof what, "layer %d wq_b", f->l);
-        TRY(as_dev_l2_prefetch(e, &f->W->wq_b, 1, e->l2pf.wq_b_mb, what, err));
-    }
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
     if (norm_fuses(f, &f->W->wq_a, false)) {
         TRY(as_dev_proj_norm(e, wk->x, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, f->cap->norm_ctr, what, err));
@@ -152,14 +148,6 @@ static int project_q_kv(Fwd *f, AsError *err)
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
                             .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
     TRY(as_dev_proj_rope(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, &rope, what, err));
-    if (f->cap && s == 1) { /* DRAM is idle through the attention: wo_a's start, the next wq_a into L2 */
-        snprintf(what, sizeof what, "layer %d wo_a", f->l);
-        TRY(as_dev_l2_prefetch(e, &f->W->wo_a, c->o_groups, e->l2pf.wo_a_mb, what, err));
-        if (f->l + 1 < c->n_layers) {
-            snprintf(what, sizeof what, "layer %d wq_a", f->l + 1);
-            TRY(as_dev_l2_prefetch(e, &e->w[f->l + 1].wq_a, 1, e->l2pf.wq_a_mb, what, err));
-        }
-    }
     if (fork)
         CU(err, cudaStreamWaitEvent(e->st, e->ev_kv, 0), "layer %d: join the kv branch", f->l);
     else

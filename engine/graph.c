@@ -458,7 +458,6 @@ static int record_step(AsDecodeGraph *g, AsError *err)
                                     cudaMemcpyDeviceToDevice, e->st),
                "decode graph: keep layer %d's out", l);
     }
-    TRY(as_dev_l2_prefetch_join(e, err));
     if (g->n_lev)
         CU(err, cudaEventRecordWithFlags(g->lev[c->n_layers], e->st, cudaEventRecordExternal),
            "decode graph: the event after the last layer");
@@ -563,7 +562,6 @@ static int capture(AsDecodeGraph *g, GSlot *sl, AsError *err)
     cudaError_t ec = cudaStreamEndCapture(e->st, &graph);
     e->cap = NULL;
     e->x_ready = false; /* only a captured wo_b sets it: none is left for an uncaptured layer or the next capture */
-    e->pf_open = false; /* a failed record may leave its prefetch fork open: the capture is dropped with it */
     e->prof = prof;
     if (rc || ec != cudaSuccess) {
         if (graph)

@@ -10,7 +10,6 @@
 
 #include "engine/engine.h"
 #include "engine/fusions.h"
-#include "engine/l2_plan.h"
 #include "engine/profile.h"
 #include "kernels/kernels.h"
 #include "ref/faults.h"
@@ -129,12 +128,6 @@ struct AsEngine {
      * attn_norm */
     bool x_ready;
     cudaEvent_t ev_x, ev_kv, ev_qr; /* ev_qr: q_norm done, the kv branch's indexer may start (AS_FUSE_KV_SEL) */
-    /* a captured decode's L2 prefetch branch (engine/l2_plan.h): st_pf, forked at ev_pf before each
-     * prefetch, joined once at the end of the step (ev_pf_end) while pf_open; st_pf NULL: no prefetch */
-    AsL2Prefetch l2pf;
-    cudaStream_t st_pf;
-    cudaEvent_t ev_pf, ev_pf_end;
-    bool pf_open;
     cublasHandle_t cublas;
     AsDevLayerWeights w[AS_MAX_LAYERS];
     AsDevLayerState ls[AS_MAX_LAYERS];
@@ -184,11 +177,6 @@ int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_b
                      const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
 /* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call. */
 int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err);
-/* In a captured decode (engine/l2_prefetch.c): the first mb MB of w (groups equal blocks: wo_a's o_groups,
- * else 1) asked into L2 on the prefetch branch, forked from e->st here; bf16 weights only. The join,
- * once after the step's last layer, closes every fork. */
-int as_dev_l2_prefetch(AsEngine *e, const AsDevWeight *w, int groups, double mb, const char *what, AsError *err);
-int as_dev_l2_prefetch_join(AsEngine *e, AsError *err);
 /* gemm.c's scratch: the decode part allocated (engine creation), both freed (tear-down). */
 int as_dev_proj_init(AsEngine *e, AsError *err);
 void as_dev_proj_free(AsEngine *e);

@@ -201,14 +201,6 @@ static inline int as_oback_ok(const AsOBack *ob, int hd)
 }
 /* o_back of `rows` rows of nh heads x hd (rows nh * hd apart) through the row pipeline. */
 int as_k_o_back(const as_bf16_t *o, int rows, int nh, int hd, const AsOBack *ob, cudaStream_t st);
-/* L2 prefetch (kernels/l2_prefetch.cu; the decode graph's side branch, engine/l2_plan.h): the first
- * seg_bytes of each of n_seg segments stride bytes apart from p, in items of chunk bytes
- * (kernels/l2_prefetch_item.h). Reads nothing into registers and writes nothing. p and stride 16-byte
- * aligned, seg_bytes and chunk multiples of 16 (chunk <= 1 GiB), segments not overlapping. */
-int as_k_l2_prefetch(const void *p, int64_t n_seg, int64_t stride, int64_t seg_bytes, int64_t chunk, cudaStream_t st);
-/* The same bytes asked into L2 by loads (a 4-byte load with the 256-byte fill hint per 256 bytes, the
- * values discarded) instead of TMA bulk prefetches: an A/B of the mechanism (ATTNSCOPE_L2_PREFETCH mode:ld). */
-int as_k_l2_warm(const void *p, int64_t n_seg, int64_t stride, int64_t seg_bytes, cudaStream_t st);
 /* as_k_sparse_attn over the live selection width *topk_d (<= topk_max, idx's row stride) and
  * compressed row count *nb_d (<= nb_max). The tensor-core path splits the selection as the by-value
  * launch at topk_max would (tiles per split from as_k_sparse_attn_decode_plan) into the caller's
