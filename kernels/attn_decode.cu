@@ -494,8 +494,6 @@ extern "C" size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max)
     return sizeof(float) * nsplit * (size_t)nh * (size_t)(hd + 2);
 }
 
-// ws: at least as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null: allocated on the stream here
-// (stream-ordered, freed after the combine; never with topk_d: a graph must bring its own).
 // split_mma_kernel with H heads a block: H warps, its shared memory sized for hd (256 or 512)
 template <int H> static void launch_split_mma(int hd, dim3 grid, cudaStream_t st, const attn1::Args &a)
 {
@@ -505,6 +503,8 @@ template <int H> static void launch_split_mma(int hd, dim3 grid, cudaStream_t st
         as_launch(attn1::split_mma_kernel<256, H>, grid, H * 32, sizeof(attn1::MmaSmem<256, H>), st, a);
 }
 
+// ws: at least as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null: allocated on the stream here
+// (stream-ordered, freed after the combine; never with topk_d: a graph must bring its own).
 extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                                 const int32_t *nb_d, const int32_t *idx, int topk, const int32_t *topk_d,
                                 const float *sink, as_bf16_t *o, int nh, int hd, float scale, void *ws,
