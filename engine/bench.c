@@ -210,13 +210,31 @@ static int group_kinds(const AsEngine *e, const AsProfile *p, double scale, Kind
     return 0;
 }
 
-/* How often the device selection's exact emulation decided a tie at the cut (issue 8's question). */
-static void sel_note(FILE *md, const char *phase, const unsigned long long a[3], const unsigned long long b[3])
+/* How often the device selection's exact emulation decided a tie at the cut (issue 8's question), and
+ * where a row's time goes: introselect's passes and the SM cycles of each part (thread 0's clock64;
+ * microseconds at the device's peak clock, clock_khz). */
+static void sel_note(FILE *md, const char *phase, const unsigned long long a[AS_SEL_NSTATS],
+                     const unsigned long long b[AS_SEL_NSTATS], int clock_khz)
 {
-    const unsigned long long rows = b[0] - a[0], tied = b[1] - a[1], ps = b[2] - a[2];
+    unsigned long long d[AS_SEL_NSTATS];
+    for (int i = 0; i < AS_SEL_NSTATS; i++)
+        d[i] = b[i] - a[i];
+    const unsigned long long rows = d[AS_TOPK_ROWS];
     fprintf(md, "Selection on the device (%s): %llu top-k rows, %llu (%.1f%%) with the k-th value tied across the cut "
                 "(the set decided by torch's tie order, emulated exactly), %llu through partial_sort.\n\n",
-            phase, rows, tied, rows ? 100.0 * tied / rows : 0.0, ps);
+            phase, rows, d[AS_TOPK_TIED], rows ? 100.0 * d[AS_TOPK_TIED] / rows : 0.0, d[AS_TOPK_PARTIAL]);
+    if (!rows)
+        return;
+    const double per = 1.0 / rows, us = clock_khz > 0 ? 1e3 / clock_khz : 0;
+    const unsigned long long cyc = d[AS_TOPK_CYC_LOAD] + d[AS_TOPK_CYC_BLOCK] + d[AS_TOPK_CYC_WARP] +
+                                   d[AS_TOPK_CYC_CHECK] + d[AS_TOPK_CYC_EMIT];
+    fprintf(md, "A row's top-k (%s, means over rows): introselect %.1f partition passes on the block (%.0f columns "
+                "ranked) and %.1f on one warp (%.0f columns); %.0f SM cycles (%.1f us at the peak clock): the row's "
+                "load %.0f, the block's passes %.0f, the warp's %.0f, the tie check %.0f (profile only), the set's "
+                "emission %.0f.\n\n",
+            phase, d[AS_TOPK_PASSES_BLOCK] * per, d[AS_TOPK_RANKED_BLOCK] * per, d[AS_TOPK_PASSES_WARP] * per,
+            d[AS_TOPK_RANKED_WARP] * per, cyc * per, cyc * per * us, d[AS_TOPK_CYC_LOAD] * per,
+            d[AS_TOPK_CYC_BLOCK] * per, d[AS_TOPK_CYC_WARP] * per, d[AS_TOPK_CYC_CHECK] * per, d[AS_TOPK_CYC_EMIT] * per);
 }
 
 static int run_steps(AsEngine *e, const float *h0, int start, int s, AsError *err)
@@ -307,11 +325,16 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     Kind *kinds = calloc(AS_MAX_LAYERS, sizeof(Kind));
     AsBenchChart *chart = calloc(1, sizeof *chart);
     char kind_names[AS_MAX_LAYERS][48];
-    unsigned long long sel0[3], sel1[3], sel2[3];
+    unsigned long long sel0[AS_SEL_NSTATS], sel1[AS_SEL_NSTATS], sel2[AS_SEL_NSTATS];
+    int clock_khz = 0; /* the selection note's microseconds */
     double *g_ms = calloc((size_t)graph_steps, sizeof(double)), *g_wall = calloc((size_t)graph_steps, sizeof(double));
     AsDecodeGraph *graph = NULL;
     if (!h0 || !kinds || !g_ms || !g_wall || !chart) {
         rc = as_err(err, AS_ERUNTIME, "out of host memory");
+        goto out;
+    }
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, e->device) != cudaSuccess) {
+        rc = as_err(err, AS_ERUNTIME, "cudaDeviceGetAttribute(cudaDevAttrClockRate, device %d) failed", e->device);
         goto out;
     }
     as_inputs_synthetic(1, 0, rows, c->dim, h0);
@@ -381,7 +404,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                 "plus the selected cache rows and index keys (%.1f MB).\n\n",
             step_wall, step_wall / floor_ms, (tot_bytes - cache_bytes) / 1e6, cache_bytes / 1e6);
     if (!o->host_select)
-        sel_note(md, "decode", sel0, sel1);
+        sel_note(md, "decode", sel0, sel1, clock_khz);
 
     /* ---- the same decode as one CUDA graph per step shape ---- */
     double graph_ms = 0, graph_wall = 0;
@@ -494,7 +517,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                 proj_tf, alone_tflops, 100.0 * proj_tf / alone_tflops, attn_tf, 100.0 * attn_tf / lim.gemm_tflops,
                 lim.gemm_tflops, isc_tf, 100.0 * isc_tf / lim.gemm_tflops, prefill_wall);
         if (!o->host_select)
-            sel_note(md, "prefill", sel1, sel2);
+            sel_note(md, "prefill", sel1, sel2, clock_khz);
         fig.prefill_ms = T[AS_OP_LAYER];
         fig.proj_tflops = proj_tf;
         fig.proj_alone_tflops = alone_tflops;

@@ -44,10 +44,13 @@ int as_engine_next_layer(AsEngine *e, int *layer, AsError *err);
 int as_engine_finish_step(AsEngine *e, AsError *err);
 /* Copies the run of the layer just executed (every tensor of ref/run.h) to the host. */
 int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err);
-/* The device selection's counters since creation: rows selected, rows whose k-th value is tied
- * across the cut (decided by the exact emulation of torch's tie order), rows through partial_sort.
- * Counted only by a profiling engine (AsEngineOptions.profile: bench-engine); zeros otherwise. */
-int as_engine_select_stats(AsEngine *e, unsigned long long out[3], AsError *err);
+/* The device selection's counters since creation (kernels/kernels.h, AS_TOPK_*): rows selected, rows
+ * whose k-th value is tied across the cut (decided by the exact emulation of torch's tie order), rows
+ * through partial_sort, introselect's passes on the block and on one warp and the columns they ranked,
+ * and the SM cycles of the row's load, those passes, the tie check and the set's emission. Counted only
+ * by a profiling engine (AsEngineOptions.profile: bench-engine); zeros otherwise. */
+#define AS_SEL_NSTATS 12
+int as_engine_select_stats(AsEngine *e, unsigned long long out[AS_SEL_NSTATS], AsError *err);
 /* The residual stream h ([s][dim]) entering the next layer (after the last one: the step's output). */
 int as_engine_residual(AsEngine *e, float *h, AsError *err);
 

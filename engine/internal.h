@@ -56,7 +56,7 @@ typedef struct {
     uint8_t *cand_h;              /* [cand_s][cand_width] (host path) */
     uint8_t *cand_d;              /* [cand_s][cand_width] (device path), cand_dcap entries */
     size_t cand_dcap;
-    unsigned long long *sel_stats; /* device, profiling engines only: rows selected, tied at the cut, partial_sort */
+    unsigned long long *sel_stats; /* device, profiling engines only: AS_TOPK_NSTATS counters (kernels.h) */
     int cand_s, cand_width;
     size_t cand_cap;
     AsProvenance cand_from;

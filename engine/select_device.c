@@ -19,8 +19,9 @@ int as_dev_select_reserve(AsEngine *e, size_t mask_entries, AsError *err)
 {
     AsDevShared *sh = &e->sh;
     if (e->prof && !sh->sel_stats) { /* the counters are the benchmark's: an extra pass over each row */
-        CU(err, cudaMalloc((void **)&sh->sel_stats, sizeof(unsigned long long) * 3), "selection counters");
-        CU(err, cudaMemsetAsync(sh->sel_stats, 0, sizeof(unsigned long long) * 3, e->st), "selection counters");
+        CU(err, cudaMalloc((void **)&sh->sel_stats, sizeof(unsigned long long) * AS_TOPK_NSTATS), "selection counters");
+        CU(err, cudaMemsetAsync(sh->sel_stats, 0, sizeof(unsigned long long) * AS_TOPK_NSTATS, e->st),
+           "selection counters");
     }
     if (mask_entries <= sh->cand_dcap)
         return 0;
@@ -78,12 +79,15 @@ int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, As
     return 0;
 }
 
-int as_engine_select_stats(AsEngine *e, unsigned long long out[3], AsError *err)
+_Static_assert(AS_SEL_NSTATS == AS_TOPK_NSTATS, "engine.h's count of the selection counters");
+
+int as_engine_select_stats(AsEngine *e, unsigned long long out[AS_SEL_NSTATS], AsError *err)
 {
-    memset(out, 0, sizeof(unsigned long long) * 3);
+    memset(out, 0, sizeof(unsigned long long) * AS_SEL_NSTATS);
     if (!e->sh.sel_stats)
         return 0;
-    CU(err, cudaMemcpyAsync(out, e->sh.sel_stats, sizeof(unsigned long long) * 3, cudaMemcpyDeviceToHost, e->st),
+    CU(err, cudaMemcpyAsync(out, e->sh.sel_stats, sizeof(unsigned long long) * AS_SEL_NSTATS, cudaMemcpyDeviceToHost,
+                            e->st),
        "selection counters");
     CU(err, cudaStreamSynchronize(e->st), "selection counters");
     return 0;

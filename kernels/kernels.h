@@ -234,9 +234,27 @@ int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const 
 /* ---- the selection on the device (issue 8): kernels/topk_select.cu, test tests/gpu_topk.c ----
  * torch's CPU top-k index set (ref/topk.c as_topk_torch_set, ties included) by an exact emulation of
  * libstdc++'s introselect / heap select, one block per row; rows up to AS_TOPK_MAX_WIDTH columns (the
- * engine selects wider rows on the host). stats (optional, 3 counters): rows selected, rows whose k-th
- * value is tied across the cut (only the exact emulation decides those), rows through partial_sort. */
+ * engine selects wider rows on the host). stats (optional, AS_TOPK_NSTATS counters, added to): rows
+ * selected, rows whose k-th value is tied across the cut (only the exact emulation decides those), rows
+ * through partial_sort, then where the time goes (the benchmark's profile): introselect's partition
+ * passes on the whole block and on one warp, the columns they ranked, and the SM cycles (clock64, thread
+ * 0) of the row's load, the block's passes, the warp's passes, the tie check and the set's emission. */
 #define AS_TOPK_MAX_WIDTH 16384
+enum {
+    AS_TOPK_ROWS,
+    AS_TOPK_TIED,
+    AS_TOPK_PARTIAL,
+    AS_TOPK_PASSES_BLOCK,
+    AS_TOPK_PASSES_WARP,
+    AS_TOPK_RANKED_BLOCK,
+    AS_TOPK_RANKED_WARP,
+    AS_TOPK_CYC_LOAD,
+    AS_TOPK_CYC_BLOCK,
+    AS_TOPK_CYC_WARP,
+    AS_TOPK_CYC_CHECK,
+    AS_TOPK_CYC_EMIT,
+    AS_TOPK_NSTATS
+};
 
 /* set[t][0..k) = as_topk_torch_set(v + t * n, n, k) for each of `rows` rows (k <= n). */
 int as_k_topk_rows(const float *v, int rows, int n, int k, int32_t *set, unsigned long long *stats, cudaStream_t st);

@@ -81,6 +81,20 @@ __device__ __forceinline__ int warp_sum_int(int x)
     return x;
 }
 
+// Where a row's time goes (stats given: the benchmark's uncaptured steps; AS_TOPK_* in kernels.h):
+// thread 0's pass counts and clock64 intervals, added to stats once the row is done.
+struct Prof {
+    unsigned long long c[AS_TOPK_NSTATS] = {}; // indexed by AS_TOPK_*
+};
+__device__ __forceinline__ long long now()
+{
+#ifdef AS_EMU
+    return 0;
+#else
+    return clock64();
+#endif
+}
+
 // ---- lane 0: libstdc++'s sequential pieces (ref/topk.c, same names, same order of moves) ----
 
 __device__ void push_heap(const Row &r, int base, int hole, int top, float val, uint16_t vix)
@@ -292,7 +306,8 @@ template <class Team> __device__ int team_partition(Team tm, const Row &r, int l
 // longer than `stop` (3 for the whole loop); false when it stopped there, true when it ended (the
 // depth limit's heap_select).
 template <class Team>
-__device__ bool team_introselect(Team tm, const Row &r, int &first, int &last, int &depth, int nth, int stop)
+__device__ bool team_introselect(Team tm, const Row &r, int &first, int &last, int &depth, int nth, int stop,
+                                 unsigned long long *passes, unsigned long long *ranked)
 {
     const bool t0 = threadIdx.x == 0;
     while (last - first > stop) {
@@ -308,6 +323,10 @@ __device__ bool team_introselect(Team tm, const Row &r, int &first, int &last, i
         if (t0)
             move_median_to_first(r, first, first + 1, first + (last - first) / 2, last - 1);
         tm.sync();
+        if (passes) {
+            ++*passes;
+            *ranked += last - first - 1;
+        }
         const int cut = team_partition(tm, r, first + 1, last, r.v[first]);
         if (cut <= nth)
             first = cut;
@@ -319,36 +338,50 @@ __device__ bool team_introselect(Team tm, const Row &r, int &first, int &last, i
 
 // The block partitions ranges longer than warp_range, its first warp the shorter ones (the same
 // moves in the same order either way: the same set and order as one thread would leave).
-__device__ void block_nth_element(const Row &r, int n, int nth, int warp_range)
+__device__ void block_nth_element(const Row &r, int n, int nth, int warp_range, Prof *pf)
 {
     int first = 0, last = n;
     int depth = 2 * (31 - __clz(n));
     const int stop = warp_range > 3 ? warp_range : 3;
-    if (team_introselect(BlockTeam{}, r, first, last, depth, nth, stop))
-        return;
-    if (threadIdx.x < 32) {
-        if (!team_introselect(WarpTeam{}, r, first, last, depth, nth, 3) && threadIdx.x == 0)
-            insertion_sort(r, first, last);
+    const long long t0 = pf ? now() : 0;
+    const bool ended = team_introselect(BlockTeam{}, r, first, last, depth, nth, stop, pf ? &pf->c[AS_TOPK_PASSES_BLOCK] : nullptr,
+                                        pf ? &pf->c[AS_TOPK_RANKED_BLOCK] : nullptr);
+    const long long t1 = pf ? now() : 0;
+    if (!ended) {
+        if (threadIdx.x < 32) {
+            if (!team_introselect(WarpTeam{}, r, first, last, depth, nth, 3, pf ? &pf->c[AS_TOPK_PASSES_WARP] : nullptr,
+                                  pf ? &pf->c[AS_TOPK_RANKED_WARP] : nullptr) &&
+                threadIdx.x == 0)
+                insertion_sort(r, first, last);
+        }
+        __syncthreads();
     }
-    __syncthreads();
+    if (pf) {
+        pf->c[AS_TOPK_CYC_BLOCK] += t1 - t0;
+        pf->c[AS_TOPK_CYC_WARP] += now() - t1;
+    }
 }
 
-// Leaves torch's index set in r.ix[0..k) (k <= n) and counts, into stats, the row and whether its
-// k-th value is tied across the cut (the case only the exact emulation decides).
-__device__ void block_torch_topk(const Row &r, int n, int k, int warp_range, unsigned long long *stats)
+// Leaves torch's index set in r.ix[0..k) (k <= n) and, with a profile, counts the row and whether its
+// k-th value is tied across the cut (the case only the exact emulation decides): a pass over the row.
+__device__ void block_torch_topk(const Row &r, int n, int k, int warp_range, Prof *pf)
 {
     int &ge_all = r.scratch[64];
     if (k <= 0 || k >= n)
         return; // nothing, or everything: no algorithm needed
     const bool partial = (int64_t)k * 64 <= n;
     if (partial) {
+        const long long t0 = pf ? now() : 0;
         if (threadIdx.x == 0)
             heap_select(r, 0, k, n); // partial_sort's sort_heap orders the set, it does not change it
         __syncthreads();
+        if (pf)
+            pf->c[AS_TOPK_CYC_BLOCK] += now() - t0;
     } else {
-        block_nth_element(r, n, k - 1, warp_range);
+        block_nth_element(r, n, k - 1, warp_range, pf);
     }
-    if (stats) {
+    if (pf) {
+        const long long t0 = now();
         const float T = partial ? r.v[0] : r.v[k - 1]; // the k-th in comp order
         if (threadIdx.x == 0)
             ge_all = 0;
@@ -360,14 +393,21 @@ __device__ void block_torch_topk(const Row &r, int n, int k, int warp_range, uns
         if ((threadIdx.x & 31) == 0)
             atomicAdd(&ge_all, ge);
         __syncthreads();
-        if (threadIdx.x == 0) {
-            atomicAdd(stats, 1ull);
-            if (ge_all > k)
-                atomicAdd(stats + 1, 1ull);
-            if (partial)
-                atomicAdd(stats + 2, 1ull);
-        }
+        pf->c[AS_TOPK_ROWS]++;
+        pf->c[AS_TOPK_TIED] += ge_all > k;
+        pf->c[AS_TOPK_PARTIAL] += partial;
+        pf->c[AS_TOPK_CYC_CHECK] += now() - t0;
     }
+}
+
+// Thread 0 adds its profile to the launch's counters.
+__device__ void prof_flush(const Prof *pf, unsigned long long *stats)
+{
+    if (!pf || threadIdx.x != 0)
+        return;
+    for (int i = 0; i < AS_TOPK_NSTATS; i++)
+        if (pf->c[i])
+            atomicAdd(stats + i, pf->c[i]);
 }
 
 // Flags the set (the first k indices, or all when k >= n) in r.pa and calls emit(j, p) for the j-th
@@ -423,6 +463,9 @@ __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, int
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
+    topk::Prof prof;
+    topk::Prof *pf = stats ? &prof : nullptr;
+    long long t0 = pf ? topk::now() : 0;
     const int t = blockIdx.x;
     const topk::Row r = topk::row_in(smem, n);
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -430,10 +473,17 @@ __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, int
         r.ix[i] = (uint16_t)i;
     }
     __syncthreads();
+    if (pf)
+        pf->c[AS_TOPK_CYC_LOAD] += topk::now() - t0;
     const int kk = k < n ? k : n;
-    topk::block_torch_topk(r, n, kk, warp_range, stats);
+    topk::block_torch_topk(r, n, kk, warp_range, pf);
+    t0 = pf ? topk::now() : 0;
     int32_t *out = set + (int64_t)t * k;
     topk::block_emit_set(r, n, kk, [&](int j, int p) { out[j] = p; });
+    if (pf) {
+        pf->c[AS_TOPK_CYC_EMIT] += topk::now() - t0;
+        topk::prof_flush(pf, stats);
+    }
 }
 
 // The indexer's selection (ref/indexer.c as_index_topk after the candidate mask of
@@ -449,6 +499,9 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
+    topk::Prof prof;
+    topk::Prof *pf = stats ? &prof : nullptr;
+    long long t0 = pf ? topk::now() : 0;
     const int t = blockIdx.x, tid = threadIdx.x;
     if (width_d)
         width = *width_d;
@@ -486,7 +539,10 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
         }
     }
     __syncthreads();
-    topk::block_torch_topk(r, n, k, warp_range, stats);
+    if (pf)
+        pf->c[AS_TOPK_CYC_LOAD] += topk::now() - t0;
+    topk::block_torch_topk(r, n, k, warp_range, pf);
+    t0 = pf ? topk::now() : 0;
     const int clen = prefill ? (t + 1) / ratio : width;
     int32_t *o1 = sel + (int64_t)t * ldsel;
     int32_t *o2 = sel2 ? sel2 + (int64_t)t * ldsel : nullptr;
@@ -496,6 +552,10 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
         if (o2)
             o2[j] = val;
     });
+    if (pf) {
+        pf->c[AS_TOPK_CYC_EMIT] += topk::now() - t0;
+        topk::prof_flush(pf, stats);
+    }
 }
 
 // select_candidate_blocks (ref/candidates.c) for row t: block maxima over bs columns (in the
@@ -533,7 +593,10 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
         r.ix[b] = (uint16_t)b;
     }
     __syncthreads();
-    topk::block_torch_topk(r, nb, kb, warp_range, stats);
+    topk::Prof prof; // the passes and the selection's cycles (the block maxima are not the row load's)
+    topk::block_torch_topk(r, nb, kb, warp_range, stats ? &prof : nullptr);
+    if (stats)
+        topk::prof_flush(&prof, stats);
     uint16_t *kept = r.pa; // the set's flags, indexed by block
     topk::block_emit_set(r, nb, kb, [](int, int) {});
     uint8_t *mrow = mask + (int64_t)t * mask_ld;

@@ -373,14 +373,14 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
         # where the decode's exact top-k spends its time (index_topk_kernel, ~28 us a launch alone at
         # 02:36 on 2026-11-30; one launch of a decode step at 4K): Nsight Compute's source counters, per
         # SASS instruction beside its CUDA line (the build carries -lineinfo), as CSV in $OUT; warp
-        # states sampled every 32 cycles (--sampling-interval 0: the default interval caught 28 samples of
+        # states sampled every 32 cycles (--warp-sampling-interval 0: the default interval caught 28 samples of
         # a 28 us launch at 03:36). AS_PROF_BIN profiles another build's attnscope (a branch's bundle).
         # Read it with: python3 scripts/ncu_source_table.py topk_source*.csv.xz
         need_flash
         if command -v ncu >/dev/null 2>&1; then
             LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase topkprof 150 ncu --kernel-name regex:index_topk_kernel \
                 --launch-skip 20 --launch-count 1 --clock-control none --section SourceCounters \
-                --section WarpStateStats --section InstructionStats --sampling-interval 0 --import-source yes \
+                --section WarpStateStats --section InstructionStats --warp-sampling-interval 0 --import-source yes \
                 -f -o "$LOGS/topkprof${AS_TAG:+_$AS_TAG}" \
                 "${AS_PROF_BIN:-$B/attnscope}" bench-engine "$FLASH" --context 4096 --steps 1 --prefill 0
             LD_LIBRARY_PATH=/usr/local/cuda/lib64 ncu -i "$LOGS/topkprof${AS_TAG:+_$AS_TAG}.ncu-rep" --page source \

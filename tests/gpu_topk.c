@@ -19,16 +19,16 @@
 
 /* rows x n values on the device through as_k_topk_rows, each row's set against want(row). */
 static int64_t rows_against_ref(const float *v, int rows, int n, int k, const int32_t *want_or_null,
-                                unsigned long long stats[3], const char *what)
+                                unsigned long long stats[AS_TOPK_NSTATS], const char *what)
 {
     float *dv = as_gpu_bytes(v, sizeof(float) * (size_t)rows * n);
     int32_t *ds = as_gpu_alloc(sizeof(int32_t) * ((size_t)rows * k + 1));
-    const unsigned long long zero[3] = {0, 0, 0};
+    const unsigned long long zero[AS_TOPK_NSTATS] = {0};
     unsigned long long *dst = as_gpu_bytes(zero, sizeof zero);
     as_gpu_check_launch(as_k_topk_rows(dv, rows, n, k, ds, dst, 0), "topk rows");
     int32_t *got = malloc(sizeof(int32_t) * ((size_t)rows * k + 1)), *want = malloc(sizeof(int32_t) * ((size_t)k + 1));
     as_gpu_get_bytes(got, ds, sizeof(int32_t) * (size_t)rows * k);
-    as_gpu_get_bytes(stats, dst, sizeof(unsigned long long) * 3);
+    as_gpu_get_bytes(stats, dst, sizeof(unsigned long long) * AS_TOPK_NSTATS);
     int64_t bad = 0;
     for (int t = 0; t < rows; t++) {
         if (want_or_null)
@@ -59,7 +59,7 @@ GPU_TEST(gpu_topk_torch_fixture)
         if (tc->k == 0 || tc->n > AS_TOPK_MAX_WIDTH)
             continue; /* k = 0 selects nothing; wider rows take the host path */
         ran++;
-        unsigned long long st[3];
+        unsigned long long st[AS_TOPK_NSTATS];
         int64_t bad = rows_against_ref(tc->values, 1, (int)tc->n, (int)tc->k, tc->set, st, tc->note);
         CHECK(bad == 0, "fixture case %d (%s): n %lld k %lld: the device set differs from torch's", c, tc->note,
               (long long)tc->n, (long long)tc->k);
@@ -113,7 +113,7 @@ GPU_TEST(gpu_topk_ties_and_shapes)
                 const int k = ks[ki];
                 if (k < 1 || k > n)
                     continue;
-                unsigned long long st[3];
+                unsigned long long st[AS_TOPK_NSTATS];
                 int64_t b = rows_against_ref(v, rows, n, k, NULL, st, "stress");
                 CHECK(b == 0, "n %d k %d distribution %d: %ld rows differ", n, k, dist, (long)b);
                 bad += b;
@@ -130,6 +130,41 @@ GPU_TEST(gpu_topk_ties_and_shapes)
     int32_t *ds = as_gpu_alloc(sizeof(int32_t) * 2);
     CHECK(as_k_topk_rows(d1, 1, AS_TOPK_MAX_WIDTH + 1, 1, ds, NULL, 0) != 0, "a row wider than the limit is refused");
     as_gpu_free(d1), as_gpu_free(ds);
+}
+
+/* The profile's counters (bench-engine's "A row's top-k" line) on rows whose introselect is worked out by
+ * hand: n equal values (all -inf), nth = k - 1 = 511. Each unguarded partition of [first + 1, last)
+ * swaps pairs from both ends until they meet, so the cut is the range's middle: the ranges are 4096,
+ * 2048, 1024, 512 (cut 256 <= 511: the right half), 256, 128, 64, 32, 16, 8, 4: 11 passes ranking
+ * sum(len - 1) = 8177 columns, split between the block and one warp by the warp range. k = 64 (k * 64
+ * <= n) takes partial_sort: no pass. */
+GPU_TEST(gpu_topk_profile_counters)
+{
+    const int n = 4096, rows = 3;
+    float *v = malloc(sizeof(float) * (size_t)rows * n);
+    for (int i = 0; i < rows * n; i++)
+        v[i] = -INFINITY;
+    unsigned long long st[AS_TOPK_NSTATS];
+    CHECK(rows_against_ref(v, rows, n, 512, NULL, st, "equal values") == 0, "the equal rows' sets differ");
+    const unsigned long long passes = st[AS_TOPK_PASSES_BLOCK] + st[AS_TOPK_PASSES_WARP];
+    const unsigned long long ranked = st[AS_TOPK_RANKED_BLOCK] + st[AS_TOPK_RANKED_WARP];
+    as_test_note("%d equal rows: %llu passes (%llu on the block), %llu columns ranked; cycles: load %llu, block %llu, "
+                 "warp %llu, check %llu, emit %llu", rows, passes, st[AS_TOPK_PASSES_BLOCK], ranked, st[AS_TOPK_CYC_LOAD],
+                 st[AS_TOPK_CYC_BLOCK], st[AS_TOPK_CYC_WARP], st[AS_TOPK_CYC_CHECK], st[AS_TOPK_CYC_EMIT]);
+    CHECK(st[AS_TOPK_ROWS] == rows && st[AS_TOPK_TIED] == rows && st[AS_TOPK_PARTIAL] == 0,
+          "rows %llu tied %llu partial %llu, want %d %d 0", st[AS_TOPK_ROWS], st[AS_TOPK_TIED], st[AS_TOPK_PARTIAL], rows,
+          rows);
+    CHECK(passes == 11ull * rows && ranked == 8177ull * rows, "passes %llu, ranked %llu: want %d and %d", passes, ranked,
+          11 * rows, 8177 * rows);
+    CHECK(st[AS_TOPK_CYC_LOAD] > 0 && st[AS_TOPK_CYC_CHECK] > 0 && st[AS_TOPK_CYC_EMIT] > 0 &&
+              st[AS_TOPK_CYC_BLOCK] + st[AS_TOPK_CYC_WARP] > 0,
+          "a part of the row took no cycles");
+    CHECK(st[AS_TOPK_PASSES_BLOCK] == 0 || st[AS_TOPK_CYC_BLOCK] > 0, "the block's passes took no cycles");
+    CHECK(rows_against_ref(v, 1, n, 64, NULL, st, "partial_sort") == 0, "the partial_sort row's set differs");
+    CHECK(st[AS_TOPK_ROWS] == 1 && st[AS_TOPK_PARTIAL] == 1 && st[AS_TOPK_PASSES_BLOCK] + st[AS_TOPK_PASSES_WARP] == 0,
+          "partial_sort: rows %llu partial %llu passes %llu", st[AS_TOPK_ROWS], st[AS_TOPK_PARTIAL],
+          st[AS_TOPK_PASSES_BLOCK] + st[AS_TOPK_PASSES_WARP]);
+    free(v);
 }
 
 /* The indexer's selection and the candidate mask, as the engine launches them. */

@@ -26,7 +26,7 @@ static const unsigned kBlock = getenv("EMU_TOPK_BLOCK") ? (unsigned)atoi(getenv(
 // the longest range introselect leaves to the first warp (the launchers' kTopkWarpRange, 128), or
 // EMU_TOPK_WARP_RANGE (0: the block throughout)
 static const int kWarpRange = getenv("EMU_TOPK_WARP_RANGE") ? atoi(getenv("EMU_TOPK_WARP_RANGE")) : 128;
-static unsigned long long g_stats[3];
+static unsigned long long g_stats[AS_TOPK_NSTATS];
 
 enum Dist { DISTINCT, NARROW_BF16, MASKED, WITH_NAN, ALL_EQUAL, SORTED_UP, SORTED_DOWN, NDIST };
 static const char *dist_name[] = {"distinct", "narrow-bf16", "masked", "nan", "all-equal", "rising", "falling"};
