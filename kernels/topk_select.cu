@@ -34,8 +34,8 @@ namespace topk {
 constexpr unsigned kFull = 0xffffffffu;
 // One row's working set: f32 values, u16 indices, u16 left / right stopper positions (10 bytes a
 // column), rounded up so that what follows it stays aligned, then the block's scratch (per-warp
-// counts: kScratch ints).
-constexpr int kScratch = 96;
+// counts: kScratch ints, the last 2 * AS_TOPK_NSTATS of them the profile's u64 counters).
+constexpr int kScratchCounts = 128, kScratch = kScratchCounts + 2 * AS_TOPK_NSTATS;
 __host__ __device__ constexpr size_t pairs_bytes(int n) { return ((size_t)n * 10 + 15) & ~(size_t)15; }
 __host__ __device__ constexpr size_t row_bytes(int n) { return pairs_bytes(n) + sizeof(int) * kScratch; }
 
@@ -47,7 +47,8 @@ struct Row {
     float *v;
     uint16_t *ix;
     uint16_t *pa, *pb; // stopper positions (partition), then the set's flags
-    int *scratch;      // kScratch ints: the warps' counts (partition, emit), a block sum
+    int *scratch;      // kScratch ints: the warps' counts (partition: [0, 96), emit), a block sum ([64]),
+                       // from kScratchCounts the profile (Prof)
 };
 
 __device__ __forceinline__ Row row_in(uint8_t *base, int n)
@@ -82,9 +83,15 @@ __device__ __forceinline__ int warp_sum_int(int x)
 }
 
 // Where a row's time goes (stats given: the benchmark's uncaptured steps; AS_TOPK_* in kernels.h):
-// thread 0's pass counts and clock64 intervals, added to stats once the row is done.
+// thread 0's pass counts and clock64 intervals, in the block's shared memory (c: AS_TOPK_NSTATS
+// counters, null without stats), added to stats once the row is done.
 struct Prof {
-    unsigned long long c[AS_TOPK_NSTATS] = {}; // indexed by AS_TOPK_*
+    unsigned long long *c;
+    __device__ __forceinline__ void add(int i, unsigned long long v) const
+    {
+        if (c && threadIdx.x == 0)
+            c[i] += v;
+    }
 };
 __device__ __forceinline__ long long now()
 {
@@ -132,7 +139,7 @@ __device__ void adjust_heap(const Row &r, int base, int hole, int len, float val
 }
 
 // [first, middle) ends up holding the middle - first pairs that compare first (as a heap).
-__device__ void heap_select(const Row &r, int first, int middle, int last)
+__device__ __noinline__ void heap_select(const Row &r, int first, int middle, int last)
 {
     const int len = middle - first;
     if (len >= 2)
@@ -151,25 +158,25 @@ __device__ void heap_select(const Row &r, int first, int middle, int last)
         }
 }
 
-__device__ void move_median_to_first(const Row &r, int result, int a, int b, int c)
+// move_median_to_first's choice: the position (a, b or c, holding va, vb, vc) whose pair goes to `first`.
+__device__ __forceinline__ int median_of_three(float va, float vb, float vc, int a, int b, int c)
 {
-    const float va = r.v[a], vb = r.v[b], vc = r.v[c];
     if (comp(va, vb)) {
         if (comp(vb, vc))
-            swap_at(r, result, b);
-        else if (comp(va, vc))
-            swap_at(r, result, c);
-        else
-            swap_at(r, result, a);
-    } else if (comp(va, vc))
-        swap_at(r, result, a);
-    else if (comp(vb, vc))
-        swap_at(r, result, c);
-    else
-        swap_at(r, result, b);
+            return b;
+        return comp(va, vc) ? c : a;
+    }
+    if (comp(va, vc))
+        return a;
+    return comp(vb, vc) ? c : b;
 }
 
-__device__ void insertion_sort(const Row &r, int first, int last)
+__device__ void move_median_to_first(const Row &r, int result, int a, int b, int c)
+{
+    swap_at(r, result, median_of_three(r.v[a], r.v[b], r.v[c], a, b, c));
+}
+
+__device__ __noinline__ void insertion_sort(const Row &r, int first, int last)
 {
     if (first == last)
         return;
@@ -197,34 +204,22 @@ __device__ void insertion_sort(const Row &r, int first, int last)
 }
 
 // ---- the block: __unguarded_partition(lo, hi, pivot value P) in closed form ----
-// Every function below is called by every member of a team: every thread of the block (blockDim.x a
-// multiple of 32, at most 1024: the scratch counts 32 warps), or its first warp alone.
+// Every function below is called by every thread of the block (blockDim.x a multiple of 32, at most
+// 1024: the scratch counts 32 warps).
 
-// Who runs a partition: the whole block, or its first warp alone (a short range: the block's barriers
-// would cost more than its warps save). Every member calls the functions below.
-struct BlockTeam {
-    __device__ __forceinline__ int tid() const { return threadIdx.x; }
-    __device__ __forceinline__ int size() const { return blockDim.x; }
-    __device__ __forceinline__ void sync() const { __syncthreads(); }
-};
-struct WarpTeam { // warp 0
-    __device__ __forceinline__ int tid() const { return threadIdx.x; }
-    __device__ __forceinline__ int size() const { return 32; }
-    __device__ __forceinline__ void sync() const { __syncwarp(); }
-};
-
-// Warp w of the team takes the w-th of its size / 32 contiguous runs of whole 32-column groups of
+// Warp w takes the w-th of the block's blockDim.x / 32 contiguous runs of whole 32-column groups of
 // [lo, hi): [*c0, *c1).
-template <class Team> __device__ __forceinline__ void warp_run(Team tm, int lo, int hi, int *c0, int *c1)
+__device__ __forceinline__ void warp_run(int lo, int hi, int *c0, int *c1)
 {
-    const int nw = tm.size() >> 5, w = tm.tid() >> 5;
+    const int nw = blockDim.x >> 5, w = threadIdx.x >> 5;
     const int per = ((hi - lo + 31) / 32 + nw - 1) / nw * 32;
     *c0 = min(hi, lo + w * per);
     *c1 = min(hi, *c0 + per);
 }
 
 // Ranks this warp's flags (one ballot per 32 consecutive columns of its run, kGroups groups read
-// ahead): visit(i, rank_a or -1, rank_b or -1) for each column with a flag; returns the counts.
+// ahead): visit(i, rank_a or -1, rank_b or -1, right stoppers below i) for each column with a flag;
+// returns the counts.
 constexpr int kGroups = 4;
 template <class Visit>
 __device__ __forceinline__ int2 rank_stoppers(const Row &r, int c0, int c1, float P, int oa, int ob, Visit visit)
@@ -244,7 +239,9 @@ __device__ __forceinline__ int2 rank_stoppers(const Row &r, int c0, int c1, floa
             const bool in = i < c1;
             const bool sa = in && !comp(xs[u], P), sb = in && !comp(P, xs[u]);
             const unsigned ma = __ballot_sync(kFull, sa), mb = __ballot_sync(kFull, sb);
-            visit(i, sa ? ta + __popc(ma & lanes_below(lane)) : -1, sb ? tb + __popc(mb & lanes_below(lane)) : -1);
+            const int b_below = tb + __popc(mb & lanes_below(lane));
+            if (sa || sb)
+                visit(i, sa ? ta + __popc(ma & lanes_below(lane)) : -1, sb ? b_below : -1, b_below);
             ta += __popc(ma);
             tb += __popc(mb);
         }
@@ -255,18 +252,20 @@ __device__ __forceinline__ int2 rank_stoppers(const Row &r, int c0, int c1, floa
 // A = r.pa[0..ta) and the right stoppers r.pb[0..tb) both in rising position order (B[m] is
 // pb[tb - 1 - m]). Each warp counts its run's stoppers, the runs' offsets are summed in warp order,
 // then each warp writes its run's positions from its offsets: the lists a single scan would write.
-template <class Team> __device__ int team_partition(Team tm, const Row &r, int lo, int hi, float P)
+// m* is counted in the same scan: A[m] < B[m] exactly when more than m right stoppers lie above A[m]
+// (a binary search of the lists until 2026-11-30: eleven dependent loads a pass).
+__device__ int block_partition(const Row &r, int lo, int hi, float P)
 {
-    int *cnt_a = r.scratch, *cnt_b = r.scratch + 32;
-    const int tid = tm.tid(), w = tid >> 5, nw = tm.size() >> 5;
+    int *cnt_a = r.scratch, *cnt_b = r.scratch + 32, *cnt_m = r.scratch + 96;
+    const int tid = threadIdx.x, w = tid >> 5, nw = (int)blockDim.x >> 5;
     int c0, c1;
-    warp_run(tm, lo, hi, &c0, &c1);
-    const int2 n = rank_stoppers(r, c0, c1, P, 0, 0, [](int, int, int) {});
+    warp_run(lo, hi, &c0, &c1);
+    const int2 n = rank_stoppers(r, c0, c1, P, 0, 0, [](int, int, int, int) {});
     if ((tid & 31) == 0) {
         cnt_a[w] = n.x;
         cnt_b[w] = n.y;
     }
-    tm.sync();
+    __syncthreads();
     int oa = 0, ob = 0, ta = 0, tb = 0;
     for (int v = 0; v < nw; v++) {
         if (v < w) {
@@ -276,38 +275,35 @@ template <class Team> __device__ int team_partition(Team tm, const Row &r, int l
         ta += cnt_a[v];
         tb += cnt_b[v];
     }
-    rank_stoppers(r, c0, c1, P, oa, ob, [&](int i, int ra, int rb) {
-        if (ra >= 0)
+    int swapped = 0; // this lane's left stoppers A[m] with m < m*
+    rank_stoppers(r, c0, c1, P, oa, ob, [&](int i, int ra, int rb, int b_below) {
+        if (ra >= 0) {
             r.pa[ra] = (uint16_t)i;
+            swapped += tb - b_below - (rb >= 0 ? 1 : 0) > ra;
+        }
         if (rb >= 0)
             r.pb[rb] = (uint16_t)i;
     });
-    tm.sync(); // (also: cnt_a / cnt_b are read before the next partition writes them)
-    // m*: the leading passes whose stoppers have not crossed (A rises, B falls: a prefix)
-    int m0 = 0, m1 = min(ta, tb);
-    while (m0 < m1) {
-        const int mid = (m0 + m1) >> 1;
-        if (r.pa[mid] < r.pb[tb - 1 - mid])
-            m0 = mid + 1;
-        else
-            m1 = mid;
-    }
-    const int ms = m0;
+    swapped = warp_sum_int(swapped);
+    if ((tid & 31) == 0)
+        cnt_m[w] = swapped;
+    __syncthreads(); // (also: the counts are read before the next partition writes them)
+    int ms = 0; // m*: the leading passes whose stoppers have not crossed (A rises, B falls: a prefix)
+    for (int v = 0; v < nw; v++)
+        ms += cnt_m[v];
     int cut = ms < ta ? (int)r.pa[ms] : INT_MAX;
     if (ms > 0 && (int)r.pb[tb - ms] < cut) // B[ms - 1]
         cut = r.pb[tb - ms];
-    for (int m = tid; m < ms; m += tm.size()) // (the swaps move v / ix, never pa / pb)
+    for (int m = tid; m < ms; m += (int)blockDim.x) // (the swaps move v / ix, never pa / pb)
         swap_at(r, r.pa[m], r.pb[tb - 1 - m]);
-    tm.sync();
+    __syncthreads();
     return cut;
 }
 
 // std::nth_element(first, first + nth, first + n, comp): introselect, its loop while the range is
 // longer than `stop` (3 for the whole loop); false when it stopped there, true when it ended (the
 // depth limit's heap_select).
-template <class Team>
-__device__ bool team_introselect(Team tm, const Row &r, int &first, int &last, int &depth, int nth, int stop,
-                                 unsigned long long *passes, unsigned long long *ranked)
+__device__ bool block_introselect(const Row &r, int &first, int &last, int &depth, int nth, int stop, Prof pf)
 {
     const bool t0 = threadIdx.x == 0;
     while (last - first > stop) {
@@ -316,18 +312,16 @@ __device__ bool team_introselect(Team tm, const Row &r, int &first, int &last, i
                 heap_select(r, first, nth + 1, last);
                 swap_at(r, first, nth);
             }
-            tm.sync();
+            __syncthreads();
             return true;
         }
         --depth;
         if (t0)
             move_median_to_first(r, first, first + 1, first + (last - first) / 2, last - 1);
-        tm.sync();
-        if (passes) {
-            ++*passes;
-            *ranked += last - first - 1;
-        }
-        const int cut = team_partition(tm, r, first + 1, last, r.v[first]);
+        __syncthreads();
+        pf.add(AS_TOPK_PASSES_BLOCK, 1);
+        pf.add(AS_TOPK_RANKED_BLOCK, last - first - 1);
+        const int cut = block_partition(r, first + 1, last, r.v[first]);
         if (cut <= nth)
             first = cut;
         else
@@ -336,51 +330,174 @@ __device__ bool team_introselect(Team tm, const Row &r, int &first, int &last, i
     return false;
 }
 
-// The block partitions ranges longer than warp_range, its first warp the shorter ones (the same
-// moves in the same order either way: the same set and order as one thread would leave).
-__device__ void block_nth_element(const Row &r, int n, int nth, int warp_range, Prof *pf)
+// ---- warp 0 alone on a range of at most kFastCols columns: a pass in a few shared-memory round trips ----
+// The same closed form as block_partition, without its lists' two scans and the block's barriers: each
+// lane holds kFastSlots columns of the range (lane + 32 s), a left stopper of rank m (from the bottom) is
+// swapped when more than m right stoppers lie above it (B[m] > A[m]), so m* is a count of ballots, and
+// each swapped stopper finds its partner through a list written by rank. The median-of-three is
+// decided by every lane from the values, and its pair swapped by lane 0 once the range is classified.
+// (H200, 2026-11-30 05:10: the decode's 5.6 passes a row on one warp took 12.9k cycles through the
+// block's lists, a quarter of the row's time.) Four slots, not more: this kernel's code is large for
+// the instruction cache, and 16 slots made the row ~35% slower (05:31).
+constexpr int kFastSlots = 4, kFastCols = 32 * kFastSlots;
+
+// introselect's loop on warp 0 (every lane calls; first, last, depth uniform) while the range is longer
+// than 3 columns, its length at most kFastCols: true when the depth limit ended it (as block_introselect).
+// Slots past the range are skipped (a uniform branch), so a short range pays for its own columns only.
+__device__ bool warp_introselect_fast(const Row &r, int &first, int &last, int &depth, int nth, Prof pf)
+{
+    constexpr int S = kFastSlots;
+    const int lane = threadIdx.x & 31;
+    const unsigned below = lanes_below(lane);
+    while (last - first > 3) {
+        if (depth == 0) {
+            if (lane == 0) {
+                heap_select(r, first, nth + 1, last);
+                swap_at(r, first, nth);
+            }
+            __syncwarp();
+            return true;
+        }
+        --depth;
+        pf.add(AS_TOPK_PASSES_WARP, 1);
+        pf.add(AS_TOPK_RANKED_WARP, last - first - 1);
+        const int f = first, lo = first + 1, hi = last, ns = (hi - lo + 31) >> 5;
+        const int a = lo, b = f + (hi - f) / 2, c = hi - 1;
+        // every load of the pass at once: the median's candidates, `first`, the range
+        const float va = r.v[a], vb = r.v[b], vc = r.v[c], vf = r.v[f];
+        float x[S];
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            const int i = lo + 32 * s + lane;
+            x[s] = s < ns && i < hi ? r.v[i] : 0.0f;
+        }
+        const int ch = median_of_three(va, vb, vc, a, b, c);
+        const float P = ch == a ? va : ch == b ? vb : vc;
+        // stoppers of the range as it is once `first` and `ch` have swapped: ch holds first's value
+        unsigned ma[S], mb[S];
+        int tb = 0;
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            ma[s] = mb[s] = 0;
+            if (s < ns) {
+                const int i = lo + 32 * s + lane;
+                const float xv = i == ch ? vf : x[s];
+                ma[s] = __ballot_sync(kFull, i < hi && !comp(xv, P));
+                mb[s] = __ballot_sync(kFull, i < hi && !comp(P, xv));
+                tb += __popc(mb[s]);
+            }
+        }
+        // rank_a: left stoppers below (this column is A[rank_a]); above_b: right stoppers above (this
+        // column is B[above_b] when it is one); swap_a: A[m] with m < m*, i.e. B[m] lies above A[m]
+        int rank_a[S], above_b[S], ms = 0;
+        {
+            int ca = 0, cb = 0;
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                rank_a[s] = ca + __popc(ma[s] & below);
+                above_b[s] = tb - (cb + __popc(mb[s] & below) + (int)((mb[s] >> lane) & 1));
+                if (s < ns) {
+                    const bool sa = (ma[s] >> lane) & 1;
+                    ms += __popc(__ballot_sync(kFull, sa && above_b[s] > rank_a[s]));
+                }
+                ca += __popc(ma[s]);
+                cb += __popc(mb[s]);
+            }
+        }
+        // the cut: min(A[m*], B[m*-1]) (A[m*] when m* < #A); then the median's swap, and each swapped
+        // stopper's partner by rank (A[m] <-> B[m], m < m*)
+        int cut = INT_MAX;
+        int partner[S];
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            partner[s] = -1;
+            if (s < ns) {
+                const int i = lo + 32 * s + lane;
+                const bool sa = (ma[s] >> lane) & 1, sb = (mb[s] >> lane) & 1;
+                const unsigned ha = __ballot_sync(kFull, sa && rank_a[s] == ms);
+                const unsigned hb = __ballot_sync(kFull, ms > 0 && sb && above_b[s] == ms - 1);
+                if (ha)
+                    cut = min(cut, lo + 32 * s + __ffs(ha) - 1);
+                if (hb)
+                    cut = min(cut, lo + 32 * s + __ffs(hb) - 1);
+                if (sa && above_b[s] > rank_a[s]) {
+                    r.pa[rank_a[s]] = (uint16_t)i;
+                    partner[s] = 0;
+                } else if (sb && above_b[s] < ms) {
+                    r.pb[above_b[s]] = (uint16_t)i;
+                    partner[s] = 1;
+                }
+            }
+        }
+        if (lane == 0)
+            swap_at(r, f, ch);
+        __syncwarp();
+        float nv[S];
+        uint16_t ni[S];
+#pragma unroll
+        for (int s = 0; s < S; s++)
+            if (partner[s] >= 0) {
+                const int q = partner[s] == 0 ? r.pb[rank_a[s]] : r.pa[above_b[s]];
+                nv[s] = r.v[q];
+                ni[s] = r.ix[q];
+            }
+        __syncwarp();
+#pragma unroll
+        for (int s = 0; s < S; s++)
+            if (partner[s] >= 0) {
+                const int i = lo + 32 * s + lane;
+                r.v[i] = nv[s];
+                r.ix[i] = ni[s];
+            }
+        __syncwarp();
+        if (cut <= nth)
+            first = cut;
+        else
+            last = cut;
+    }
+    return false;
+}
+
+// The block partitions ranges longer than warp_range (at most kFastCols), its first warp the shorter
+// ones (the same moves in the same order either way: the same set and order as one thread would leave).
+__device__ void block_nth_element(const Row &r, int n, int nth, int warp_range, Prof pf)
 {
     int first = 0, last = n;
     int depth = 2 * (31 - __clz(n));
-    const int stop = warp_range > 3 ? warp_range : 3;
-    const long long t0 = pf ? now() : 0;
-    const bool ended = team_introselect(BlockTeam{}, r, first, last, depth, nth, stop, pf ? &pf->c[AS_TOPK_PASSES_BLOCK] : nullptr,
-                                        pf ? &pf->c[AS_TOPK_RANKED_BLOCK] : nullptr);
-    const long long t1 = pf ? now() : 0;
+    const int stop = warp_range > 3 ? min(warp_range, kFastCols) : 3;
+    const long long t0 = pf.c ? now() : 0;
+    const bool ended = block_introselect(r, first, last, depth, nth, stop, pf);
+    const long long t1 = pf.c ? now() : 0;
     if (!ended) {
-        if (threadIdx.x < 32) {
-            if (!team_introselect(WarpTeam{}, r, first, last, depth, nth, 3, pf ? &pf->c[AS_TOPK_PASSES_WARP] : nullptr,
-                                  pf ? &pf->c[AS_TOPK_RANKED_WARP] : nullptr) &&
-                threadIdx.x == 0)
-                insertion_sort(r, first, last);
-        }
+        if (threadIdx.x < 32 && !warp_introselect_fast(r, first, last, depth, nth, pf) && threadIdx.x == 0)
+            insertion_sort(r, first, last);
         __syncthreads();
     }
-    if (pf) {
-        pf->c[AS_TOPK_CYC_BLOCK] += t1 - t0;
-        pf->c[AS_TOPK_CYC_WARP] += now() - t1;
+    if (pf.c) {
+        pf.add(AS_TOPK_CYC_BLOCK, t1 - t0);
+        pf.add(AS_TOPK_CYC_WARP, now() - t1);
     }
 }
 
 // Leaves torch's index set in r.ix[0..k) (k <= n) and, with a profile, counts the row and whether its
 // k-th value is tied across the cut (the case only the exact emulation decides): a pass over the row.
-__device__ void block_torch_topk(const Row &r, int n, int k, int warp_range, Prof *pf)
+__device__ void block_torch_topk(const Row &r, int n, int k, int warp_range, Prof pf)
 {
     int &ge_all = r.scratch[64];
     if (k <= 0 || k >= n)
         return; // nothing, or everything: no algorithm needed
     const bool partial = (int64_t)k * 64 <= n;
     if (partial) {
-        const long long t0 = pf ? now() : 0;
+        const long long t0 = pf.c ? now() : 0;
         if (threadIdx.x == 0)
             heap_select(r, 0, k, n); // partial_sort's sort_heap orders the set, it does not change it
         __syncthreads();
-        if (pf)
-            pf->c[AS_TOPK_CYC_BLOCK] += now() - t0;
+        if (pf.c)
+            pf.add(AS_TOPK_CYC_BLOCK, now() - t0);
     } else {
         block_nth_element(r, n, k - 1, warp_range, pf);
     }
-    if (pf) {
+    if (pf.c) {
         const long long t0 = now();
         const float T = partial ? r.v[0] : r.v[k - 1]; // the k-th in comp order
         if (threadIdx.x == 0)
@@ -393,21 +510,32 @@ __device__ void block_torch_topk(const Row &r, int n, int k, int warp_range, Pro
         if ((threadIdx.x & 31) == 0)
             atomicAdd(&ge_all, ge);
         __syncthreads();
-        pf->c[AS_TOPK_ROWS]++;
-        pf->c[AS_TOPK_TIED] += ge_all > k;
-        pf->c[AS_TOPK_PARTIAL] += partial;
-        pf->c[AS_TOPK_CYC_CHECK] += now() - t0;
+        pf.add(AS_TOPK_ROWS, 1);
+        pf.add(AS_TOPK_TIED, ge_all > k);
+        pf.add(AS_TOPK_PARTIAL, partial);
+        pf.add(AS_TOPK_CYC_CHECK, now() - t0);
     }
 }
 
-// Thread 0 adds its profile to the launch's counters.
-__device__ void prof_flush(const Prof *pf, unsigned long long *stats)
+// The block's profile, in the row's scratch: zeroed by thread 0 (the only thread that touches it) when
+// stats are given.
+__device__ __forceinline__ Prof prof_begin(const Row &r, const unsigned long long *stats)
 {
-    if (!pf || threadIdx.x != 0)
+    unsigned long long *c = (unsigned long long *)(r.scratch + kScratchCounts);
+    if (stats && threadIdx.x == 0)
+        for (int i = 0; i < AS_TOPK_NSTATS; i++)
+            c[i] = 0;
+    return Prof{stats ? c : nullptr};
+}
+
+// Thread 0 adds the block's profile to the launch's counters.
+__device__ void prof_flush(Prof pf, unsigned long long *stats)
+{
+    if (!pf.c || threadIdx.x != 0)
         return;
     for (int i = 0; i < AS_TOPK_NSTATS; i++)
-        if (pf->c[i])
-            atomicAdd(stats + i, pf->c[i]);
+        if (pf.c[i])
+            atomicAdd(stats + i, pf.c[i]);
 }
 
 // Flags the set (the first k indices, or all when k >= n) in r.pa and calls emit(j, p) for the j-th
@@ -430,7 +558,7 @@ __device__ void block_emit_set(const Row &r, int n, int k, Emit emit)
     }
     __syncthreads();
     int c0, c1;
-    warp_run(BlockTeam{}, 0, n, &c0, &c1);
+    warp_run(0, n, &c0, &c1);
     int mine = 0;
     for (int i = c0 + lane; i < c1; i += 32)
         mine += flag[i] != 0;
@@ -463,25 +591,24 @@ __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, int
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
-    topk::Prof prof;
-    topk::Prof *pf = stats ? &prof : nullptr;
-    long long t0 = pf ? topk::now() : 0;
-    const int t = blockIdx.x;
     const topk::Row r = topk::row_in(smem, n);
+    const topk::Prof pf = topk::prof_begin(r, stats);
+    long long t0 = pf.c ? topk::now() : 0;
+    const int t = blockIdx.x;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         r.v[i] = v[(int64_t)t * n + i];
         r.ix[i] = (uint16_t)i;
     }
     __syncthreads();
-    if (pf)
-        pf->c[AS_TOPK_CYC_LOAD] += topk::now() - t0;
+    if (pf.c)
+        pf.add(AS_TOPK_CYC_LOAD, topk::now() - t0);
     const int kk = k < n ? k : n;
     topk::block_torch_topk(r, n, kk, warp_range, pf);
-    t0 = pf ? topk::now() : 0;
+    t0 = pf.c ? topk::now() : 0;
     int32_t *out = set + (int64_t)t * k;
     topk::block_emit_set(r, n, kk, [&](int j, int p) { out[j] = p; });
-    if (pf) {
-        pf->c[AS_TOPK_CYC_EMIT] += topk::now() - t0;
+    if (pf.c) {
+        pf.add(AS_TOPK_CYC_EMIT, topk::now() - t0);
         topk::prof_flush(pf, stats);
     }
 }
@@ -499,9 +626,7 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
-    topk::Prof prof;
-    topk::Prof *pf = stats ? &prof : nullptr;
-    long long t0 = pf ? topk::now() : 0;
+    long long t0 = stats ? topk::now() : 0;
     const int t = blockIdx.x, tid = threadIdx.x;
     if (width_d)
         width = *width_d;
@@ -510,6 +635,7 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
     const int n = width;
     k = k < n ? k : n;
     const topk::Row r = topk::row_in(smem, n);
+    const topk::Prof pf = topk::prof_begin(r, stats);
     uint16_t *srow = score + (int64_t)t * ld;
     const uint8_t *crow = cand ? cand + (int64_t)t * cand_ld : nullptr;
     // The row is read by the whole block, kLoadBatch columns a thread at a time, every read before
@@ -539,10 +665,10 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
         }
     }
     __syncthreads();
-    if (pf)
-        pf->c[AS_TOPK_CYC_LOAD] += topk::now() - t0;
+    if (pf.c)
+        pf.add(AS_TOPK_CYC_LOAD, topk::now() - t0);
     topk::block_torch_topk(r, n, k, warp_range, pf);
-    t0 = pf ? topk::now() : 0;
+    t0 = pf.c ? topk::now() : 0;
     const int clen = prefill ? (t + 1) / ratio : width;
     int32_t *o1 = sel + (int64_t)t * ldsel;
     int32_t *o2 = sel2 ? sel2 + (int64_t)t * ldsel : nullptr;
@@ -552,8 +678,8 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
         if (o2)
             o2[j] = val;
     });
-    if (pf) {
-        pf->c[AS_TOPK_CYC_EMIT] += topk::now() - t0;
+    if (pf.c) {
+        pf.add(AS_TOPK_CYC_EMIT, topk::now() - t0);
         topk::prof_flush(pf, stats);
     }
 }
@@ -593,10 +719,10 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
         r.ix[b] = (uint16_t)b;
     }
     __syncthreads();
-    topk::Prof prof; // the passes and the selection's cycles (the block maxima are not the row load's)
-    topk::block_torch_topk(r, nb, kb, warp_range, stats ? &prof : nullptr);
-    if (stats)
-        topk::prof_flush(&prof, stats);
+    // the passes and the selection's cycles (the block maxima are not a row load)
+    const topk::Prof pf = topk::prof_begin(r, stats);
+    topk::block_torch_topk(r, nb, kb, warp_range, pf);
+    topk::prof_flush(pf, stats);
     uint16_t *kept = r.pa; // the set's flags, indexed by block
     topk::block_emit_set(r, nb, kb, [](int, int) {});
     uint8_t *mrow = mask + (int64_t)t * mask_ld;

@@ -58,6 +58,7 @@ inline int __shfl_up_sync(unsigned, int v, unsigned d)
 }
 inline unsigned __ballot_sync(unsigned, int pred) { return emu::ballot(pred != 0); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
