@@ -5,12 +5,13 @@
 // Why an emulation and not a radix select: the index scores are bf16, so at a real width (2048-8192
 // columns, 256 values per binade) the k-th largest value is almost always shared by several columns,
 // and WHICH of them torch keeps is decided by libstdc++'s introselect moving pairs around. So each
-// row runs that algorithm itself, step for step, on (value, index) pairs in shared memory, with one
-// block per row:
+// row runs that algorithm itself, step for step, on (key, index) pairs in shared memory (key_of: u32
+// keys that order as comp does), with one block per row:
 //   - introselect's control flow (median-of-three into `first`, the depth limit 2*floor(log2 n),
 //     insertion sort below 4 elements, heap_select at the depth limit) and partial_sort's heap_select
 //     (k * 64 <= n) run on thread 0, exactly as ref/topk.c, in O(1) or rare steps;
-//   - the expensive part, __unguarded_partition, runs on the whole block. Its swap sequence has a closed
+//   - the expensive part, __unguarded_partition, runs on the whole block (ranges of at most 128 columns:
+//     on its first warp alone, warp_introselect_fast). Its swap sequence has a closed
 //     form: with A = positions of the "left stoppers" (!comp(x, pivot)) in rising order and B = those
 //     of the "right stoppers" (!comp(pivot, x)) in falling order, pass m swaps A[m] and B[m] for every
 //     m below m* = the number of leading m with A[m] < B[m], and the partition returns
@@ -18,8 +19,9 @@
 //     whichever comes first; see the proof in docs/SELECTION.md). Stoppers are ranked with warp
 //     ballots (32 consecutive columns at a time), each warp over its own run of the range, the runs'
 //     counts summed in order (so the lists are those one scan would write: one warp did it all until
-//     2026-11-29, 35-46 us a 4096-column row); m* is a binary search (A rises, B falls), the swaps
-//     are disjoint and parallel.
+//     2026-11-29, 35-46 us a 4096-column row); m* is counted in the same scan (A[m] < B[m] exactly
+//     when more than m right stoppers lie above A[m]; A rises, B falls), the swaps are disjoint and
+//     parallel.
 // The set (the first k pairs) is then flagged and compacted in index order: ascending, as the
 // reference sorts it. Rows wider than AS_TOPK_MAX_WIDTH are refused by the launcher (the engine then
 // selects on the host).
@@ -32,19 +34,30 @@
 namespace topk {
 
 constexpr unsigned kFull = 0xffffffffu;
-// One row's working set: f32 values, u16 indices, u16 left / right stopper positions (10 bytes a
+// One row's working set: u32 keys (key_of), u16 indices, u16 left / right stopper positions (10 bytes a
 // column), rounded up so that what follows it stays aligned, then the block's scratch (per-warp
 // counts: kScratch ints, the last 2 * AS_TOPK_NSTATS of them the profile's u64 counters).
 constexpr int kScratchCounts = 128, kScratch = kScratchCounts + 2 * AS_TOPK_NSTATS;
 __host__ __device__ constexpr size_t pairs_bytes(int n) { return ((size_t)n * 10 + 15) & ~(size_t)15; }
 __host__ __device__ constexpr size_t row_bytes(int n) { return pairs_bytes(n) + sizeof(int) * kScratch; }
 
-__device__ __forceinline__ bool is_nan(float x) { return x != x; }
-// ref/topk.c comp(a, b): a before b. NaN first (largest), then larger values.
-__device__ __forceinline__ bool comp(float a, float b) { return (is_nan(a) && !is_nan(b)) || a > b; }
+// A row's values are held as keys that order as ref/topk.c's comp(a, b) = (isnan(a) && !isnan(b)) ||
+// a > b does: every NaN one key above +inf, -0 as +0, so comp is one unsigned compare in the scans
+// (the float comparison with its NaN tests drew a quarter of the ranking scans' samples in Nsight
+// Compute's source view, H200, 2026-11-30 05:03).
+typedef uint32_t Key;
+__device__ __forceinline__ Key key_of(float x)
+{
+    if (x != x)
+        return 0xffffffffu;
+    const uint32_t u = x == 0.0f ? 0u : __float_as_uint(x);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+// a before b: NaN first (largest), then larger values
+__device__ __forceinline__ bool comp(Key a, Key b) { return a > b; }
 
 struct Row {
-    float *v;
+    Key *v;
     uint16_t *ix;
     uint16_t *pa, *pb; // stopper positions (partition), then the set's flags
     int *scratch;      // kScratch ints: the warps' counts (partition: [0, 96), emit), a block sum ([64]),
@@ -54,7 +67,7 @@ struct Row {
 __device__ __forceinline__ Row row_in(uint8_t *base, int n)
 {
     Row r;
-    r.v = (float *)base;
+    r.v = (Key *)base;
     r.ix = (uint16_t *)(base + 4 * (size_t)n);
     r.pa = r.ix + n;
     r.pb = r.pa + n;
@@ -64,7 +77,7 @@ __device__ __forceinline__ Row row_in(uint8_t *base, int n)
 
 __device__ __forceinline__ void swap_at(const Row &r, int a, int b)
 {
-    const float tv = r.v[a];
+    const Key tv = r.v[a];
     r.v[a] = r.v[b];
     r.v[b] = tv;
     const uint16_t ti = r.ix[a];
@@ -104,7 +117,7 @@ __device__ __forceinline__ long long now()
 
 // ---- lane 0: libstdc++'s sequential pieces (ref/topk.c, same names, same order of moves) ----
 
-__device__ void push_heap(const Row &r, int base, int hole, int top, float val, uint16_t vix)
+__device__ void push_heap(const Row &r, int base, int hole, int top, Key val, uint16_t vix)
 {
     int parent = (hole - 1) / 2;
     while (hole > top && comp(r.v[base + parent], val)) {
@@ -117,7 +130,7 @@ __device__ void push_heap(const Row &r, int base, int hole, int top, float val, 
     r.ix[base + hole] = vix;
 }
 
-__device__ void adjust_heap(const Row &r, int base, int hole, int len, float val, uint16_t vix)
+__device__ void adjust_heap(const Row &r, int base, int hole, int len, Key val, uint16_t vix)
 {
     const int top = hole;
     int second = hole;
@@ -139,7 +152,7 @@ __device__ void adjust_heap(const Row &r, int base, int hole, int len, float val
 }
 
 // [first, middle) ends up holding the middle - first pairs that compare first (as a heap).
-__device__ __noinline__ void heap_select(const Row &r, int first, int middle, int last)
+__device__ __attribute__((noinline)) void heap_select(const Row &r, int first, int middle, int last)
 {
     const int len = middle - first;
     if (len >= 2)
@@ -150,7 +163,7 @@ __device__ __noinline__ void heap_select(const Row &r, int first, int middle, in
         }
     for (int i = middle; i < last; i++)
         if (comp(r.v[i], r.v[first])) { // pop_heap(first, middle, i)
-            const float val = r.v[i];
+            const Key val = r.v[i];
             const uint16_t vix = r.ix[i];
             r.v[i] = r.v[first];
             r.ix[i] = r.ix[first];
@@ -159,7 +172,7 @@ __device__ __noinline__ void heap_select(const Row &r, int first, int middle, in
 }
 
 // move_median_to_first's choice: the position (a, b or c, holding va, vb, vc) whose pair goes to `first`.
-__device__ __forceinline__ int median_of_three(float va, float vb, float vc, int a, int b, int c)
+__device__ __forceinline__ int median_of_three(Key va, Key vb, Key vc, int a, int b, int c)
 {
     if (comp(va, vb)) {
         if (comp(vb, vc))
@@ -176,12 +189,12 @@ __device__ void move_median_to_first(const Row &r, int result, int a, int b, int
     swap_at(r, result, median_of_three(r.v[a], r.v[b], r.v[c], a, b, c));
 }
 
-__device__ __noinline__ void insertion_sort(const Row &r, int first, int last)
+__device__ __attribute__((noinline)) void insertion_sort(const Row &r, int first, int last)
 {
     if (first == last)
         return;
     for (int i = first + 1; i != last; ++i) {
-        const float val = r.v[i];
+        const Key val = r.v[i];
         const uint16_t vix = r.ix[i];
         if (comp(val, r.v[first])) {
             for (int j = i; j > first; j--) {
@@ -222,16 +235,16 @@ __device__ __forceinline__ void warp_run(int lo, int hi, int *c0, int *c1)
 // returns the counts.
 constexpr int kGroups = 4;
 template <class Visit>
-__device__ __forceinline__ int2 rank_stoppers(const Row &r, int c0, int c1, float P, int oa, int ob, Visit visit)
+__device__ __forceinline__ int2 rank_stoppers(const Row &r, int c0, int c1, Key P, int oa, int ob, Visit visit)
 {
     const int lane = threadIdx.x & 31;
     int ta = oa, tb = ob;
     for (int g0 = c0; g0 < c1; g0 += 32 * kGroups) {
-        float xs[kGroups];
+        Key xs[kGroups];
 #pragma unroll
         for (int u = 0; u < kGroups; u++) {
             const int i = g0 + 32 * u + lane;
-            xs[u] = i < c1 ? r.v[i] : 0.0f;
+            xs[u] = i < c1 ? r.v[i] : 0u;
         }
 #pragma unroll
         for (int u = 0; u < kGroups; u++) {
@@ -254,7 +267,7 @@ __device__ __forceinline__ int2 rank_stoppers(const Row &r, int c0, int c1, floa
 // then each warp writes its run's positions from its offsets: the lists a single scan would write.
 // m* is counted in the same scan: A[m] < B[m] exactly when more than m right stoppers lie above A[m]
 // (a binary search of the lists until 2026-11-30: eleven dependent loads a pass).
-__device__ int block_partition(const Row &r, int lo, int hi, float P)
+__device__ int block_partition(const Row &r, int lo, int hi, Key P)
 {
     int *cnt_a = r.scratch, *cnt_b = r.scratch + 32, *cnt_m = r.scratch + 96;
     const int tid = threadIdx.x, w = tid >> 5, nw = (int)blockDim.x >> 5;
@@ -336,14 +349,15 @@ __device__ bool block_introselect(const Row &r, int &first, int &last, int &dept
 // swapped when more than m right stoppers lie above it (B[m] > A[m]), so m* is a count of ballots, and
 // each swapped stopper finds its partner through a list written by rank. The median-of-three is
 // decided by every lane from the values, and its pair swapped by lane 0 once the range is classified.
-// (H200, 2026-11-30 05:10: the decode's 5.6 passes a row on one warp took 12.9k cycles through the
-// block's lists, a quarter of the row's time.) Four slots, not more: this kernel's code is large for
-// the instruction cache, and 16 slots made the row ~35% slower (05:31).
+// (H200, 2026-11-30 05:03: the decode's 5.6 passes a row on one warp took 12.9k cycles through the
+// block's lists, a quarter of the row's time.) Four slots, not more: one warp alone exposes the latency
+// of every instruction it issues, and slots past the range are predicated off, not skipped; 16 slots
+// made the warp's passes 2.3x slower (05:12); a one-slot form for ranges of at most 32 columns saved
+// 0.6k of the 11k cycles and nothing in the graph (05:31): not kept.
 constexpr int kFastSlots = 4, kFastCols = 32 * kFastSlots;
 
 // introselect's loop on warp 0 (every lane calls; first, last, depth uniform) while the range is longer
 // than 3 columns, its length at most kFastCols: true when the depth limit ended it (as block_introselect).
-// Slots past the range are skipped (a uniform branch), so a short range pays for its own columns only.
 __device__ bool warp_introselect_fast(const Row &r, int &first, int &last, int &depth, int nth, Prof pf)
 {
     constexpr int S = kFastSlots;
@@ -364,15 +378,15 @@ __device__ bool warp_introselect_fast(const Row &r, int &first, int &last, int &
         const int f = first, lo = first + 1, hi = last, ns = (hi - lo + 31) >> 5;
         const int a = lo, b = f + (hi - f) / 2, c = hi - 1;
         // every load of the pass at once: the median's candidates, `first`, the range
-        const float va = r.v[a], vb = r.v[b], vc = r.v[c], vf = r.v[f];
-        float x[S];
+        const Key va = r.v[a], vb = r.v[b], vc = r.v[c], vf = r.v[f];
+        Key x[S];
 #pragma unroll
         for (int s = 0; s < S; s++) {
             const int i = lo + 32 * s + lane;
-            x[s] = s < ns && i < hi ? r.v[i] : 0.0f;
+            x[s] = s < ns && i < hi ? r.v[i] : 0u;
         }
         const int ch = median_of_three(va, vb, vc, a, b, c);
-        const float P = ch == a ? va : ch == b ? vb : vc;
+        const Key P = ch == a ? va : ch == b ? vb : vc;
         // stoppers of the range as it is once `first` and `ch` have swapped: ch holds first's value
         unsigned ma[S], mb[S];
         int tb = 0;
@@ -381,7 +395,7 @@ __device__ bool warp_introselect_fast(const Row &r, int &first, int &last, int &
             ma[s] = mb[s] = 0;
             if (s < ns) {
                 const int i = lo + 32 * s + lane;
-                const float xv = i == ch ? vf : x[s];
+                const Key xv = i == ch ? vf : x[s];
                 ma[s] = __ballot_sync(kFull, i < hi && !comp(xv, P));
                 mb[s] = __ballot_sync(kFull, i < hi && !comp(P, xv));
                 tb += __popc(mb[s]);
@@ -432,7 +446,7 @@ __device__ bool warp_introselect_fast(const Row &r, int &first, int &last, int &
         if (lane == 0)
             swap_at(r, f, ch);
         __syncwarp();
-        float nv[S];
+        Key nv[S];
         uint16_t ni[S];
 #pragma unroll
         for (int s = 0; s < S; s++)
@@ -499,7 +513,7 @@ __device__ void block_torch_topk(const Row &r, int n, int k, int warp_range, Pro
     }
     if (pf.c) {
         const long long t0 = now();
-        const float T = partial ? r.v[0] : r.v[k - 1]; // the k-th in comp order
+        const Key T = partial ? r.v[0] : r.v[k - 1]; // the k-th in comp order
         if (threadIdx.x == 0)
             ge_all = 0;
         __syncthreads();
@@ -596,7 +610,7 @@ __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, int
     long long t0 = pf.c ? topk::now() : 0;
     const int t = blockIdx.x;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        r.v[i] = v[(int64_t)t * n + i];
+        r.v[i] = topk::key_of(v[(int64_t)t * n + i]);
         r.ix[i] = (uint16_t)i;
     }
     __syncthreads();
@@ -660,7 +674,7 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
                 x[u] = -INFINITY;
                 srow[i] = 0xff80; // bf16 -inf
             }
-            r.v[i] = x[u];
+            r.v[i] = topk::key_of(x[u]);
             r.ix[i] = (uint16_t)i;
         }
     }
@@ -715,7 +729,7 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
         if (b == pin)
             m = INFINITY;
         bmax[b] = m;
-        r.v[b] = m;
+        r.v[b] = topk::key_of(m);
         r.ix[b] = (uint16_t)b;
     }
     __syncthreads();

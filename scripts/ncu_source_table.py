@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Nsight Compute's source page (gpu_session.sh topkprof: `ncu -i REP --page source --csv --print-source
 cuda,sass`, optionally .xz) summed per CUDA source line: warp-state samples (all, and not issued) and
-instructions executed, the heaviest lines first, as a Markdown table.
+instructions executed, the heaviest lines first, as a Markdown table; then the samples by stall reason
+over the whole kernel (stall_no_instructions: instruction fetch, the instruction cache missing).
 
     python3 scripts/ncu_source_table.py bench/logs/topk_source_*.csv.xz [N]
 """
@@ -22,7 +23,7 @@ def main():
         sys.exit(__doc__.strip().splitlines()[-1].strip())
     rows = read(sys.argv[1])
     top = int(sys.argv[2]) if len(sys.argv) > 2 else 30
-    hdr, path, lines = None, "?", {}
+    hdr, path, lines, stalls = None, "?", {}, {}
     for r in rows:
         if len(r) >= 2 and r[0] == "File Path":
             path = r[1].rsplit("/", 1)[-1]
@@ -40,6 +41,9 @@ def main():
             s[0] += num("Warp Stall Sampling (All Samples)")
             s[1] += num("Warp Stall Sampling (Not-issued Samples)")
             s[2] += num("Instructions Executed")
+            for name in hdr[4:]:
+                if name.startswith("stall_"):
+                    stalls[name] = stalls.get(name, 0) + num(name)
     if not lines:
         sys.exit(f"{sys.argv[1]}: no source lines (not an ncu source page?)")
     tot = [sum(v[i] for v in lines.values()) for i in range(3)]
@@ -49,6 +53,11 @@ def main():
     for (f, ln), (a, ni, ins, src) in sorted(lines.items(), key=lambda kv: (-kv[1][0], -kv[1][2]))[:top]:
         pct = 100.0 * a / tot[0] if tot[0] else 0.0
         print(f"| {f}:{ln} | {a} | {pct:.1f} | {ni} | {ins} | `{src[:70].replace('|', '/')}` |")
+    total = sum(stalls.values())
+    if total:
+        print("\n| stall reason | samples | % |\n| --- | --- | --- |")
+        for name, v in sorted(stalls.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"| {name} | {v} | {100.0 * v / total:.1f} |")
 
 
 if __name__ == "__main__":
