@@ -775,7 +775,8 @@ static int topk_threads(int rows)
 }
 
 // The longest range introselect leaves to one warp (the block partitions the longer ones; the same
-// set either way): kTopkWarpRange, or ATTNSCOPE_TOPK_WARP_RANGE (0: the block throughout), read once.
+// set either way): kTopkWarpRange, or ATTNSCOPE_TOPK_WARP_RANGE (0: the block throughout; above
+// kFastCols, kFastCols), read once.
 // H200, 2026-11-29 22:16, decode graph medians of three alternated rounds: 0 3.890 ms, 128 3.874, 256
 // 3.877, 512 3.882 (an index layer's selection ~2 us shorter than with the block throughout).
 constexpr int kTopkWarpRange = 128;

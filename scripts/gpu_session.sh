@@ -17,7 +17,7 @@
 #     topkrows  the prefill's selection under each block size of many-row top-k launches (an A/B)
 #     topkrow   the decode under each block size of one-row top-k launches (envab below)
 #     warprange the decode under each ATTNSCOPE_TOPK_WARP_RANGE (the longest range introselect leaves to one
-#               warp; envab below)
+#               warp, at most 128; envab below)
 #     bundleab  the decode with this bundle against AS_BUNDLE_B's (a branch's, carried too), alternated
 #     ab        the decode under the variants in AS_AB, separated by '|' (each as envab takes them; AS_BUNDLE_B,
 #               when set, is unpacked in /tmp/as-b for variants naming AS_BIN=/tmp/as-b/attnscope/attnscope)
@@ -206,7 +206,7 @@ for p in "$@"; do
         phase graphlayers 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0 --graph-layers
         cat "$(logf graphlayers)" ;;
     topkrow) envab topkrow "" ATTNSCOPE_TOPK_THREADS_ROW=128 ATTNSCOPE_TOPK_THREADS_ROW=64 ;;
-    warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=256 ATTNSCOPE_TOPK_WARP_RANGE=512 ;;
+    warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=32 ATTNSCOPE_TOPK_WARP_RANGE=64 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;
     splitab) envab splitab "" ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=4 ;;
     splittests)
