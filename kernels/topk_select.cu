@@ -44,7 +44,7 @@ __host__ __device__ constexpr size_t row_bytes(int n) { return pairs_bytes(n) + 
 // A row's values are held as keys that order as ref/topk.c's comp(a, b) = (isnan(a) && !isnan(b)) ||
 // a > b does: every NaN one key above +inf, -0 as +0, so comp is one unsigned compare in the scans
 // (the float comparison with its NaN tests drew a quarter of the ranking scans' samples in Nsight
-// Compute's source view, H200, 2026-11-30 05:03).
+// Compute's source view, H200, 2026-11-30 05:07).
 typedef uint32_t Key;
 __device__ __forceinline__ Key key_of(float x)
 {
@@ -60,8 +60,8 @@ struct Row {
     Key *v;
     uint16_t *ix;
     uint16_t *pa, *pb; // stopper positions (partition), then the set's flags
-    int *scratch;      // kScratch ints: the warps' counts (partition: [0, 96), emit), a block sum ([64]),
-                       // from kScratchCounts the profile (Prof)
+    int *scratch;      // kScratch ints: the warps' counts (partition: A [0, 32), B [32, 64), m* [96, 128);
+                       // emission [0, 32)), a block sum ([64]), from kScratchCounts the profile (Prof)
 };
 
 __device__ __forceinline__ Row row_in(uint8_t *base, int n)
@@ -349,11 +349,11 @@ __device__ bool block_introselect(const Row &r, int &first, int &last, int &dept
 // swapped when more than m right stoppers lie above it (B[m] > A[m]), so m* is a count of ballots, and
 // each swapped stopper finds its partner through a list written by rank. The median-of-three is
 // decided by every lane from the values, and its pair swapped by lane 0 once the range is classified.
-// (H200, 2026-11-30 05:03: the decode's 5.6 passes a row on one warp took 12.9k cycles through the
+// (H200, 2026-11-30 05:07: the decode's 5.6 passes a row on one warp took 12.9k cycles through the
 // block's lists, a quarter of the row's time.) Four slots, not more: one warp alone exposes the latency
 // of every instruction it issues, and slots past the range are predicated off, not skipped; 16 slots
-// made the warp's passes 2.3x slower (05:12); a one-slot form for ranges of at most 32 columns saved
-// 0.6k of the 11k cycles and nothing in the graph (05:31): not kept.
+// made the warp's passes 2.3x slower (05:17); a one-slot form for ranges of at most 32 columns saved
+// 0.6k of the 11k cycles and nothing in the graph (05:29): not kept.
 constexpr int kFastSlots = 4, kFastCols = 32 * kFastSlots;
 
 // introselect's loop on warp 0 (every lane calls; first, last, depth uniform) while the range is longer

@@ -2,7 +2,7 @@
 """Nsight Compute's source page (gpu_session.sh topkprof: `ncu -i REP --page source --csv --print-source
 cuda,sass`, optionally .xz) summed per CUDA source line: warp-state samples (all, and not issued) and
 instructions executed, the heaviest lines first, as a Markdown table; then the samples by stall reason
-over the whole kernel (stall_no_instructions: instruction fetch, the instruction cache missing).
+over the whole kernel (all samples; stall_no_inst: instruction fetch, the instruction cache missing).
 
     python3 scripts/ncu_source_table.py bench/logs/topk_source_*.csv.xz [N]
 """
@@ -42,7 +42,7 @@ def main():
             s[1] += num("Warp Stall Sampling (Not-issued Samples)")
             s[2] += num("Instructions Executed")
             for name in hdr[4:]:
-                if name.startswith("stall_"):
+                if name.startswith("stall_") and "(" not in name:  # not the "(Not Issued)" twins
                     stalls[name] = stalls.get(name, 0) + num(name)
     if not lines:
         sys.exit(f"{sys.argv[1]}: no source lines (not an ncu source page?)")
