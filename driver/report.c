@@ -311,7 +311,7 @@ int as_report_layers(const AsReport *r) { return r->n_cases; }
 /* Writes text to path atomically (model/safetensors.h: a temporary beside it, fsync, rename). */
 static int write_atomic(const char *path, const char *text, AsError *err)
 {
-    char tmp[1100];
+    char tmp[AS_ATOMIC_TMP_MAX];
     FILE *f;
     int rc = as_atomic_create(path, tmp, sizeof tmp, &f, err);
     if (rc)

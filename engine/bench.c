@@ -539,7 +539,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
             goto out;
     }
     if (o->svg_path && !rc) {
-        char tmp[1100];
+        char tmp[AS_ATOMIC_TMP_MAX];
         FILE *f;
         if (!(rc = as_atomic_create(o->svg_path, tmp, sizeof tmp, &f, err))) {
             if (as_bench_chart_svg(chart, f)) {

@@ -10,7 +10,7 @@ int as_bench_json_write(const char *path, const AsBenchFigures *f, const char *s
 {
     if (!path)
         return as_err(err, AS_EBADINPUT, "no path for the JSON");
-    char tmp[1100];
+    char tmp[AS_ATOMIC_TMP_MAX];
     FILE *j;
     int rc = as_atomic_create(path, tmp, sizeof tmp, &j, err);
     if (rc)

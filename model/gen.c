@@ -132,7 +132,7 @@ static int mkdir_p(const char *dir, AsError *err)
 
 static int write_config(const AsConfig *cfg, const char *path, AsError *err)
 {
-    char *json = as_config_to_json(cfg), tmp[1100];
+    char *json = as_config_to_json(cfg), tmp[AS_ATOMIC_TMP_MAX];
     FILE *f = NULL;
     if (!json)
         return as_err(err, AS_ERUNTIME, "%s: out of memory", path);

@@ -135,7 +135,7 @@ int as_gguf_write(const char *path, const AsGgufMeta *meta, int n_meta, const As
     Buf h = {0};
     void *buf = NULL;
     FILE *f = NULL;
-    char tmp[1100];
+    char tmp[AS_ATOMIC_TMP_MAX];
     int rc = AS_OK;
     if (!rows || !rbytes) {
         rc = as_err(err, AS_ERUNTIME, "%s: out of memory", path);

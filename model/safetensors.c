@@ -325,7 +325,7 @@ int as_st_read_index(const char *path, AsStIndex *ix, AsError *err)
 #define MAX_TEMPS 16
 enum { TEMP_FREE, TEMP_CLAIMED, TEMP_LIVE };
 static atomic_int temp_state[MAX_TEMPS];
-static char temp_path[MAX_TEMPS][1100];
+static char temp_path[MAX_TEMPS][AS_ATOMIC_TMP_MAX];
 
 static void temp_register(const char *tmp)
 {
@@ -387,7 +387,7 @@ void as_atomic_abort(FILE *f, const char *tmp)
 
 int as_atomic_check(const char *path, AsError *err)
 {
-    char tmp[1100];
+    char tmp[AS_ATOMIC_TMP_MAX];
     FILE *f;
     const int rc = as_atomic_create(path, tmp, sizeof tmp, &f, err);
     if (!rc)
@@ -510,7 +510,7 @@ int as_st_write(const char *path, const AsStTensorSpec *t, int n, const AsStWrit
     const AsStTensorSpec **ord = malloc(((size_t)n + 1) * sizeof *ord);
     int64_t *bytes = malloc(((size_t)n + 1) * sizeof *bytes);
     void *buf = malloc(WRITE_CHUNK);
-    char *header = NULL, tmp[1100];
+    char *header = NULL, tmp[AS_ATOMIC_TMP_MAX];
     FILE *f = NULL;
     int rc = AS_OK;
     int64_t total = 0, done = 0;

@@ -83,6 +83,9 @@ int as_st_write(const char *path, const AsStTensorSpec *t, int n, const AsStWrit
 
 /* Atomic file writing, shared with other writers: create a temporary file beside path, write
  * to it, then commit (flush, fsync, rename over path) or abort (remove it). */
+/* The size of a temporary's name buffer (tmp below): the signal handler's table holds names this long, so
+ * every caller's buffer is this size. */
+#define AS_ATOMIC_TMP_MAX 1100
 int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, AsError *err);
 int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err);
 void as_atomic_abort(FILE *f, const char *tmp);
