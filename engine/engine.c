@@ -211,6 +211,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
     }
     if ((rc = as_decode_fusions(getenv("ATTNSCOPE_DECODE_FUSE"), &e->fuse, err)))
         goto fail;
+    if ((rc = as_sel_room(getenv("ATTNSCOPE_SEL_ROOM"), &e->sel_room, err)))
+        goto fail;
     int count = as_engine_device_count();
     if (e->device < 0 || e->device >= count) {
         rc = as_err(err, AS_ERUNTIME, "CUDA device %d not present (%d visible)", e->device, count);

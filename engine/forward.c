@@ -36,7 +36,10 @@ typedef struct {
      * q_norm has made qr) */
     bool idx_on_kv_branch;
     bool x_ready; /* the previous layer's wo_b made x (AS_FUSE_NORM) */
+    bool iq_done; /* the indexer's queries were projected before wq_b (ATTNSCOPE_SEL_ROOM) */
 } Fwd;
+
+static int indexer_queries(Fwd *f, AsError *err);
 
 static int select_rows(Fwd *f, AsError *err);
 
@@ -142,12 +145,22 @@ static int project_q_kv(Fwd *f, AsError *err)
         TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
         TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
     }
+    /* ATTNSCOPE_SEL_ROOM: wq_b's one-wave grid takes every SM slot before the kv branch's selection
+     * (it is launched ahead, programmatically, while wq_a finishes), so the selection's kernels would
+     * wait for it; its GEMV goes first here, and wq_b leaves room for the rest */
+    const int room = late_sel && e->sel_room > 0 && f->role->index_source && f->end / f->role->ratio > 0
+                         ? e->sel_room
+                         : 0;
+    if (room) {
+        TRY(indexer_queries(f, err));
+        f->iq_done = true;
+    }
     if (late_sel) /* the selection beside wq_b, from here on the kv branch */
         TRY(on_kv_branch(f, e->ev_qr, false, true, true, "qr ready (the kv branch's indexer)", err));
     snprintf(what, sizeof what, "layer %d wq_b + rope(q)", f->l);
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
                             .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
-    TRY(as_dev_proj_rope(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, &rope, what, err));
+    TRY(as_dev_proj_rope(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, &rope, room, what, err));
     if (fork)
         CU(err, cudaStreamWaitEvent(e->st, e->ev_kv, 0), "layer %d: join the kv branch", f->l);
     else
@@ -253,6 +266,23 @@ static int index_keys(Fwd *f, AsError *err)
     return 0;
 }
 
+/* The indexer's queries: iq = fp4(rope(qr indexer.wq_b^T)), iq_pre before the fp4. */
+static int indexer_queries(Fwd *f, AsError *err)
+{
+    AsEngine *e = f->e;
+    const AsConfig *c = &e->cfg;
+    AsDevWork *wk = &e->wk;
+    int s = f->s, nhi = c->index_n_heads, ihd = c->index_head_dim;
+    char what[64];
+    snprintf(what, sizeof what, "layer %d indexer.wq_b", f->l);
+    TRY(as_dev_proj(e, wk->qr, c->q_lora_rank, s, &f->W->i_wq_b, wk->iq, (int64_t)nhi * ihd, what, err));
+    AsRowPipe p = {.x = wk->iq, .ldx = (int64_t)nhi * ihd, .y = wk->iq, .ldy = (int64_t)nhi * ihd, .pre = wk->iq_pre,
+                   .rows = s, .heads = nhi, .n = ihd, .rd = c->rope_head_dim, .pos0 = f->sp, .pos = f->sp_d,
+                   .cos_t = e->cos_yarn, .sin_t = e->sin_yarn, .quant = AS_KQ_FP4_E8M0, .post_scale = 1.0f};
+    KL(err, as_k_row_pipe(&p, e->st), "layer %d: index queries rope + fp4 quant %dx%dx%d", f->l, s, nhi, ihd);
+    return 0;
+}
+
 static int indexer(Fwd *f, int width, AsError *err)
 {
     AsEngine *e = f->e;
@@ -266,12 +296,8 @@ static int indexer(Fwd *f, int width, AsError *err)
         return as_err(err, AS_EREFUSED, "layer %d: index width %d exceeds the %d rows of the index keys published by "
                       "layer %d", f->l, width, e->sh.index_k_cap, e->sh.index_k_from.layer);
     f->m->keys_from = e->sh.index_k_from;
-    snprintf(what, sizeof what, "layer %d indexer.wq_b", f->l);
-    TRY(as_dev_proj(e, wk->qr, c->q_lora_rank, s, &f->W->i_wq_b, wk->iq, (int64_t)nhi * ihd, what, err));
-    AsRowPipe p = {.x = wk->iq, .ldx = (int64_t)nhi * ihd, .y = wk->iq, .ldy = (int64_t)nhi * ihd, .pre = wk->iq_pre,
-                   .rows = s, .heads = nhi, .n = ihd, .rd = c->rope_head_dim, .pos0 = f->sp, .pos = f->sp_d,
-                   .cos_t = e->cos_yarn, .sin_t = e->sin_yarn, .quant = AS_KQ_FP4_E8M0, .post_scale = 1.0f};
-    KL(err, as_k_row_pipe(&p, e->st), "layer %d: index queries rope + fp4 quant %dx%dx%d", f->l, s, nhi, ihd);
+    if (!f->iq_done)
+        TRY(indexer_queries(f, err));
     snprintf(what, sizeof what, "layer %d indexer.weights_proj", f->l);
     TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->i_wproj, wk->w, nhi, what, err));
     KL(err, as_k_scale_bf16(wk->w, (int64_t)s * nhi, (float)(1.0 / sqrt((double)ihd) * (1.0 / sqrt((double)nhi))),

@@ -1,4 +1,6 @@
-/* ATTNSCOPE_DECODE_FUSE's parser (engine/fusions.h); host code only, so the CPU tests check it. */
+/* ATTNSCOPE_DECODE_FUSE's and ATTNSCOPE_SEL_ROOM's parsers (engine/fusions.h); host code only, so the CPU
+ * tests check them. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/fusions.h"
@@ -40,5 +42,19 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err)
         p += n + 1;
     }
     *out = bits;
+    return 0;
+}
+
+int as_sel_room(const char *v, int *out, AsError *err)
+{
+    *out = 0;
+    if (!v || !*v)
+        return 0;
+    char *end = NULL;
+    const long n = strtol(v, &end, 10);
+    if (*end || v[0] == '-' || v[0] == '+' || v[0] == ' ' || n < 0 || n > AS_SEL_ROOM_MAX)
+        return as_err(err, AS_EBADINPUT, "ATTNSCOPE_SEL_ROOM: '%.40s' is not a count of blocks from 0 to %d", v,
+                      AS_SEL_ROOM_MAX);
+    *out = (int)n;
     return 0;
 }

@@ -23,3 +23,9 @@ enum {
  * "all" every one, else a comma list of residual, rope, oback, kvidx, norm, kvsel. AS_EBADINPUT, one line, for anything
  * else. */
 int as_decode_fusions(const char *v, unsigned *out, AsError *err);
+
+/* ATTNSCOPE_SEL_ROOM's value (engine/forward.c: blocks of wq_b's grid left free beside a compressor /
+ * indexer layer's selection, its queries projected first): NULL or "" 0 (off), else a decimal count
+ * from 0 to AS_SEL_ROOM_MAX. AS_EBADINPUT, one line, for anything else. */
+#define AS_SEL_ROOM_MAX (1 << 20)
+int as_sel_room(const char *v, int *out, AsError *err);

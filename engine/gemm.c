@@ -144,16 +144,16 @@ int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_b
  * wq_b. A bf16 decode GEMV rotates before its store (as_k_gemv_bf16_rope: the same roundings); the
  * rest project, then rotate. */
 int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                     int64_t ldy, const AsDevRope *r, const char *what, AsError *err)
+                     int64_t ldy, const AsDevRope *r, int room, const char *what, AsError *err)
 {
     const int heads = w->out / r->hd;
     if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && ldy == w->out && (e->fuse & AS_FUSE_ROPE)) {
         int slot = prof_proj(e, s, w);
         int rc = as_k_gemv_bf16_rope(w->d, w->out, w->in, x, ldx, s, y, ldy, heads, r->hd, r->rd, r->pos0, r->pos,
-                                     r->cos_t, r->sin_t, r->inverse, e->st);
+                                     r->cos_t, r->sin_t, r->inverse, room, e->st);
         as_prof_end(e, slot);
-        KL(err, rc, "%s: gemv %dx%d + rope (%d heads x %d, rd %d, pos %d), %d rows", what, w->out, w->in, heads, r->hd,
-           r->rd, r->pos0, s);
+        KL(err, rc, "%s: gemv %dx%d + rope (%d heads x %d, rd %d, pos %d), %d rows, %d blocks left free", what, w->out,
+           w->in, heads, r->hd, r->rd, r->pos0, s, room);
         return 0;
     }
     TRY(as_dev_proj(e, x, ldx, s, w, y, ldy, what, err));

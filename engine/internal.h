@@ -124,6 +124,10 @@ struct AsEngine {
     /* the decode fusions taken (AS_FUSE_* bits, from ATTNSCOPE_DECODE_FUSE; AS_FUSE_DEFAULT when unset;
      * the same bits of output either way) */
     unsigned fuse;
+    /* ATTNSCOPE_SEL_ROOM (0 when unset): in a captured compressor / indexer layer whose selection runs
+     * beside wq_b (AS_FUSE_KV_SEL), the indexer's queries are projected before wq_b and wq_b's grid
+     * leaves this many blocks free for the selection's kernels (engine/forward.c) */
+    int sel_room;
     /* a captured layer's wo_b normalised h into x for the next layer (AS_FUSE_NORM): that layer skips its
      * attn_norm */
     bool x_ready;
@@ -164,8 +168,9 @@ typedef struct {
     const float *cos_t, *sin_t;
     int inverse;
 } AsDevRope;
+/* room: blocks of a bf16 decode GEMV's one-wave grid left free for the kernels beside it (0: none). */
 int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                     int64_t ldy, const AsDevRope *r, const char *what, AsError *err);
+                     int64_t ldy, const AsDevRope *r, int room, const char *what, AsError *err);
 int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                          as_bf16_t *h, const char *what, AsError *err);
 /* f32 weights and f32 output (the ratio-2 compressor); x bf16. */

@@ -400,40 +400,42 @@ template <auto Kernel> int64_t resident_blocks()
     return (int64_t)per_sm * as_sm_count();
 }
 
-template <auto Kernel> int grid_x(int64_t row_sets, int batch)
+// room: resident blocks left free beside the launch (its grid at most all - room, at least one block a
+// batch), so that a kernel launched beside it finds SMs with space (ATTNSCOPE_SEL_ROOM, engine/forward.c).
+template <auto Kernel> int grid_x(int64_t row_sets, int batch, int room)
 {
     const int64_t all = resident_blocks<Kernel>();
     if (!all)
         return (int)row_sets;
-    const int64_t cap = all / batch;
+    const int64_t cap = (all - room) / batch;
     return (int)(row_sets < cap ? row_sets : cap > 0 ? cap : 1);
 }
 
 // The bf16 m = 1 kernel's (its occupancy is the same for every R): pick_config's one-wave rule.
 int64_t resident_blocks_bf16_m1() { return resident_blocks<gemv_vec_kernel<uint16_t, 4, 1>>(); }
 
-template <auto Kernel> int launch_vec(GemvArgs a, int64_t row_sets, int batch, int w_warps, cudaStream_t st)
+template <auto Kernel> int launch_vec(GemvArgs a, int64_t row_sets, int batch, int w_warps, int room, cudaStream_t st)
 {
     static const bool early = switch_on("ATTNSCOPE_GEMV_EARLY");
     a.w_early = early;
-    dim3 grid((unsigned)grid_x<Kernel>(row_sets, batch), (unsigned)batch);
+    dim3 grid((unsigned)grid_x<Kernel>(row_sets, batch, room), (unsigned)batch);
     as_launch(Kernel, grid, kThreads, 0, st, a, w_warps);
     return AS_LAUNCH_RESULT();
 }
 
 template <typename TW, int R>
-int launch_vec_m(const GemvArgs &a, int batch, int w_warps, cudaStream_t st)
+int launch_vec_m(const GemvArgs &a, int batch, int w_warps, int room, cudaStream_t st)
 {
     const int groups_per_block = kWarps / w_warps;
     const int64_t groups = (a.n_out + R - 1) / R;
     const int64_t row_sets = (groups + groups_per_block - 1) / groups_per_block;
     if (a.m <= 1)
-        return launch_vec<gemv_vec_kernel<TW, R, 1>>(a, row_sets, batch, w_warps, st);
+        return launch_vec<gemv_vec_kernel<TW, R, 1>>(a, row_sets, batch, w_warps, room, st);
     if (a.m <= 2)
-        return launch_vec<gemv_vec_kernel<TW, R, 2>>(a, row_sets, batch, w_warps, st);
+        return launch_vec<gemv_vec_kernel<TW, R, 2>>(a, row_sets, batch, w_warps, room, st);
     if (a.m <= 4)
-        return launch_vec<gemv_vec_kernel<TW, R, 4>>(a, row_sets, batch, w_warps, st);
-    return launch_vec<gemv_vec_kernel<TW, R, 8>>(a, row_sets, batch, w_warps, st);
+        return launch_vec<gemv_vec_kernel<TW, R, 4>>(a, row_sets, batch, w_warps, room, st);
+    return launch_vec<gemv_vec_kernel<TW, R, 8>>(a, row_sets, batch, w_warps, room, st);
 }
 
 // 16-byte rows for the vector path: W rows of 8 bf16 / 2 x 4 f32, x rows of 8 bf16.
@@ -443,9 +445,10 @@ bool vector_rows(const GemvArgs &a, int batch)
            (batch == 1 || (a.strideW % 8 == 0 && a.strideX % 8 == 0));
 }
 
-// R = 0 / W = 0: pick_config. Returns cudaErrorInvalidValue for nonsense sizes.
+// R = 0 / W = 0: pick_config; room: resident blocks left free (grid_x). Returns cudaErrorInvalidValue
+// for nonsense sizes.
 template <typename TW>
-int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
+int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st, int room = 0)
 {
     if (a.n_out < 0 || a.n_in < 0 || a.m < 0 || a.m > 8 || batch < 0)
         return (int)cudaErrorInvalidValue;
@@ -484,9 +487,9 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st)
     if (a.rope.rd && r < 2)
         r = 2; // a RoPE pair's two rows in one group
     switch (r) {
-    case 1: return launch_vec_m<TW, 1>(a, batch, w, st);
-    case 2: return launch_vec_m<TW, 2>(a, batch, w, st);
-    default: return launch_vec_m<TW, 4>(a, batch, w, st);
+    case 1: return launch_vec_m<TW, 1>(a, batch, w, room, st);
+    case 2: return launch_vec_m<TW, 2>(a, batch, w, room, st);
+    default: return launch_vec_m<TW, 4>(a, batch, w, room, st);
     }
 }
 
@@ -536,17 +539,18 @@ extern "C" int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, 
 
 extern "C" int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                                    as_bf16_t *y, int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
-                                   const float *cos_t, const float *sin_t, int inverse, cudaStream_t st)
+                                   const float *cos_t, const float *sin_t, int inverse, int room, cudaStream_t st)
 {
     // as_k_rope's refusals, and the rotated rows must be the GEMV's outputs, pairs of rows (hd even)
-    if (!as_rope_shape_ok(m, heads, hd, rd, pos0, pos) || hd % 2 || (int64_t)heads * hd != n_out || !cos_t || !sin_t)
+    if (!as_rope_shape_ok(m, heads, hd, rd, pos0, pos) || hd % 2 || (int64_t)heads * hd != n_out || !cos_t || !sin_t ||
+        room < 0)
         return (int)cudaErrorInvalidValue;
     GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, nullptr, 0, {cos_t, sin_t, hd, rd, pos0, pos,
                                                                                    inverse ? 1 : 0}, {}};
     if (W && x && vector_rows(a, 1))
-        return gemv_launch<uint16_t>(a, 1, 0, 0, st);
+        return gemv_launch<uint16_t>(a, 1, 0, 0, st, room);
     a.rope = AsDRope{}; // rows the vector kernel cannot read: the GEMV, then rope.cu
-    const int rc = gemv_launch<uint16_t>(a, 1, 0, 0, st);
+    const int rc = gemv_launch<uint16_t>(a, 1, 0, 0, st, room);
     if (rc || m == 0 || n_out == 0)
         return rc;
     return as_k_rope(y, ldy, m, heads, hd, rd, pos0, pos, cos_t, sin_t, inverse, st);

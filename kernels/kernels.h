@@ -117,10 +117,11 @@ int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, const as_bf
                             as_bf16_t *y, int64_t ldy, as_bf16_t *h, int64_t ldh, cudaStream_t st);
 /* m token rows of y = x W^T (W n_out x n_in, rows n_in apart), bf16, then as_k_rope(y, ldy, m, heads,
  * hd, rd, pos0, pos, cos_t, sin_t, inverse) (n_out = heads * hd): q's projection and RoPE, in one launch
- * where the vector kernel reads the rows (the same roundings), else two. */
+ * where the vector kernel reads the rows (the same roundings), else two. room >= 0: blocks of the
+ * one-wave grid left free for kernels launched beside it (the same bits at every value). */
 int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                         as_bf16_t *y, int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
-                        const float *cos_t, const float *sin_t, int inverse, cudaStream_t st);
+                        const float *cos_t, const float *sin_t, int inverse, int room, cudaStream_t st);
 /* The same with f32 weights and f32 output (the ratio-2 compressor's wkv / wgate).
  * The GEMVs issue their first weight loads before they wait on the kernel launched before them on the
  * stream (programmatic dependent launch): W must not be written by that kernel (model weights never

@@ -24,6 +24,7 @@
 #     cfgab     the decode with pick_config's measured (R, W) for wo_b and indexer.wq_b (the default) against
 #               the rule's for those shapes (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
+#     selroom   the tiny engine / graph tests under ATTNSCOPE_SEL_ROOM=132, then the decode under 0, 1, 32, 132, 264
 #     splitab   the decode with the one-query attention's split on tensor cores (the default, 8 heads a block), on CUDA cores, and
 #               on tensor cores with 4 heads a block
 #     splittests  the kernel and tiny graph tests under each of those two other split kernels
@@ -208,6 +209,12 @@ for p in "$@"; do
     topkrow) envab topkrow "" ATTNSCOPE_TOPK_THREADS_ROW=128 ATTNSCOPE_TOPK_THREADS_ROW=64 ;;
     warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=32 ATTNSCOPE_TOPK_WARP_RANGE=64 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;
+    selroom)
+        # ATTNSCOPE_SEL_ROOM (docs/ENGINE.md): the tiny engine and graph tests with it on (the same bits),
+        # then the decode under each value (1: the indexer's queries first, hardly any room)
+        need_flash
+        ATTNSCOPE_SEL_ROOM=132 phase selroom_tests 240 "$B/attnscope_tests" 'gpu_engine_tiny*' 'gpu_graph_tiny*'
+        envab selroom "" ATTNSCOPE_SEL_ROOM=1 ATTNSCOPE_SEL_ROOM=32 ATTNSCOPE_SEL_ROOM=132 ATTNSCOPE_SEL_ROOM=264 ;;
     splitab) envab splitab "" ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=4 ;;
     splittests)
         # the one-query attention's other split kernels through the kernel and graph tests (the default

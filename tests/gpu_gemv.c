@@ -384,9 +384,11 @@ GPU_TEST(gpu_gemv_norm)
 
 /* as_k_gemv_bf16_rope against as_k_gemv_bf16 then as_k_rope, bit for bit: positions by value (pos0 + t)
  * or from device memory (one of them negative: that row unrotated), the inverse rotation, the flash
- * wq_b shape (64 heads x 512, rd 64), m = 1, 3, 8 (every token width of the vector kernel), and an
- * unaligned x (the scalar kernel, then rope.cu). */
-static void check_rope(int heads, int hd, int rd, int ni, int m, int x_off, int by_device, int inverse, uint64_t seed)
+ * wq_b shape (64 heads x 512, rd 64), m = 1, 3, 8 (every token width of the vector kernel), an
+ * unaligned x (the scalar kernel, then rope.cu), and room left free beside the launch (a smaller grid,
+ * down to one block: the same bits). */
+static void check_rope(int heads, int hd, int rd, int ni, int m, int x_off, int by_device, int inverse, int room,
+                       uint64_t seed)
 {
     const int no = heads * hd, half = rd / 2, maxpos = 4096;
     const int64_t ldx = ni, xn = x_off + (int64_t)m * ldx, yn = (int64_t)m * no;
@@ -406,11 +408,12 @@ static void check_rope(int heads, int hd, int rd, int ni, int m, int x_off, int 
     as_bf16_t *dy = as_gpu_alloc(2 * (size_t)yn), *dyr = as_gpu_alloc(2 * (size_t)yn);
     REQUIRE(cudaMemset(dy, 0xff, 2 * (size_t)yn) == cudaSuccess, "poison");
     char what[200];
-    snprintf(what, sizeof what, "gemv + rope %d heads x %d (rd %d) <- %d, m=%d, positions %s%s%s", heads, hd, rd, ni, m,
-             by_device ? "on the device" : "pos0 + t", inverse ? ", inverse" : "", x_off ? ", x misaligned" : "");
+    snprintf(what, sizeof what, "gemv + rope %d heads x %d (rd %d) <- %d, m=%d, positions %s%s%s, room %d", heads, hd,
+             rd, ni, m, by_device ? "on the device" : "pos0 + t", inverse ? ", inverse" : "",
+             x_off ? ", x misaligned" : "", room);
     const int32_t *pp = by_device ? dpos : NULL;
     as_gpu_check_launch(as_k_gemv_bf16_rope(dW, no, ni, dx + x_off, ldx, m, dy, no, heads, hd, rd, pos0, pp, dcs, dsn,
-                                            inverse, 0),
+                                            inverse, room, 0),
                         what);
     as_gpu_check_launch(as_k_gemv_bf16(dW, ni, 0, no, ni, dx + x_off, ldx, 0, m, dyr, no, 0, 0, 1, 0), what);
     as_gpu_check_launch(as_k_rope(dyr, no, m, heads, hd, rd, pos0, pp, dcs, dsn, inverse, 0), what);
@@ -432,22 +435,26 @@ static void check_rope(int heads, int hd, int rd, int ni, int m, int x_off, int 
 
 GPU_TEST(gpu_gemv_rope)
 {
-    check_rope(64, 512, 64, 1280, 1, 0, 1, 0, 8001); /* flash wq_b, a decode step */
-    check_rope(64, 512, 64, 1280, 3, 0, 0, 0, 8011);
-    check_rope(64, 512, 64, 1280, 8, 0, 1, 1, 8021);
-    check_rope(4, 64, 16, 256, 5, 0, 0, 1, 8031);   /* tiny */
-    check_rope(4, 64, 64, 256, 2, 0, 1, 0, 8041);   /* rd = hd: every channel */
-    check_rope(3, 40, 8, 1003, 2, 1, 1, 0, 8051);   /* the scalar kernel, then rope.cu */
+    check_rope(64, 512, 64, 1280, 1, 0, 1, 0, 0, 8001); /* flash wq_b, a decode step */
+    check_rope(64, 512, 64, 1280, 1, 0, 1, 0, 48, 8002); /* the same with room beside it (ATTNSCOPE_SEL_ROOM) */
+    check_rope(64, 512, 64, 1280, 1, 0, 0, 0, 1 << 20, 8003); /* room for everything: a one-block grid */
+    check_rope(64, 512, 64, 1280, 3, 0, 0, 0, 0, 8011);
+    check_rope(64, 512, 64, 1280, 8, 0, 1, 1, 0, 8021);
+    check_rope(4, 64, 16, 256, 5, 0, 0, 1, 0, 8031);   /* tiny */
+    check_rope(4, 64, 64, 256, 2, 0, 1, 0, 0, 8041);   /* rd = hd: every channel */
+    check_rope(3, 40, 8, 1003, 2, 1, 1, 0, 0, 8051);   /* the scalar kernel, then rope.cu */
     as_bf16_t *d = as_gpu_alloc(4096);
     float *t = as_gpu_alloc(4096);
-    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 3, 0, NULL, t, t, 0, 0) == (int)cudaErrorInvalidValue,
+    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 3, 0, NULL, t, t, 0, 0, 0) == (int)cudaErrorInvalidValue,
           "odd rd refused");
-    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 3, 4, 2, 0, NULL, t, t, 0, 0) == (int)cudaErrorInvalidValue,
+    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 3, 4, 2, 0, NULL, t, t, 0, 0, 0) == (int)cudaErrorInvalidValue,
           "heads * hd != n_out refused");
-    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 2, -1, NULL, t, t, 0, 0) == (int)cudaErrorInvalidValue,
+    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 2, -1, NULL, t, t, 0, 0, 0) == (int)cudaErrorInvalidValue,
           "negative pos0 refused");
-    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 2, 0, NULL, NULL, t, 0, 0) == (int)cudaErrorInvalidValue,
+    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 2, 0, NULL, NULL, t, 0, 0, 0) == (int)cudaErrorInvalidValue,
           "no cos table refused");
+    CHECK(as_k_gemv_bf16_rope(d, 8, 8, d, 8, 1, d, 8, 2, 4, 2, 0, NULL, t, t, 0, -1, 0) == (int)cudaErrorInvalidValue,
+          "negative room refused");
     as_gpu_sync("gemv + rope refusals");
     as_gpu_free(d);
     as_gpu_free(t);

@@ -1,4 +1,5 @@
-/* engine/fusions.c: ATTNSCOPE_DECODE_FUSE's values, and the one-line refusal of anything else. */
+/* engine/fusions.c: ATTNSCOPE_DECODE_FUSE's and ATTNSCOPE_SEL_ROOM's values, and the one-line refusal of
+ * anything else. */
 #include <string.h>
 
 #include "engine/fusions.h"
@@ -46,5 +47,29 @@ TEST(decode_fusions_refuses_unknown_names)
         CHECK(rc == AS_EBADINPUT && strstr(err.msg, "ATTNSCOPE_DECODE_FUSE: unknown fusion") && !strchr(err.msg, '\n'),
               "'%s': rc %d, '%s' (want AS_EBADINPUT, one line naming the variable)", bad[i], rc, err.msg);
         CHECK(got == 0, "'%s': fusions %#x left set on a refusal", bad[i], got);
+    }
+}
+
+TEST(sel_room_values_and_refusals)
+{
+    static const struct {
+        const char *v;
+        int want;
+    } ok[] = {{NULL, 0}, {"", 0}, {"0", 0}, {"48", 48}, {"1048576", 1 << 20}, {"007", 7}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        AsError err = {0};
+        int got = -1;
+        int rc = as_sel_room(ok[i].v, &got, &err);
+        CHECK(rc == 0 && got == ok[i].want, "'%s': rc %d, room %d (want %d)", ok[i].v ? ok[i].v : "(unset)", rc, got,
+              ok[i].want);
+    }
+    static const char *bad[] = {"-1", "+4", " 4", "4 ", "4x", "x", "1048577", "99999999999999999999", "0x10"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        AsError err = {0};
+        int got = -1;
+        int rc = as_sel_room(bad[i], &got, &err);
+        CHECK(rc == AS_EBADINPUT && strstr(err.msg, "ATTNSCOPE_SEL_ROOM") && !strchr(err.msg, '\n') && got == 0,
+              "'%s': rc %d, room %d, '%s' (want AS_EBADINPUT, one line naming the variable, room 0)", bad[i], rc, got,
+              err.msg);
     }
 }
