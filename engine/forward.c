@@ -36,10 +36,13 @@ typedef struct {
      * q_norm has made qr) */
     bool idx_on_kv_branch;
     bool x_ready; /* the previous layer's wo_b made x (AS_FUSE_NORM) */
-    bool iq_done; /* the indexer's queries were projected before wq_b (ATTNSCOPE_SEL_ROOM) */
+    /* ATTNSCOPE_SEL_ROOM: the indexer's queries were projected before wq_b (iq_done); the compressor, the
+     * index keys and the latents' cache rows, which read x only, ran on the kv branch beside wq_a (pre_done) */
+    bool iq_done, pre_done;
 } Fwd;
 
 static int indexer_queries(Fwd *f, AsError *err);
+static int compressed_pre(Fwd *f, AsError *err);
 
 static int select_rows(Fwd *f, AsError *err);
 
@@ -103,9 +106,11 @@ static bool sel_without_scratch(const AsDevLayerWeights *W)
 }
 
 /* Runs part of a decode's kv branch on its stream once the main stream reaches here (event `ready`):
- * the kv rows (kv), the selection (sel); with end, the branch's end (ev_kv, which the main stream
- * joins after wq_b). The launches inside take e->st, pointed at the kv stream meanwhile. */
-static int on_kv_branch(Fwd *f, cudaEvent_t ready, bool kv, bool sel, bool end, const char *why, AsError *err)
+ * the kv rows (kv), the selection's part that reads x only (pre), the selection (sel); with end, the
+ * branch's end (ev_kv, which the main stream joins after wq_b). The launches inside take e->st, pointed
+ * at the kv stream meanwhile. */
+static int on_kv_branch(Fwd *f, cudaEvent_t ready, bool kv, bool pre, bool sel, bool end, const char *why,
+                        AsError *err)
 {
     AsEngine *e = f->e;
     CU(err, cudaEventRecord(ready, e->st), "layer %d: %s", f->l, why);
@@ -113,6 +118,8 @@ static int on_kv_branch(Fwd *f, cudaEvent_t ready, bool kv, bool sel, bool end, 
     cudaStream_t main_st = e->st;
     e->st = e->st_kv;
     int rc = kv ? project_kv(f, err) : 0;
+    if (!rc && pre)
+        rc = compressed_pre(f, err);
     if (!rc && sel)
         rc = select_rows(f, err);
     e->st = main_st;
@@ -136,8 +143,14 @@ static int project_q_kv(Fwd *f, AsError *err)
     const bool fork = kv_forks(f);
     /* an indexer on the kv branch reads qr after q_norm: that part of the branch waits for it (ev_qr) */
     const bool late_sel = f->idx_on_kv_branch && f->role->index_source;
+    /* ATTNSCOPE_SEL_ROOM: wq_b's one-wave grid takes every SM slot before the kv branch's selection
+     * (it is launched ahead, programmatically, while wq_a finishes), so the selection's kernels would
+     * wait for it; the selection's part that reads x only goes beside wq_a, its queries' GEMV before
+     * wq_b, and wq_b leaves room for the rest */
+    const int room = late_sel && e->sel_room > 0 && f->end / f->role->ratio > 0 ? e->sel_room : 0;
     if (fork)
-        TRY(on_kv_branch(f, e->ev_x, true, f->idx_on_kv_branch && !late_sel, !late_sel, "fork the kv branch", err));
+        TRY(on_kv_branch(f, e->ev_x, true, room > 0, f->idx_on_kv_branch && !late_sel, !late_sel, "fork the kv branch",
+                         err));
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
     if (norm_fuses(f, &f->W->wq_a, false)) {
         TRY(as_dev_proj_norm(e, wk->x, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, f->cap->norm_ctr, what, err));
@@ -145,18 +158,12 @@ static int project_q_kv(Fwd *f, AsError *err)
         TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
         TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
     }
-    /* ATTNSCOPE_SEL_ROOM: wq_b's one-wave grid takes every SM slot before the kv branch's selection
-     * (it is launched ahead, programmatically, while wq_a finishes), so the selection's kernels would
-     * wait for it; its GEMV goes first here, and wq_b leaves room for the rest */
-    const int room = late_sel && e->sel_room > 0 && f->role->index_source && f->end / f->role->ratio > 0
-                         ? e->sel_room
-                         : 0;
     if (room) {
         TRY(indexer_queries(f, err));
         f->iq_done = true;
     }
     if (late_sel) /* the selection beside wq_b, from here on the kv branch */
-        TRY(on_kv_branch(f, e->ev_qr, false, true, true, "qr ready (the kv branch's indexer)", err));
+        TRY(on_kv_branch(f, e->ev_qr, false, false, true, true, "qr ready (the kv branch's indexer)", err));
     snprintf(what, sizeof what, "layer %d wq_b + rope(q)", f->l);
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
                             .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
@@ -349,16 +356,30 @@ static int store_latents(Fwd *f, AsError *err)
 }
 
 /* Step 5: the compressed branch of a ratio > 0 layer. */
+/* The selection's part that reads x only, in compressed_branch's order less the indexer (which touches
+ * neither the latents nor the compressed cache): the compressor, the index keys, the latents' cache rows. */
+static int compressed_pre(Fwd *f, AsError *err)
+{
+    if (f->role->kv_source)
+        TRY(compressor(f, err));
+    if (f->role->index_source && f->end / f->role->ratio > 0 && f->role->key_owner && f->m->n_new > 0)
+        TRY(index_keys(f, err));
+    if (f->role->kv_source && f->m->n_new > 0)
+        TRY(store_latents(f, err));
+    f->pre_done = true;
+    return 0;
+}
+
 static int compressed_branch(Fwd *f, AsError *err)
 {
     AsEngine *e = f->e;
     int r = f->role->ratio;
     int compress_len = f->end / r;
     f->m->compress_len = compress_len;
-    if (f->role->kv_source)
+    if (f->role->kv_source && !f->pre_done)
         TRY(compressor(f, err));
     if (f->role->index_source && compress_len > 0) {
-        if (f->role->key_owner && f->m->n_new > 0)
+        if (f->role->key_owner && f->m->n_new > 0 && !f->pre_done)
             TRY(index_keys(f, err));
         TRY(indexer(f, compress_len, err));
     } else if (f->role->index_source) {
@@ -376,7 +397,7 @@ static int compressed_branch(Fwd *f, AsError *err)
                                     cudaMemcpyDeviceToDevice, e->st),
                "layer %d: reuse the shared selection %dx%d", f->l, f->s, kc);
     }
-    if (f->role->kv_source && f->m->n_new > 0)
+    if (f->role->kv_source && f->m->n_new > 0 && !f->pre_done)
         TRY(store_latents(f, err));
     if (!e->sh.compress_kv)
         return as_err(err, AS_EREFUSED, "layer %d (ratio %d): no compressed cache has been published: it must not attend",
