@@ -25,6 +25,7 @@
 #               the rule's for those shapes (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
 #     selroom   the tiny engine / graph tests under ATTNSCOPE_SEL_ROOM=132, then the decode under 0, 1, 32, 132, 264
+#     selroomflash  the flash engine and graph tests under selroom's fastest value
 #     splitab   the decode with the one-query attention's split on tensor cores (the default, 8 heads a block), on CUDA cores, and
 #               on tensor cores with 4 heads a block
 #     splittests  the kernel and tiny graph tests under each of those two other split kernels
@@ -215,6 +216,16 @@ for p in "$@"; do
         need_flash
         ATTNSCOPE_SEL_ROOM=132 phase selroom_tests 240 "$B/attnscope_tests" 'gpu_engine_tiny*' 'gpu_graph_tiny*'
         envab selroom "" ATTNSCOPE_SEL_ROOM=1 ATTNSCOPE_SEL_ROOM=32 ATTNSCOPE_SEL_ROOM=132 ATTNSCOPE_SEL_ROOM=264 ;;
+    selroomflash)
+        # the flash engine against the reference and the flash graph bit for bit, under the value
+        # selroom found fastest ($OUT/selroom_best; 132 when selroom did not run)
+        need_flash
+        v=$(cat "$OUT/selroom_best" 2>/dev/null)
+        v=${v:-ATTNSCOPE_SEL_ROOM=132}
+        say "selroomflash under [$v]"
+        # shellcheck disable=SC2086 # v: one assignment
+        ATTNSCOPE_FLASH_MODEL=$FLASH phase selroom_flash 300 env $v "$B/attnscope_tests" 'gpu_engine_flash*' \
+            'gpu_graph_flash*' ;;
     splitab) envab splitab "" ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=4 ;;
     splittests)
         # the one-query attention's other split kernels through the kernel and graph tests (the default
