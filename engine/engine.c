@@ -213,6 +213,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         goto fail;
     if ((rc = as_sel_room(getenv("ATTNSCOPE_SEL_ROOM"), &e->sel_room, err)))
         goto fail;
+    const char *iq = getenv("ATTNSCOPE_SEL_ROOM_IQ");
+    e->sel_iq_kv = iq && !strcmp(iq, "kv");
     int count = as_engine_device_count();
     if (e->device < 0 || e->device >= count) {
         rc = as_err(err, AS_ERUNTIME, "CUDA device %d not present (%d visible)", e->device, count);
@@ -223,6 +225,16 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         goto fail;
     STEP(cudaSetDevice(e->device) ? as_err(err, AS_ERUNTIME, "cudaSetDevice(%d)", e->device) : 0);
     STEP(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking) ? as_err(err, AS_ERUNTIME, "cudaStreamCreate") : 0);
+    if (e->sel_room == AS_SEL_ROOM_AUTO) {
+        /* wq_b keeps one block an SM (H200, 2026-11-30: 3.563 ms against 3.637 with no room, 3.59 at
+         * 1.5 an SM, 3.70 at a half): its GEMV streams at about the same rate, the selection runs beside */
+        int sms = 0;
+        STEP(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e->device)
+                 ? as_err(err, AS_ERUNTIME, "cudaDeviceGetAttribute(multiprocessors, device %d)", e->device)
+                 : 0);
+        const int64_t free_blocks = as_k_gemv_bf16_resident_blocks() - sms;
+        e->sel_room = free_blocks > 0 ? (int)free_blocks : 0;
+    }
     /* ATTNSCOPE_KV_FORK=0: no second stream, the kv branch runs in line (an A/B switch) */
     const char *kvf = getenv("ATTNSCOPE_KV_FORK");
     if (!(kvf && !strcmp(kvf, "0")))

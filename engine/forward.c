@@ -37,8 +37,9 @@ typedef struct {
     bool idx_on_kv_branch;
     bool x_ready; /* the previous layer's wo_b made x (AS_FUSE_NORM) */
     /* ATTNSCOPE_SEL_ROOM: the indexer's queries were projected before wq_b (iq_done); the compressor, the
-     * index keys and the latents' cache rows, which read x only, ran on the kv branch beside wq_a (pre_done) */
-    bool iq_done, pre_done;
+     * index keys, the latents' cache rows and the indexer's head weights, which read x only, ran on the kv
+     * branch beside wq_a (pre_done, w_done) */
+    bool iq_done, pre_done, w_done;
 } Fwd;
 
 static int indexer_queries(Fwd *f, AsError *err);
@@ -158,7 +159,7 @@ static int project_q_kv(Fwd *f, AsError *err)
         TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
         TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
     }
-    if (room) {
+    if (room && !e->sel_iq_kv) {
         TRY(indexer_queries(f, err));
         f->iq_done = true;
     }
@@ -290,13 +291,28 @@ static int indexer_queries(Fwd *f, AsError *err)
     return 0;
 }
 
-static int indexer(Fwd *f, int width, AsError *err)
+/* The indexer's head weights, w = (x wproj^T) / sqrt(ihd * nhi): x only. */
+static int index_weights(Fwd *f, AsError *err)
 {
     AsEngine *e = f->e;
     const AsConfig *c = &e->cfg;
     AsDevWork *wk = &e->wk;
     int s = f->s, nhi = c->index_n_heads, ihd = c->index_head_dim;
     char what[64];
+    snprintf(what, sizeof what, "layer %d indexer.weights_proj", f->l);
+    TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->i_wproj, wk->w, nhi, what, err));
+    KL(err, as_k_scale_bf16(wk->w, (int64_t)s * nhi, (float)(1.0 / sqrt((double)ihd) * (1.0 / sqrt((double)nhi))),
+                            e->st),
+       "layer %d: index weights scale", f->l);
+    return 0;
+}
+
+static int indexer(Fwd *f, int width, AsError *err)
+{
+    AsEngine *e = f->e;
+    const AsConfig *c = &e->cfg;
+    AsDevWork *wk = &e->wk;
+    int s = f->s, nhi = c->index_n_heads, ihd = c->index_head_dim;
     if (!e->sh.index_k)
         return as_err(err, AS_EREFUSED, "layer %d: index source scores with no published index keys", f->l);
     if (width > e->sh.index_k_cap)
@@ -305,11 +321,8 @@ static int indexer(Fwd *f, int width, AsError *err)
     f->m->keys_from = e->sh.index_k_from;
     if (!f->iq_done)
         TRY(indexer_queries(f, err));
-    snprintf(what, sizeof what, "layer %d indexer.weights_proj", f->l);
-    TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->i_wproj, wk->w, nhi, what, err));
-    KL(err, as_k_scale_bf16(wk->w, (int64_t)s * nhi, (float)(1.0 / sqrt((double)ihd) * (1.0 / sqrt((double)nhi))),
-                            e->st),
-       "layer %d: index weights scale", f->l);
+    if (!f->w_done)
+        TRY(index_weights(f, err));
     int slot = as_prof_begin(e, AS_OP_ISCORE, f->l, 2.0 * s * width * nhi * ihd,
                              2.0 * ((double)s * nhi * ihd + (double)width * ihd + (double)s * width));
     if (f->cap)
@@ -357,7 +370,8 @@ static int store_latents(Fwd *f, AsError *err)
 
 /* Step 5: the compressed branch of a ratio > 0 layer. */
 /* The selection's part that reads x only, in compressed_branch's order less the indexer (which touches
- * neither the latents nor the compressed cache): the compressor, the index keys, the latents' cache rows. */
+ * neither the latents nor the compressed cache): the compressor, the index keys, the latents' cache rows,
+ * then the indexer's head weights. */
 static int compressed_pre(Fwd *f, AsError *err)
 {
     if (f->role->kv_source)
@@ -366,6 +380,10 @@ static int compressed_pre(Fwd *f, AsError *err)
         TRY(index_keys(f, err));
     if (f->role->kv_source && f->m->n_new > 0)
         TRY(store_latents(f, err));
+    if (f->role->index_source && f->end / f->role->ratio > 0) {
+        TRY(index_weights(f, err));
+        f->w_done = true;
+    }
     f->pre_done = true;
     return 0;
 }

@@ -47,13 +47,14 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err)
 
 int as_sel_room(const char *v, int *out, AsError *err)
 {
-    *out = 0;
-    if (!v || !*v)
+    *out = AS_SEL_ROOM_AUTO;
+    if (!v || !*v || !strcmp(v, "auto"))
         return 0;
+    *out = 0;
     char *end = NULL;
     const long n = strtol(v, &end, 10);
     if (*end || v[0] == '-' || v[0] == '+' || v[0] == ' ' || n < 0 || n > AS_SEL_ROOM_MAX)
-        return as_err(err, AS_EBADINPUT, "ATTNSCOPE_SEL_ROOM: '%.40s' is not a count of blocks from 0 to %d", v,
+        return as_err(err, AS_EBADINPUT, "ATTNSCOPE_SEL_ROOM: '%.40s' is not 'auto' or a count of blocks from 0 to %d", v,
                       AS_SEL_ROOM_MAX);
     *out = (int)n;
     return 0;

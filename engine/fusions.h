@@ -25,7 +25,9 @@ enum {
 int as_decode_fusions(const char *v, unsigned *out, AsError *err);
 
 /* ATTNSCOPE_SEL_ROOM's value (engine/forward.c: blocks of wq_b's grid left free beside a compressor /
- * indexer layer's selection, its queries projected first): NULL or "" 0 (off), else a decimal count
- * from 0 to AS_SEL_ROOM_MAX. AS_EBADINPUT, one line, for anything else. */
+ * indexer layer's selection, its queries projected first): NULL, "" or "auto" AS_SEL_ROOM_AUTO (the
+ * engine leaves wq_b one block an SM), else a decimal count from 0 (off: the selection after wq_b's
+ * grid) to AS_SEL_ROOM_MAX. AS_EBADINPUT, one line, for anything else. */
 #define AS_SEL_ROOM_MAX (1 << 20)
+#define AS_SEL_ROOM_AUTO (-1)
 int as_sel_room(const char *v, int *out, AsError *err);

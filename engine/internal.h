@@ -124,11 +124,13 @@ struct AsEngine {
     /* the decode fusions taken (AS_FUSE_* bits, from ATTNSCOPE_DECODE_FUSE; AS_FUSE_DEFAULT when unset;
      * the same bits of output either way) */
     unsigned fuse;
-    /* ATTNSCOPE_SEL_ROOM (0 when unset): in a decode's compressor / indexer layer whose selection runs
-     * beside wq_b (AS_FUSE_KV_SEL), the selection's part that reads x only (compressor, index keys,
-     * latents) runs beside wq_a, the indexer's queries are projected before wq_b, and wq_b's grid leaves
-     * this many blocks free for the rest of the selection (engine/forward.c) */
+    /* ATTNSCOPE_SEL_ROOM (unset: wq_b's resident blocks less one an SM; 0: off): in a decode's
+     * compressor / indexer layer whose selection runs beside wq_b (AS_FUSE_KV_SEL), the selection's part
+     * that reads x only (compressor, index keys, latents) runs beside wq_a, the indexer's queries are
+     * projected before wq_b, and wq_b's grid leaves this many blocks free for the rest of the selection
+     * (engine/forward.c) */
     int sel_room;
+    bool sel_iq_kv; /* ATTNSCOPE_SEL_ROOM_IQ=kv: with room, the indexer's queries stay on the kv branch (an A/B) */
     /* a captured layer's wo_b normalised h into x for the next layer (AS_FUSE_NORM): that layer skips its
      * attn_norm */
     bool x_ready;

@@ -414,6 +414,8 @@ template <auto Kernel> int grid_x(int64_t row_sets, int batch, int room)
 // The bf16 m = 1 kernel's (its occupancy is the same for every R): pick_config's one-wave rule.
 int64_t resident_blocks_bf16_m1() { return resident_blocks<gemv_vec_kernel<uint16_t, 4, 1>>(); }
 
+extern "C" int64_t as_k_gemv_bf16_resident_blocks(void) { return resident_blocks_bf16_m1(); }
+
 template <auto Kernel> int launch_vec(GemvArgs a, int64_t row_sets, int batch, int w_warps, int room, cudaStream_t st)
 {
     static const bool early = switch_on("ATTNSCOPE_GEMV_EARLY");

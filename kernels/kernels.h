@@ -122,6 +122,9 @@ int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, const as_bf
 int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                         as_bf16_t *y, int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
                         const float *cos_t, const float *sin_t, int inverse, int room, cudaStream_t st);
+/* Blocks of as_k_gemv_bf16_rope's m = 1 kernel resident on the whole device at once (its one wave):
+ * ATTNSCOPE_SEL_ROOM's default leaves all but one an SM free (engine/engine.c). */
+int64_t as_k_gemv_bf16_resident_blocks(void);
 /* The same with f32 weights and f32 output (the ratio-2 compressor's wkv / wgate).
  * The GEMVs issue their first weight loads before they wait on the kernel launched before them on the
  * stream (programmatic dependent launch): W must not be written by that kernel (model weights never

@@ -24,8 +24,8 @@
 #     cfgab     the decode with pick_config's measured (R, W) for wo_b and indexer.wq_b (the default) against
 #               the rule's for those shapes (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
-#     selroom   the tiny engine / graph tests under ATTNSCOPE_SEL_ROOM=132, then the decode under 0, 1, 32, 132, 264
-#     selroomflash  the flash engine and graph tests under selroom's fastest value
+#     selroom   the tiny engine / graph tests under ATTNSCOPE_SEL_ROOM=0, then the decode under the default, 0, 198, 330
+#     selroomflash  the flash engine and graph tests under selroom's fastest value (0 when selroom did not run)
 #     splitab   the decode with the one-query attention's split on tensor cores (the default, 8 heads a block), on CUDA cores, and
 #               on tensor cores with 4 heads a block
 #     splittests  the kernel and tiny graph tests under each of those two other split kernels
@@ -211,17 +211,18 @@ for p in "$@"; do
     warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=32 ATTNSCOPE_TOPK_WARP_RANGE=64 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;
     selroom)
-        # ATTNSCOPE_SEL_ROOM (docs/ENGINE.md): the tiny engine and graph tests with it on (the same bits),
-        # then the decode under each value (1: the indexer's queries first, hardly any room)
+        # ATTNSCOPE_SEL_ROOM (docs/ENGINE.md; the default leaves wq_b one block an SM, 'tests' runs it): the
+        # tiny engine and graph tests with it off (0: the selection after wq_b's grid), then the decode under
+        # the default, off, 1.5 blocks an SM and a half (2026-11-30 06:19: 3.563, 3.637, 3.59, 3.70 ms)
         need_flash
-        ATTNSCOPE_SEL_ROOM=132 phase selroom_tests 240 "$B/attnscope_tests" 'gpu_engine_tiny*' 'gpu_graph_tiny*'
-        envab selroom "" ATTNSCOPE_SEL_ROOM=1 ATTNSCOPE_SEL_ROOM=32 ATTNSCOPE_SEL_ROOM=132 ATTNSCOPE_SEL_ROOM=264 ;;
+        ATTNSCOPE_SEL_ROOM=0 phase selroom_tests 240 "$B/attnscope_tests" 'gpu_engine_tiny*' 'gpu_graph_tiny*'
+        envab selroom "" ATTNSCOPE_SEL_ROOM=0 ATTNSCOPE_SEL_ROOM=198 ATTNSCOPE_SEL_ROOM=330 ;;
     selroomflash)
         # the flash engine against the reference and the flash graph bit for bit, under the value
-        # selroom found fastest ($OUT/selroom_best; 132 when selroom did not run)
+        # selroom found fastest ($OUT/selroom_best; 0 when selroom did not run)
         need_flash
         v=$(cat "$OUT/selroom_best" 2>/dev/null)
-        v=${v:-ATTNSCOPE_SEL_ROOM=132}
+        v=${v:-ATTNSCOPE_SEL_ROOM=0}
         say "selroomflash under [$v]"
         # shellcheck disable=SC2086 # v: one assignment
         ATTNSCOPE_FLASH_MODEL=$FLASH phase selroom_flash 300 env $v "$B/attnscope_tests" 'gpu_engine_flash*' \

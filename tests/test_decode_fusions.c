@@ -55,7 +55,8 @@ TEST(sel_room_values_and_refusals)
     static const struct {
         const char *v;
         int want;
-    } ok[] = {{NULL, 0}, {"", 0}, {"0", 0}, {"48", 48}, {"1048576", 1 << 20}, {"007", 7}};
+    } ok[] = {{NULL, AS_SEL_ROOM_AUTO}, {"", AS_SEL_ROOM_AUTO}, {"auto", AS_SEL_ROOM_AUTO}, {"0", 0},
+               {"48", 48},           {"1048576", 1 << 20},       {"007", 7}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         AsError err = {0};
         int got = -1;
@@ -63,7 +64,7 @@ TEST(sel_room_values_and_refusals)
         CHECK(rc == 0 && got == ok[i].want, "'%s': rc %d, room %d (want %d)", ok[i].v ? ok[i].v : "(unset)", rc, got,
               ok[i].want);
     }
-    static const char *bad[] = {"-1", "+4", " 4", "4 ", "4x", "x", "1048577", "99999999999999999999", "0x10"};
+    static const char *bad[] = {"-1", "+4", " 4", "4 ", "4x", "x", "1048577", "99999999999999999999", "0x10", "Auto", "auto "};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         AsError err = {0};
         int got = -1;
