@@ -213,8 +213,6 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         goto fail;
     if ((rc = as_sel_room(getenv("ATTNSCOPE_SEL_ROOM"), &e->sel_room, err)))
         goto fail;
-    const char *iq = getenv("ATTNSCOPE_SEL_ROOM_IQ");
-    e->sel_iq_kv = iq && !strcmp(iq, "kv");
     int count = as_engine_device_count();
     if (e->device < 0 || e->device >= count) {
         rc = as_err(err, AS_ERUNTIME, "CUDA device %d not present (%d visible)", e->device, count);
@@ -226,8 +224,9 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
     STEP(cudaSetDevice(e->device) ? as_err(err, AS_ERUNTIME, "cudaSetDevice(%d)", e->device) : 0);
     STEP(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking) ? as_err(err, AS_ERUNTIME, "cudaStreamCreate") : 0);
     if (e->sel_room == AS_SEL_ROOM_AUTO) {
-        /* wq_b keeps one block an SM (H200, 2026-11-30: 3.563 ms against 3.637 with no room, 3.59 at
-         * 1.5 an SM, 3.70 at a half): its GEMV streams at about the same rate, the selection runs beside */
+        /* wq_b keeps one block an SM: its GEMV streams at about the same rate, the selection runs beside
+         * (H200, 2026-11-30 06:19: 3.563 ms against 3.637 with no room, 3.59 at 1.5 blocks an SM, 3.70 at
+         * a half; 06:29, the indexer's weights beside wq_a too: 3.536 against 3.651) */
         int sms = 0;
         STEP(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e->device)
                  ? as_err(err, AS_ERUNTIME, "cudaDeviceGetAttribute(multiprocessors, device %d)", e->device)

@@ -159,7 +159,7 @@ static int project_q_kv(Fwd *f, AsError *err)
         TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
         TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
     }
-    if (room && !e->sel_iq_kv) {
+    if (room) {
         TRY(indexer_queries(f, err));
         f->iq_done = true;
     }

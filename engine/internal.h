@@ -130,7 +130,6 @@ struct AsEngine {
      * projected before wq_b, and wq_b's grid leaves this many blocks free for the rest of the selection
      * (engine/forward.c) */
     int sel_room;
-    bool sel_iq_kv; /* ATTNSCOPE_SEL_ROOM_IQ=kv: with room, the indexer's queries stay on the kv branch (an A/B) */
     /* a captured layer's wo_b normalised h into x for the next layer (AS_FUSE_NORM): that layer skips its
      * attn_norm */
     bool x_ready;
