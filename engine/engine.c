@@ -231,8 +231,7 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         STEP(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e->device)
                  ? as_err(err, AS_ERUNTIME, "cudaDeviceGetAttribute(multiprocessors, device %d)", e->device)
                  : 0);
-        const int64_t free_blocks = as_k_gemv_bf16_resident_blocks() - sms;
-        e->sel_room = free_blocks > 0 ? (int)free_blocks : 0;
+        e->sel_room = as_sel_room_default(as_k_gemv_bf16_resident_blocks(), sms);
     }
     /* ATTNSCOPE_KV_FORK=0: no second stream, the kv branch runs in line (an A/B switch) */
     const char *kvf = getenv("ATTNSCOPE_KV_FORK");

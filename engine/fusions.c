@@ -59,3 +59,11 @@ int as_sel_room(const char *v, int *out, AsError *err)
     *out = (int)n;
     return 0;
 }
+
+int as_sel_room_default(int64_t resident_blocks, int sms)
+{
+    if (sms <= 0)
+        return 0;
+    const int64_t free_blocks = resident_blocks - sms;
+    return free_blocks <= 0 ? 0 : free_blocks > AS_SEL_ROOM_MAX ? AS_SEL_ROOM_MAX : (int)free_blocks;
+}

@@ -2,6 +2,8 @@
  * leaves every output bit as it was (docs/ENGINE.md, bench/RESULTS.md). */
 #pragma once
 
+#include <stdint.h>
+
 #include "model/errors.h"
 
 enum {
@@ -31,3 +33,7 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err);
 #define AS_SEL_ROOM_MAX (1 << 20)
 #define AS_SEL_ROOM_AUTO (-1)
 int as_sel_room(const char *v, int *out, AsError *err);
+/* AS_SEL_ROOM_AUTO's value on a device: wq_b's grid keeps one block an SM, the rest of its one wave
+ * (resident blocks, 0 when the resident launch is off) is left free; 0 where that leaves nothing or the
+ * SM count is unknown. */
+int as_sel_room_default(int64_t resident_blocks, int sms);

@@ -74,3 +74,25 @@ TEST(sel_room_values_and_refusals)
               err.msg);
     }
 }
+
+TEST(sel_room_default_keeps_wq_b_one_block_an_sm)
+{
+    static const struct {
+        int64_t resident;
+        int sms, want;
+    } c[] = {
+        {396, 132, 264},                        /* H200: 3 blocks an SM, wq_b keeps 132 */
+        {264, 132, 132},                        /* 2 an SM */
+        {132, 132, 0},                          /* 1 an SM: nothing to leave */
+        {0, 132, 0},                            /* ATTNSCOPE_GEMV_RESIDENT=0: no one-wave grid */
+        {48, 16, 32},                           /* a small GPU */
+        {(int64_t)1 << 40, 1, AS_SEL_ROOM_MAX}, /* clamped */
+        {10, 0, 0},                             /* an unknown SM count: no room */
+        {10, -3, 0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const int got = as_sel_room_default(c[i].resident, c[i].sms);
+        CHECK(got == c[i].want, "resident %lld, %d SMs: room %d (want %d)", (long long)c[i].resident, c[i].sms, got,
+              c[i].want);
+    }
+}
