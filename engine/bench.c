@@ -446,6 +446,19 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                     "copies, %d memsets, %d host nodes (top-k), %d other. GPU ms: events around the graph launch "
                     "(host nodes included); wall: the whole call (parameters, launch, synchronisation, bookkeeping).\n\n",
                 gi.captures, gi.graphs, gi.nodes, gi.kernels, gi.memcpys, gi.memsets, gi.hosts, gi.others);
+        /* the schedule's one device-dependent choice (docs/ENGINE.md, ATTNSCOPE_SEL_ROOM) */
+        const int64_t wave = as_k_gemv_bf16_resident_blocks();
+        if (e->sel_room > 0)
+            fprintf(md, "Index layers: the selection beside wq_b, whose grid leaves %d of its %lld resident blocks free "
+                        "(ATTNSCOPE_SEL_ROOM).\n\n",
+                    e->sel_room, (long long)wave);
+        else if (wave > 0)
+            fprintf(md, "Index layers: wq_b's grid takes its whole wave (%lld blocks), the selection's kernels wait for "
+                        "its blocks (ATTNSCOPE_SEL_ROOM=0, or one block an SM on this device).\n\n",
+                    (long long)wave);
+        else
+            fprintf(md, "Index layers: wq_b's grid is one block a row set (ATTNSCOPE_GEMV_RESIDENT=0), no room "
+                        "planned.\n\n");
         as_decode_graph_destroy(graph);
         graph = NULL;
     }
