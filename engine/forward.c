@@ -368,7 +368,6 @@ static int store_latents(Fwd *f, AsError *err)
     return 0;
 }
 
-/* Step 5: the compressed branch of a ratio > 0 layer. */
 /* The selection's part that reads x only, in compressed_branch's order less the indexer (which touches
  * neither the latents nor the compressed cache): the compressor, the index keys, the latents' cache rows,
  * then the indexer's head weights. */
@@ -388,6 +387,7 @@ static int compressed_pre(Fwd *f, AsError *err)
     return 0;
 }
 
+/* Step 5: the compressed branch of a ratio > 0 layer. */
 static int compressed_branch(Fwd *f, AsError *err)
 {
     AsEngine *e = f->e;
