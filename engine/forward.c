@@ -36,10 +36,10 @@ typedef struct {
      * q_norm has made qr) */
     bool idx_on_kv_branch;
     bool x_ready; /* the previous layer's wo_b made x (AS_FUSE_NORM) */
-    /* ATTNSCOPE_SEL_ROOM: the indexer's queries were projected before wq_b (iq_done); the compressor, the
-     * index keys, the latents' cache rows and the indexer's head weights, which read x only, ran on the kv
-     * branch beside wq_a (pre_done, w_done) */
-    bool iq_done, pre_done, w_done;
+    /* ATTNSCOPE_SEL_ROOM (a compressor / indexer layer with room): the compressor, the index keys, the
+     * latents' cache rows and the indexer's head weights, which read x only, ran on the kv branch beside
+     * wq_a (compressed_pre), and the indexer's queries were projected before wq_b */
+    bool early_sel;
 } Fwd;
 
 static int indexer_queries(Fwd *f, AsError *err);
@@ -149,9 +149,10 @@ static int project_q_kv(Fwd *f, AsError *err)
      * wait for it; the selection's part that reads x only goes beside wq_a, its queries' GEMV before
      * wq_b, and wq_b leaves room for the rest */
     const int room = late_sel && e->sel_room > 0 && f->end / f->role->ratio > 0 ? e->sel_room : 0;
+    f->early_sel = room > 0; /* late_sel: fork, so compressed_pre runs on the branch below */
     if (fork)
-        TRY(on_kv_branch(f, e->ev_x, true, room > 0, f->idx_on_kv_branch && !late_sel, !late_sel, "fork the kv branch",
-                         err));
+        TRY(on_kv_branch(f, e->ev_x, true, f->early_sel, f->idx_on_kv_branch && !late_sel, !late_sel,
+                         "fork the kv branch", err));
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
     if (norm_fuses(f, &f->W->wq_a, false)) {
         TRY(as_dev_proj_norm(e, wk->x, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, f->cap->norm_ctr, what, err));
@@ -159,10 +160,8 @@ static int project_q_kv(Fwd *f, AsError *err)
         TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
         TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
     }
-    if (room) {
+    if (f->early_sel)
         TRY(indexer_queries(f, err));
-        f->iq_done = true;
-    }
     if (late_sel) /* the selection beside wq_b, from here on the kv branch */
         TRY(on_kv_branch(f, e->ev_qr, false, false, true, true, "qr ready (the kv branch's indexer)", err));
     snprintf(what, sizeof what, "layer %d wq_b + rope(q)", f->l);
@@ -319,10 +318,10 @@ static int indexer(Fwd *f, int width, AsError *err)
         return as_err(err, AS_EREFUSED, "layer %d: index width %d exceeds the %d rows of the index keys published by "
                       "layer %d", f->l, width, e->sh.index_k_cap, e->sh.index_k_from.layer);
     f->m->keys_from = e->sh.index_k_from;
-    if (!f->iq_done)
+    if (!f->early_sel) {
         TRY(indexer_queries(f, err));
-    if (!f->w_done)
         TRY(index_weights(f, err));
+    }
     int slot = as_prof_begin(e, AS_OP_ISCORE, f->l, 2.0 * s * width * nhi * ihd,
                              2.0 * ((double)s * nhi * ihd + (double)width * ihd + (double)s * width));
     if (f->cap)
@@ -379,11 +378,8 @@ static int compressed_pre(Fwd *f, AsError *err)
         TRY(index_keys(f, err));
     if (f->role->kv_source && f->m->n_new > 0)
         TRY(store_latents(f, err));
-    if (f->role->index_source && f->end / f->role->ratio > 0) {
+    if (f->role->index_source && f->end / f->role->ratio > 0) /* (always, with room: the indexer runs) */
         TRY(index_weights(f, err));
-        f->w_done = true;
-    }
-    f->pre_done = true;
     return 0;
 }
 
@@ -394,10 +390,10 @@ static int compressed_branch(Fwd *f, AsError *err)
     int r = f->role->ratio;
     int compress_len = f->end / r;
     f->m->compress_len = compress_len;
-    if (f->role->kv_source && !f->pre_done)
+    if (f->role->kv_source && !f->early_sel)
         TRY(compressor(f, err));
     if (f->role->index_source && compress_len > 0) {
-        if (f->role->key_owner && f->m->n_new > 0 && !f->pre_done)
+        if (f->role->key_owner && f->m->n_new > 0 && !f->early_sel)
             TRY(index_keys(f, err));
         TRY(indexer(f, compress_len, err));
     } else if (f->role->index_source) {
@@ -415,7 +411,7 @@ static int compressed_branch(Fwd *f, AsError *err)
                                     cudaMemcpyDeviceToDevice, e->st),
                "layer %d: reuse the shared selection %dx%d", f->l, f->s, kc);
     }
-    if (f->role->kv_source && f->m->n_new > 0 && !f->pre_done)
+    if (f->role->kv_source && f->m->n_new > 0 && !f->early_sel)
         TRY(store_latents(f, err));
     if (!e->sh.compress_kv)
         return as_err(err, AS_EREFUSED, "layer %d (ratio %d): no compressed cache has been published: it must not attend",
