@@ -26,6 +26,7 @@
 // reference sorts it. Rows wider than AS_TOPK_MAX_WIDTH are refused by the launcher (the engine then
 // selects on the host).
 #include <climits>
+#include <string.h>
 #include <stdlib.h>
 
 #include "kernels/common.cuh"
@@ -555,30 +556,39 @@ __device__ void prof_flush(Prof pf, unsigned long long *stats)
             atomicAdd(stats + i, pf.c[i]);
 }
 
-// Flags the set (the first k indices, or all when k >= n) in r.pa and calls emit(j, p) for the j-th
-// member p in ascending order (each warp's run counted first, then emitted from its offset).
+// The set's bits after block_emit_set: column p is in it when bit p % 32 of word p / 32 is set. They
+// live in r.pb (free once the partitions are done; 8n bytes into the row, so 4-byte aligned, and its
+// 2n bytes plus the row's padding hold the ceil(n / 32) words for every n >= 1).
+__device__ __forceinline__ uint32_t *set_bits(const Row &r) { return (uint32_t *)r.pb; }
+
+// Marks the set (the first k indices, or all when k >= n) in set_bits and calls emit(j, p) for the j-th
+// member p in ascending order: a word of 32 columns a lane, each warp's words counted first, then each
+// lane emits its word's members from its offset (the prefix of the lanes' counts). A word a lane, not
+// a column: the flags' 16-bit array took a scan of n / 32 dependent rounds a warp to count and another
+// to emit (~5k SM cycles of a 4096-column row, 2026-11-30 05:37).
 template <class Emit>
 __device__ void block_emit_set(const Row &r, int n, int k, Emit emit)
 {
     int *cnt = r.scratch;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    uint16_t *flag = r.pa;
+    uint32_t *bits = set_bits(r);
+    const int words = (n + 31) >> 5;
     if (k < n) {
-        for (int i = tid; i < n; i += blockDim.x)
-            flag[i] = 0;
+        for (int i = tid; i < words; i += blockDim.x)
+            bits[i] = 0;
         __syncthreads();
         for (int j = tid; j < k; j += blockDim.x)
-            flag[r.ix[j]] = 1;
+            atomicOr(&bits[r.ix[j] >> 5], 1u << (r.ix[j] & 31));
     } else {
-        for (int i = tid; i < n; i += blockDim.x)
-            flag[i] = 1;
+        for (int i = tid; i < words; i += blockDim.x)
+            bits[i] = i < (n >> 5) ? kFull : (1u << (n & 31)) - 1u;
     }
     __syncthreads();
     int c0, c1;
-    warp_run(0, n, &c0, &c1);
+    warp_run(0, words, &c0, &c1);
     int mine = 0;
     for (int i = c0 + lane; i < c1; i += 32)
-        mine += flag[i] != 0;
+        mine += __popc(bits[i]);
     mine = warp_sum_int(mine);
     if (lane == 0)
         cnt[w] = mine;
@@ -588,11 +598,17 @@ __device__ void block_emit_set(const Row &r, int n, int k, Emit emit)
         j += cnt[v];
     for (int g = c0; g < c1; g += 32) {
         const int i = g + lane;
-        const bool f = i < c1 && flag[i];
-        const unsigned m = __ballot_sync(kFull, f);
-        if (f)
-            emit(j + __popc(m & lanes_below(lane)), i);
-        j += __popc(m);
+        uint32_t word = i < c1 ? bits[i] : 0u;
+        const int c = __popc(word);
+        int incl = c; // the lanes' counts, inclusive prefix
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(kFull, incl, o);
+            if (lane >= o)
+                incl += y;
+        }
+        for (int at = j + incl - c; word; word &= word - 1)
+            emit(at++, (i << 5) + __ffs((int)word) - 1);
+        j += __shfl_sync(kFull, incl, 31);
     }
     __syncthreads();
 }
@@ -655,11 +671,59 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
     const topk::Prof pf = topk::prof_begin(r, stats);
     uint16_t *srow = score + (int64_t)t * ld;
     const uint8_t *crow = cand ? cand + (int64_t)t * cand_ld : nullptr;
-    // The row is read by the whole block, kLoadBatch columns a thread at a time, every read before
-    // the stores (the masked scores written back could alias what is read next): a few memory
-    // latencies, not one per 32 columns as with the selecting warp alone.
+    // The row is read by the whole block, every read of a batch before its stores (the masked scores
+    // written back could alias what is read next): 8 columns a thread as one 16-byte load (their
+    // candidate flags one 8-byte load) where the row is so aligned, kVecBatch of them at a time, so a
+    // decode's 4096-column row is one memory latency on 256 threads (four one-column batches took
+    // ~5.4k of a row's ~47k SM cycles, 2026-11-30 05:37); the rest of the row one column at a time.
+    const bool vec = ((uintptr_t)srow & 15) == 0 && (!crow || ((uintptr_t)crow & 7) == 0);
+    const int chunks = vec ? n >> 3 : 0;
+    constexpr int kVecBatch = 2;
+    for (int c0 = tid; c0 < chunks; c0 += kVecBatch * (int)blockDim.x) {
+        uint4 sv[kVecBatch];
+        uint2 cv[kVecBatch];
+#pragma unroll
+        for (int u = 0; u < kVecBatch; u++) {
+            const int c = c0 + u * (int)blockDim.x;
+            sv[u] = c < chunks ? *(const uint4 *)(srow + 8 * c) : make_uint4(0, 0, 0, 0);
+            cv[u] = c < chunks && crow ? *(const uint2 *)(crow + 8 * c) : make_uint2(~0u, ~0u);
+        }
+#pragma unroll
+        for (int u = 0; u < kVecBatch; u++) {
+            const int c = c0 + u * (int)blockDim.x;
+            if (c >= chunks)
+                break;
+            uint16_t h[8];
+            memcpy(h, &sv[u], sizeof h);
+            uint8_t keep[8];
+            memcpy(keep, &cv[u], sizeof keep);
+            topk::Key key[8];
+            bool any_masked = false;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                if (!keep[e]) {
+                    h[e] = 0xff80; // bf16 -inf
+                    any_masked = true;
+                }
+                key[e] = topk::key_of(as_d_bf16_to_f32(h[e]));
+            }
+            if (any_masked) {
+                uint4 back;
+                memcpy(&back, h, sizeof back);
+                *(uint4 *)(srow + 8 * c) = back;
+            }
+            uint4 k0, k1;
+            memcpy(&k0, key, sizeof k0);
+            memcpy(&k1, key + 4, sizeof k1);
+            *(uint4 *)(r.v + 8 * c) = k0; // r.v: 16-byte aligned, 32 bytes a chunk
+            *(uint4 *)(r.v + 8 * c + 4) = k1;
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                r.ix[8 * c + e] = (uint16_t)(8 * c + e);
+        }
+    }
     constexpr int kLoadBatch = 4;
-    for (int i0 = tid; i0 < n; i0 += kLoadBatch * (int)blockDim.x) {
+    for (int i0 = 8 * chunks + tid; i0 < n; i0 += kLoadBatch * (int)blockDim.x) {
         float x[kLoadBatch];
         bool masked[kLoadBatch];
 #pragma unroll
@@ -740,12 +804,12 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
     const topk::Prof pf = topk::prof_begin(r, stats);
     topk::block_torch_topk(r, nb, kb, warp_range, pf);
     topk::prof_flush(pf, stats);
-    uint16_t *kept = r.pa; // the set's flags, indexed by block
     topk::block_emit_set(r, nb, kb, [](int, int) {});
+    const uint32_t *kept = topk::set_bits(r); // the set's bits, indexed by block
     uint8_t *mrow = mask + (int64_t)t * mask_ld;
     for (int p = threadIdx.x; p < width; p += blockDim.x) {
         const int b = p / bs;
-        mrow[p] = kept[b] && bmax[b] != -INFINITY;
+        mrow[p] = ((kept[b >> 5] >> (b & 31)) & 1u) && bmax[b] != -INFINITY;
     }
 }
 

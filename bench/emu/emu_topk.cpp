@@ -75,7 +75,8 @@ static void check_rows(int n, int k, Dist d, int rows)
 
 // The indexer's selection: prefill rows (visibility (t + 1) / ratio) or one decode row, with and
 // without a candidate mask, against the host path's code (mask, then as_index_topk).
-static void check_index(int s, int width, int k, int ratio, bool prefill, bool masked, int offset)
+// fine: the candidate flags change within 8-column chunks (the vector load's), not only between them
+static void check_index(int s, int width, int k, int ratio, bool prefill, bool masked, int offset, bool fine = false)
 {
     std::vector<uint16_t> score((size_t)s * width);
     std::vector<uint8_t> cand((size_t)s * width);
@@ -86,7 +87,7 @@ static void check_index(int s, int width, int k, int ratio, bool prefill, bool m
         for (int p = 0; p < width; p++) {
             const float x = p >= clens[t] ? -INFINITY : as_bf16(urnd_f32(0.1f)); // scores of a few binades
             score[(size_t)t * width + p] = as_bf16_bits(x);
-            cand[(size_t)t * width + p] = (uint8_t)((p / 8 + t) % 3 != 0);
+            cand[(size_t)t * width + p] = (uint8_t)(((fine ? p * 5 : p / 8) + t) % 3 != 0);
             ref[(size_t)t * width + p] = masked && !cand[(size_t)t * width + p] ? -INFINITY : x;
         }
     }
@@ -169,6 +170,13 @@ int main()
     check_index(40, 20, 16, 2, true, true, 40);
     check_index(13, 13, 4, 1, true, true, 8);
     check_index(300, 150, 64, 2, true, false, 128);
+    // 16-byte-aligned rows through the 8-column loads (widths a multiple of 8), with tails, unaligned rows
+    check_index(1, 4096, 512, 1, false, true, 128, true);
+    check_index(1, 4095, 512, 1, false, true, 128, true);
+    check_index(1, 2049, 512, 2, false, false, 128);
+    check_index(1, 13, 4, 1, false, true, 8, true);
+    check_index(24, 64, 16, 1, true, true, 64, true);
+    check_index(17, 72, 9, 2, true, true, 72, true);
     // the candidate blocks: the real geometry (kb >= blocks: all kept), narrowing ones, ties among maxima
     check_cand(1, 4096, 1, false, 8, 2048, false);
     check_cand(1, 100, 1, false, 8, 4, true);
