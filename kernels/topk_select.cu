@@ -652,10 +652,19 @@ __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, int
 // p + offset when p < compress_lens[t] (prefill (t + 1) / ratio, decode the width), else -1; written
 // to sel (row stride ldsel) and, when given, sel2 (the shared selection). width / k come from width_d
 // / k_d when given (the decode graph's step parameters), else by value.
+// AsTopkLaunch's idx outputs (null idx: none)
+struct TopkIdxOut {
+    int32_t *idx;
+    int len, nrows;
+    const int32_t *nrows_d;
+    int *bad;
+    unsigned long long *valid;
+};
+
 __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const int32_t *width_d, int k,
                                   const int32_t *k_d, int ratio, int prefill, const uint8_t *cand, int64_t cand_ld,
                                   int offset, int32_t *sel, int64_t ldsel, int32_t *sel2, int warp_range,
-                                  unsigned long long *stats)
+                                  unsigned long long *stats, TopkIdxOut io)
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
@@ -753,12 +762,29 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
     const int clen = prefill ? (t + 1) / ratio : width;
     int32_t *o1 = sel + (int64_t)t * ldsel;
     int32_t *o2 = sel2 ? sel2 + (int64_t)t * ldsel : nullptr;
+    const int nrows = io.nrows_d ? *io.nrows_d : io.nrows;
+    unsigned long long mine = 0; // idx entries >= 0 (build_idx_decode's count)
     topk::block_emit_set(r, n, k, [&](int j, int p) {
         const int32_t val = p < clen ? p + offset : -1;
         o1[j] = val;
         if (o2)
             o2[j] = val;
+        if (io.idx) {
+            int32_t v = val;
+            if (v >= nrows) {
+                atomicOr(io.bad, 1);
+                v = -1;
+            }
+            mine += v >= 0;
+            io.idx[j] = v;
+        }
     });
+    if (io.idx) {
+        for (int j = k + tid; j < io.len; j += blockDim.x)
+            io.idx[j] = -1;
+        if (io.valid && mine)
+            atomicAdd(io.valid, mine);
+    }
     if (pf.c) {
         pf.add(AS_TOPK_CYC_EMIT, topk::now() - t0);
         topk::prof_flush(pf, stats);
@@ -888,8 +914,10 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
     const int wmax = a->width_d ? a->max_width : a->width;
     const int kmax = a->k_d ? a->max_k : a->k;
     if (a->s < 0 || wmax < 1 || wmax > AS_TOPK_MAX_WIDTH || kmax < 0 || a->ratio < 1 || !a->score || !a->sel ||
-        a->ld < wmax || a->ldsel < kmax || (a->cand && a->cand_ld < wmax) || a->offset < 0)
+        a->ld < wmax || a->ldsel < kmax || (a->cand && a->cand_ld < wmax) || a->offset < 0 ||
+        (a->idx && (a->s != 1 || a->idx_len < kmax || !a->bad || (!a->nrows_d && a->nrows < 0))))
         return (int)cudaErrorInvalidValue;
+    const TopkIdxOut io = {a->idx, a->idx_len, a->nrows, a->nrows_d, a->bad, a->valid};
     if (a->s == 0)
         return 0;
     const size_t smem = topk_smem(wmax);
@@ -898,7 +926,7 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
         return rc;
     as_launch(index_topk_kernel, a->s, topk_threads(a->s), smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
               a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2, topk_warp_range(),
-              a->stats);
+              a->stats, io);
     return AS_LAUNCH_RESULT();
 }
 
