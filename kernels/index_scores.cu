@@ -55,6 +55,53 @@ template <int IHD> struct ScoreSmem {
     static constexpr int kBytes = kKeyBytes + kTBytes;
 };
 
+// One n8 tile's per-head terms v = bf16(relu(bf16(dot)) * w[h]) into a warp's transposition rows t0
+// (position 2 c4 + j at t0 + (2 c4 + j) * kTRow): acc0 / acc1 are m-tile 0 / 1's accumulators, so this
+// thread's heads are q * 8 + g, q = 0..3 (q 0: m-tile 0 row g, 1: m-tile 0 row g+8, 2: m-tile 1 row g,
+// 3: m-tile 1 row g+8), head h = q * 8 + g in slot g * 4 + q of a position's row.
+// relu as fmaxf(d, 0): NaN -> 0 as the reference's (d > 0 ? d : 0); -0 may stay -0, which leaves the
+// +0-started sum unchanged (x + -0 == x), so the result is the same.
+__device__ __forceinline__ void store_head_terms(uint16_t *t0, const float (&acc0)[4], const float (&acc1)[4],
+                                                 const float (&wq)[4], int g, int c4)
+{
+    float v[2][4]; // [position 2c4 + j][q]
+    const float *acc[2] = {acc0, acc1};
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+        const uint32_t d01 = pack_bf16x2(acc[mt][0], acc[mt][1]); // row g, positions j = 0, 1
+        const uint32_t d23 = pack_bf16x2(acc[mt][2], acc[mt][3]); // row g + 8
+        v[0][2 * mt] = __fmul_rn(fmaxf(bf16lo(d01), 0.0f), wq[2 * mt]);
+        v[1][2 * mt] = __fmul_rn(fmaxf(bf16hi(d01), 0.0f), wq[2 * mt]);
+        v[0][2 * mt + 1] = __fmul_rn(fmaxf(bf16lo(d23), 0.0f), wq[2 * mt + 1]);
+        v[1][2 * mt + 1] = __fmul_rn(fmaxf(bf16hi(d23), 0.0f), wq[2 * mt + 1]);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        uint2 pk;
+        pk.x = pack_bf16x2(v[j][0], v[j][1]);
+        pk.y = pack_bf16x2(v[j][2], v[j][3]);
+        *(uint2 *)(t0 + (2 * c4 + j) * kTRow + g * 4) = pk;
+    }
+}
+
+// A position's score before its bf16 rounding: its transposition row's terms summed over the heads in
+// order, from +0.
+__device__ __forceinline__ float sum_head_terms(const uint16_t *trow)
+{
+    const uint4 *row = (const uint4 *)trow;
+    uint4 r4[4] = {row[0], row[1], row[2], row[3]};
+    const uint32_t u[16] = {r4[0].x, r4[0].y, r4[0].z, r4[0].w, r4[1].x, r4[1].y, r4[1].z, r4[1].w,
+                            r4[2].x, r4[2].y, r4[2].z, r4[2].w, r4[3].x, r4[3].y, r4[3].z, r4[3].w};
+    float sum = 0.0f;
+#pragma unroll
+    for (int h = 0; h < kHeads; h++) {
+        const int slot = (h & 7) * 4 + (h >> 3);
+        const uint32_t word = u[slot >> 1];
+        sum = __fadd_rn(sum, (slot & 1) ? bf16hi(word) : bf16lo(word));
+    }
+    return sum;
+}
+
 template <int IHD>
 __global__ void __launch_bounds__(kThreads, 1)
     index_scores_mma_kernel(const uint16_t *__restrict__ iq, const uint16_t *__restrict__ keys,
@@ -175,47 +222,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
         }
 
-        // Per-head terms v = bf16(relu(bf16(dot)) * w[h]); heads of this thread: q * 8 + g, q = 0..3
-        // (q 0: m-tile 0 row g, 1: m-tile 0 row g+8, 2: m-tile 1 row g, 3: m-tile 1 row g+8).
-        // Slot of head h = q * 8 + g in a position's row: g * 4 + q.
-        // relu as fmaxf(d, 0): NaN -> 0 as the reference's (d > 0 ? d : 0); -0 may stay -0, which
-        // leaves the +0-started sum unchanged (x + -0 == x), so the result is the same.
+        // the per-head terms of each n-tile, then a lane's positions summed over the heads
         __syncwarp();
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            float v[2][4]; // [position 2c4 + j][q]
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                uint32_t d01 = pack_bf16x2(acc[mt][nt][0], acc[mt][nt][1]); // row g, positions j = 0, 1
-                uint32_t d23 = pack_bf16x2(acc[mt][nt][2], acc[mt][nt][3]); // row g + 8
-                v[0][2 * mt] = __fmul_rn(fmaxf(bf16lo(d01), 0.0f), wq[2 * mt]);
-                v[1][2 * mt] = __fmul_rn(fmaxf(bf16hi(d01), 0.0f), wq[2 * mt]);
-                v[0][2 * mt + 1] = __fmul_rn(fmaxf(bf16lo(d23), 0.0f), wq[2 * mt + 1]);
-                v[1][2 * mt + 1] = __fmul_rn(fmaxf(bf16hi(d23), 0.0f), wq[2 * mt + 1]);
-            }
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                uint2 pk;
-                pk.x = pack_bf16x2(v[j][0], v[j][1]);
-                pk.y = pack_bf16x2(v[j][2], v[j][3]);
-                *(uint2 *)(tw + (nt * 8 + 2 * c4 + j) * kTRow + g * 4) = pk;
-            }
-        }
+        for (int nt = 0; nt < 8; nt++)
+            store_head_terms(tw + nt * 8 * kTRow, acc[0][nt], acc[1][nt], wq, g, c4);
         __syncwarp();
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int pl = lane + 32 * half, p = p0 + pl;
-            const uint4 *row = (const uint4 *)(tw + pl * kTRow);
-            uint4 r4[4] = {row[0], row[1], row[2], row[3]};
-            const uint32_t u[16] = {r4[0].x, r4[0].y, r4[0].z, r4[0].w, r4[1].x, r4[1].y, r4[1].z, r4[1].w,
-                                    r4[2].x, r4[2].y, r4[2].z, r4[2].w, r4[3].x, r4[3].y, r4[3].z, r4[3].w};
-            float sum = 0.0f;
-#pragma unroll
-            for (int h = 0; h < kHeads; h++) {
-                const int slot = (h & 7) * 4 + (h >> 3);
-                const uint32_t word = u[slot >> 1];
-                sum = __fadd_rn(sum, (slot & 1) ? bf16hi(word) : bf16lo(word));
-            }
+            const float sum = sum_head_terms(tw + pl * kTRow);
             if (p < width)
                 score[(int64_t)t * width + p] = p < clen_t ? as_d_f32_to_bf16(sum) : kNegInf;
         }
@@ -283,38 +299,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
             mma_bf16(acc[mt], afr[mt][ks], bfr[ks][0], bfr[ks][1]);
-    // the mma kernel's epilogue for its n-tile: heads q * 8 + g in slots g * 4 + q, positions 2 c4 + j
-    float v[2][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++) {
-        const uint32_t d01 = pack_bf16x2(acc[mt][0], acc[mt][1]);
-        const uint32_t d23 = pack_bf16x2(acc[mt][2], acc[mt][3]);
-        v[0][2 * mt] = __fmul_rn(fmaxf(bf16lo(d01), 0.0f), wq[2 * mt]);
-        v[1][2 * mt] = __fmul_rn(fmaxf(bf16hi(d01), 0.0f), wq[2 * mt]);
-        v[0][2 * mt + 1] = __fmul_rn(fmaxf(bf16lo(d23), 0.0f), wq[2 * mt + 1]);
-        v[1][2 * mt + 1] = __fmul_rn(fmaxf(bf16hi(d23), 0.0f), wq[2 * mt + 1]);
-    }
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-        uint2 pkd;
-        pkd.x = pack_bf16x2(v[j][0], v[j][1]);
-        pkd.y = pack_bf16x2(v[j][2], v[j][3]);
-        *(uint2 *)&tt[warp][2 * c4 + j][g * 4] = pkd;
-    }
+    // the mma kernel's epilogue for its one n-tile
+    store_head_terms(&tt[warp][0][0], acc[0], acc[1], wq, g, c4);
     __syncwarp();
     if (lane < 8) {
         const int p = p0 + lane;
-        const uint4 *row = (const uint4 *)&tt[warp][lane][0];
-        uint4 r4[4] = {row[0], row[1], row[2], row[3]};
-        const uint32_t u[16] = {r4[0].x, r4[0].y, r4[0].z, r4[0].w, r4[1].x, r4[1].y, r4[1].z, r4[1].w,
-                                r4[2].x, r4[2].y, r4[2].z, r4[2].w, r4[3].x, r4[3].y, r4[3].z, r4[3].w};
-        float sum = 0.0f;
-#pragma unroll
-        for (int h = 0; h < kHeads; h++) {
-            const int slot = (h & 7) * 4 + (h >> 3);
-            const uint32_t word = u[slot >> 1];
-            sum = __fadd_rn(sum, (slot & 1) ? bf16hi(word) : bf16lo(word));
-        }
+        const float sum = sum_head_terms(&tt[warp][lane][0]);
         if (p < width)
             score[p] = p < clen ? as_d_f32_to_bf16(sum) : kNegInf;
     }
