@@ -40,6 +40,9 @@ typedef struct {
      * latents' cache rows and the indexer's head weights, which read x only, ran on the kv branch beside
      * wq_a (compressed_pre), and the indexer's queries were projected before wq_b */
     bool early_sel;
+    /* with the room in a decode graph whose top-k runs on the device: the top-k writes idx's compressed
+     * part and the window's part goes beside wq_a, so no build_idx follows the top-k on the chain */
+    bool idx_fused;
 } Fwd;
 
 static int indexer_queries(Fwd *f, AsError *err);
@@ -150,6 +153,7 @@ static int project_q_kv(Fwd *f, AsError *err)
      * wq_b, and wq_b leaves room for the rest */
     const int room = late_sel && e->sel_room > 0 && f->end / f->role->ratio > 0 ? e->sel_room : 0;
     f->early_sel = room > 0; /* late_sel: fork, so compressed_pre runs on the branch below */
+    f->idx_fused = f->early_sel && f->cap && s == 1 && as_dev_select_on_device(e, e->sh.index_k_cap);
     if (fork)
         TRY(on_kv_branch(f, e->ev_x, true, f->early_sel, f->idx_on_kv_branch && !late_sel, !late_sel,
                          "fork the kv branch", err));
@@ -334,9 +338,9 @@ static int indexer(Fwd *f, int width, AsError *err)
            "layer %d: index scores %dx%d (%d heads x %d)", f->l, s, width, nhi, ihd);
     as_prof_end(e, slot);
     if (f->cap)
-        return as_dev_select_graph(e, f->l, width, e->sh.index_k_cap, f->m, err);
+        return as_dev_select_graph(e, f->l, width, e->sh.index_k_cap, f->idx_fused, f->m, err);
     slot = as_prof_begin(e, AS_OP_SELECT, f->l, 0, 2.0 * s * width);
-    int rc = as_dev_select_on_device(e, width) ? as_dev_select_device(e, f->l, s, width, f->sp, f->m, err)
+    int rc = as_dev_select_on_device(e, width) ? as_dev_select_device(e, f->l, s, width, f->sp, false, f->m, err)
                                                : as_dev_select_host(e, f->l, s, width, f->sp, f->m, err);
     as_prof_end(e, slot);
     return rc;
@@ -380,6 +384,12 @@ static int compressed_pre(Fwd *f, AsError *err)
         TRY(store_latents(f, err));
     if (f->role->index_source && f->end / f->role->ratio > 0) /* (always, with room: the indexer runs) */
         TRY(index_weights(f, err));
+    if (f->idx_fused) { /* idx's window part (kmax 0); the top-k writes the rest */
+        AsEngine *e = f->e;
+        KL(err, as_k_build_idx_decode(e->wk.widx, e->cfg.window, f->sp, f->sp_d, e->wk.csel, 0, NULL, 0, 0,
+                                      &f->dL->nrows, e->wk.idx, e->wk.bad + f->l, e->wk.valid + f->l, e->st),
+           "layer %d: window select + idx's window part %d (pos %d)", f->l, e->cfg.window, f->sp);
+    }
     return 0;
 }
 
@@ -439,6 +449,10 @@ static int build_idx(Fwd *f, AsError *err)
         /* the window selection with idx; a graph launches for the widest selection */
         bool g = f->cap != NULL;
         int kmax = g ? (f->role->ratio > 0 ? e->cfg.index_topk : 0) : k;
+        if (f->idx_fused) { /* written by compressed_pre (the window) and the top-k (the rest) */
+            f->m->topk = cols + k;
+            return 0;
+        }
         KL(err, as_k_build_idx_decode(wk->widx, cols, f->sp, f->sp_d, wk->csel, k, g ? &f->dL->k : NULL, kmax, nrows,
                                       g ? &f->dL->nrows : NULL, wk->idx, wk->bad + f->l, wk->valid + f->l, e->st),
            "layer %d: window select + build idx %d+%d (pos %d)", f->l, cols, k, f->sp);

@@ -388,14 +388,16 @@ static void CUDART_CB select_node(void *arg)
     g->host_rc = rc;
 }
 
-int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, AsRun *meta, AsError *err)
+int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, bool fuse_idx, AsRun *meta, AsError *err)
 {
     const AsConfig *c = &e->cfg;
     AsDecodeGraph *g = e->cap->g;
     AsDevWork *wk = &e->wk;
     AsDevShared *sh = &e->sh;
     if (as_dev_select_on_device(e, max_width))
-        return as_dev_select_device(e, l, 1, width, e->start_pos, meta, err);
+        return as_dev_select_device(e, l, 1, width, e->start_pos, fuse_idx, meta, err);
+    if (fuse_idx)
+        return as_err(err, AS_ERUNTIME, "layer %d: idx fused into a top-k that runs on the host", l);
     TRY(as_dev_select_book(e, l, 1, width, meta, err));
     const int k = c->index_topk < width ? c->index_topk : width;
     if (max_width > wk->cap_w || (size_t)width > sh->cand_cap || c->index_topk > sh->sel_cap)

@@ -215,12 +215,15 @@ void as_dev_sel_published(AsEngine *e, int l, int s, int k, int width, bool on_d
  * wider than AS_TOPK_MAX_WIDTH or opt.host_select). Under a capture it launches for the widest row
  * (the keys' capacity) and reads the live width and k from the step parameters. */
 bool as_dev_select_on_device(const AsEngine *e, int max_width);
-int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err);
+/* fuse_idx (under a capture, s == 1): the top-k also writes idx's compressed part (wk.idx from the
+ * window's columns on, build_idx_decode's rule), so that the layer launches no build_idx after it */
+int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, bool fuse_idx, AsRun *meta,
+                         AsError *err);
 /* The device mask grown to mask_entries, the counters allocated (never under a capture). */
 int as_dev_select_reserve(AsEngine *e, size_t mask_entries, AsError *err);
 
 /* engine/graph.c: layer l's selection as nodes of the graph being captured (score row down, top-k in
  * a host node, the selection up), with as_dev_select_host's bookkeeping. */
-int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, AsRun *meta, AsError *err);
+int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, bool fuse_idx, AsRun *meta, AsError *err);
 
 #endif

@@ -34,7 +34,8 @@ int as_dev_select_reserve(AsEngine *e, size_t mask_entries, AsError *err)
     return 0;
 }
 
-int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err)
+int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, bool fuse_idx, AsRun *meta,
+                         AsError *err)
 {
     const AsConfig *c = &e->cfg;
     const AsLayerRole *role = &c->role[l];
@@ -73,8 +74,19 @@ int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, As
                       .width_d = dL ? &dL->width : NULL, .k_d = dL ? &dL->k : NULL,
                       .cand = masked ? sh->cand_d : NULL, .cand_ld = ld, .sel = wk->csel, .sel2 = sh->sel_d,
                       .ldsel = graph ? max_k : k, .stats = e->prof ? sh->sel_stats : NULL};
+    if (fuse_idx) {
+        if (!graph || s != 1 || k < 1)
+            return as_err(err, AS_ERUNTIME, "layer %d: idx fused into the top-k outside a decode graph's row (s %d, k %d)",
+                          l, s, k);
+        a.idx = wk->idx + c->window; /* after the window's columns (a decode's cols) */
+        a.idx_len = max_k;
+        a.nrows_d = &dL->nrows;
+        a.bad = wk->bad + l;
+        a.valid = wk->valid + l;
+    }
     if (k > 0)
-        KL(err, as_k_index_topk(&a, e->st), "layer %d: top-%d of %dx%d index scores", l, k, s, width);
+        KL(err, as_k_index_topk(&a, e->st), "layer %d: top-%d of %dx%d index scores%s", l, k, s, width,
+           fuse_idx ? " + idx" : "");
     as_dev_sel_published(e, l, s, k, width, true, meta);
     return 0;
 }

@@ -40,6 +40,7 @@ constexpr int kHeads = 32;   // fast path: nh == 32
 constexpr int kTileP = 64;   // positions per key tile
 constexpr int kTRow = 40;    // bf16 per row of the per-warp transposition tile (32 heads + 8 pad)
 constexpr uint16_t kNegInf = 0xff80;
+constexpr int kRowSmem = kWarps * 8 * kTRow * 2; // index_scores_row_kernel's shared memory
 
 __device__ __forceinline__ int clen_of(int t, int start_pos, int ratio, int width)
 {
@@ -53,6 +54,53 @@ template <int IHD> struct ScoreSmem {
     static constexpr int kTBytes = kWarps * kTileP * kTRow * 2;     // transposition tiles
     static constexpr int kBytes = kKeyBytes + kTBytes;
 };
+
+// One n8 tile's per-head terms v = bf16(relu(bf16(dot)) * w[h]) into a warp's transposition rows t0
+// (position 2 c4 + j at t0 + (2 c4 + j) * kTRow): acc0 / acc1 are m-tile 0 / 1's accumulators, so this
+// thread's heads are q * 8 + g, q = 0..3 (q 0: m-tile 0 row g, 1: m-tile 0 row g+8, 2: m-tile 1 row g,
+// 3: m-tile 1 row g+8), head h = q * 8 + g in slot g * 4 + q of a position's row.
+// relu as fmaxf(d, 0): NaN -> 0 as the reference's (d > 0 ? d : 0); -0 may stay -0, which leaves the
+// +0-started sum unchanged (x + -0 == x), so the result is the same.
+__device__ __forceinline__ void store_head_terms(uint16_t *t0, const float (&acc0)[4], const float (&acc1)[4],
+                                                 const float (&wq)[4], int g, int c4)
+{
+    float v[2][4]; // [position 2c4 + j][q]
+    const float *acc[2] = {acc0, acc1};
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+        const uint32_t d01 = pack_bf16x2(acc[mt][0], acc[mt][1]); // row g, positions j = 0, 1
+        const uint32_t d23 = pack_bf16x2(acc[mt][2], acc[mt][3]); // row g + 8
+        v[0][2 * mt] = __fmul_rn(fmaxf(bf16lo(d01), 0.0f), wq[2 * mt]);
+        v[1][2 * mt] = __fmul_rn(fmaxf(bf16hi(d01), 0.0f), wq[2 * mt]);
+        v[0][2 * mt + 1] = __fmul_rn(fmaxf(bf16lo(d23), 0.0f), wq[2 * mt + 1]);
+        v[1][2 * mt + 1] = __fmul_rn(fmaxf(bf16hi(d23), 0.0f), wq[2 * mt + 1]);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        uint2 pk;
+        pk.x = pack_bf16x2(v[j][0], v[j][1]);
+        pk.y = pack_bf16x2(v[j][2], v[j][3]);
+        *(uint2 *)(t0 + (2 * c4 + j) * kTRow + g * 4) = pk;
+    }
+}
+
+// A position's score before its bf16 rounding: its transposition row's terms summed over the heads in
+// order, from +0.
+__device__ __forceinline__ float sum_head_terms(const uint16_t *trow)
+{
+    const uint4 *row = (const uint4 *)trow;
+    uint4 r4[4] = {row[0], row[1], row[2], row[3]};
+    const uint32_t u[16] = {r4[0].x, r4[0].y, r4[0].z, r4[0].w, r4[1].x, r4[1].y, r4[1].z, r4[1].w,
+                            r4[2].x, r4[2].y, r4[2].z, r4[2].w, r4[3].x, r4[3].y, r4[3].z, r4[3].w};
+    float sum = 0.0f;
+#pragma unroll
+    for (int h = 0; h < kHeads; h++) {
+        const int slot = (h & 7) * 4 + (h >> 3);
+        const uint32_t word = u[slot >> 1];
+        sum = __fadd_rn(sum, (slot & 1) ? bf16hi(word) : bf16lo(word));
+    }
+    return sum;
+}
 
 template <int IHD>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -174,52 +222,92 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
         }
 
-        // Per-head terms v = bf16(relu(bf16(dot)) * w[h]); heads of this thread: q * 8 + g, q = 0..3
-        // (q 0: m-tile 0 row g, 1: m-tile 0 row g+8, 2: m-tile 1 row g, 3: m-tile 1 row g+8).
-        // Slot of head h = q * 8 + g in a position's row: g * 4 + q.
-        // relu as fmaxf(d, 0): NaN -> 0 as the reference's (d > 0 ? d : 0); -0 may stay -0, which
-        // leaves the +0-started sum unchanged (x + -0 == x), so the result is the same.
+        // the per-head terms of each n-tile, then a lane's positions summed over the heads
         __syncwarp();
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            float v[2][4]; // [position 2c4 + j][q]
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                uint32_t d01 = pack_bf16x2(acc[mt][nt][0], acc[mt][nt][1]); // row g, positions j = 0, 1
-                uint32_t d23 = pack_bf16x2(acc[mt][nt][2], acc[mt][nt][3]); // row g + 8
-                v[0][2 * mt] = __fmul_rn(fmaxf(bf16lo(d01), 0.0f), wq[2 * mt]);
-                v[1][2 * mt] = __fmul_rn(fmaxf(bf16hi(d01), 0.0f), wq[2 * mt]);
-                v[0][2 * mt + 1] = __fmul_rn(fmaxf(bf16lo(d23), 0.0f), wq[2 * mt + 1]);
-                v[1][2 * mt + 1] = __fmul_rn(fmaxf(bf16hi(d23), 0.0f), wq[2 * mt + 1]);
-            }
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                uint2 pk;
-                pk.x = pack_bf16x2(v[j][0], v[j][1]);
-                pk.y = pack_bf16x2(v[j][2], v[j][3]);
-                *(uint2 *)(tw + (nt * 8 + 2 * c4 + j) * kTRow + g * 4) = pk;
-            }
-        }
+        for (int nt = 0; nt < 8; nt++)
+            store_head_terms(tw + nt * 8 * kTRow, acc[0][nt], acc[1][nt], wq, g, c4);
         __syncwarp();
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int pl = lane + 32 * half, p = p0 + pl;
-            const uint4 *row = (const uint4 *)(tw + pl * kTRow);
-            uint4 r4[4] = {row[0], row[1], row[2], row[3]};
-            const uint32_t u[16] = {r4[0].x, r4[0].y, r4[0].z, r4[0].w, r4[1].x, r4[1].y, r4[1].z, r4[1].w,
-                                    r4[2].x, r4[2].y, r4[2].z, r4[2].w, r4[3].x, r4[3].y, r4[3].z, r4[3].w};
-            float sum = 0.0f;
-#pragma unroll
-            for (int h = 0; h < kHeads; h++) {
-                const int slot = (h & 7) * 4 + (h >> 3);
-                const uint32_t word = u[slot >> 1];
-                sum = __fadd_rn(sum, (slot & 1) ? bf16hi(word) : bf16lo(word));
-            }
+            const float sum = sum_head_terms(tw + pl * kTRow);
             if (p < width)
                 score[(int64_t)t * width + p] = p < clen_t ? as_d_f32_to_bf16(sum) : kNegInf;
         }
     }
     cp_async_wait<0>();
+}
+
+// One query (s == 1: a decode's row), the fast path's geometry: a block per tile of 64 positions, warp
+// w the positions p0 + 8w .. + 7 as one n8 tile (the mma kernel gives a block's whole tile to the
+// query's one warp, 128 MMAs and the epilogue in series while seven warps wait). The fragments are the
+// mma kernel's (A: iq's 32 heads, B: a key row a lane group, read straight from global, no tile in
+// shared memory), the MMAs the same in the same k order, the epilogue the same terms summed over the
+// heads in order: the same bits.
+template <int IHD>
+__global__ void __launch_bounds__(kThreads, 1)
+    index_scores_row_kernel(const uint16_t *__restrict__ iq, const uint16_t *__restrict__ keys,
+                            const uint16_t *__restrict__ w, int width, int start_pos, int ratio,
+                            uint16_t *__restrict__ score, const int32_t *width_d = nullptr)
+{
+    as_d_pdl_wait();
+    if (width_d)
+        width = min(width, max(0, *width_d));
+    constexpr int KS = IHD / 16;
+    extern __shared__ __align__(16) uint8_t smem[]; // kRowSmem: a warp's [position][head slot] terms
+    uint16_t(*tt)[8][kTRow] = (uint16_t(*)[8][kTRow])smem;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, c4 = lane & 3;
+    const int p0 = blockIdx.x * kTileP + warp * 8;
+    if (p0 >= width)
+        return; // no barrier follows
+    const int clen = clen_of(0, start_pos, ratio, width);
+    if (p0 >= clen) {
+        if (lane < 8 && p0 + lane < width)
+            score[p0 + lane] = kNegInf;
+        return;
+    }
+    // B: lane (g, c4) holds key p0 + g's channels ks * 16 + 2 c4 (+1) and + 8 (+9); past the width, 0
+    const int pk = p0 + g < width ? p0 + g : 0;
+    uint32_t bfr[KS][2];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        const uint16_t *kp = keys + (int64_t)pk * IHD + ks * 16 + 2 * c4;
+        bfr[ks][0] = p0 + g < width ? *(const uint32_t *)kp : 0u;
+        bfr[ks][1] = p0 + g < width ? *(const uint32_t *)(kp + 8) : 0u;
+    }
+    uint32_t afr[2][KS][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            const uint16_t *r0 = iq + (mt * 16 + g) * IHD + ks * 16 + 2 * c4;
+            const uint16_t *r8 = r0 + 8 * IHD;
+            afr[mt][ks][0] = *(const uint32_t *)r0;
+            afr[mt][ks][1] = *(const uint32_t *)r8;
+            afr[mt][ks][2] = *(const uint32_t *)(r0 + 8);
+            afr[mt][ks][3] = *(const uint32_t *)(r8 + 8);
+        }
+    float wq[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        wq[q] = as_d_bf16_to_f32(w[q * 8 + g]);
+    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+            mma_bf16(acc[mt], afr[mt][ks], bfr[ks][0], bfr[ks][1]);
+    // the mma kernel's epilogue for its one n-tile
+    store_head_terms(&tt[warp][0][0], acc[0], acc[1], wq, g, c4);
+    __syncwarp();
+    if (lane < 8) {
+        const int p = p0 + lane;
+        const float sum = sum_head_terms(&tt[warp][lane][0]);
+        if (p < width)
+            score[p] = p < clen ? as_d_f32_to_bf16(sum) : kNegInf;
+    }
 }
 
 // Any geometry: one thread per (t, p); dots in f32 (fma, channel order), then the reference's steps.
@@ -254,6 +342,14 @@ __global__ void index_scores_scalar_kernel(const uint16_t *__restrict__ iq, cons
 }
 
 #ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
+// Whether a one-query launch takes index_scores_row_kernel (ATTNSCOPE_ISCORE_ROW=0: the mma kernel, an
+// A/B; read once).
+bool one_query_kernel()
+{
+    static const bool on = !as_env_is("ATTNSCOPE_ISCORE_ROW", "0");
+    return on;
+}
+
 template <int IHD> int set_smem_attr()
 {
     return as_allow_dynamic_smem<index_scores_mma_kernel<IHD>>(ScoreSmem<IHD>::kBytes);
@@ -263,6 +359,12 @@ template <int IHD>
 int launch_mma(const uint16_t *iq, const uint16_t *keys, const uint16_t *w, int s, int width, int start_pos, int ratio,
                uint16_t *score, const int32_t *width_d, cudaStream_t st)
 {
+    if (s == 1 && one_query_kernel()) {
+        const int64_t blocks = ((int64_t)width + kTileP - 1) / kTileP;
+        as_launch(index_scores_row_kernel<IHD>, (unsigned)blocks, kThreads, kRowSmem, st, iq, keys, w, width,
+                  start_pos, ratio, score, width_d);
+        return AS_LAUNCH_RESULT();
+    }
     const int smem = ScoreSmem<IHD>::kBytes;
     const int arc = set_smem_attr<IHD>();
     if (arc)

@@ -278,6 +278,16 @@ typedef struct {
     int32_t *sel, *sel2;
     int64_t ldsel;
     unsigned long long *stats;
+    /* Optional (s == 1, a decode's row): also the compressed part of the attention's idx, as
+     * as_k_build_idx_decode writes it, so that the decode needs no build_idx after its top-k: idx[j] =
+     * sel's entry j for j < k, -1 for k <= j < idx_len; an entry >= nrows (*nrows_d when given) becomes
+     * -1 and raises *bad; *valid counts the entries >= 0. as_k_build_idx_decode with kmax 0 writes the
+     * window part. */
+    int32_t *idx;
+    int idx_len, nrows;
+    const int32_t *nrows_d;
+    int *bad;
+    unsigned long long *valid;
 } AsTopkLaunch;
 int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st);
 

@@ -26,6 +26,7 @@
 // reference sorts it. Rows wider than AS_TOPK_MAX_WIDTH are refused by the launcher (the engine then
 // selects on the host).
 #include <climits>
+#include <string.h>
 #include <stdlib.h>
 
 #include "kernels/common.cuh"
@@ -555,30 +556,39 @@ __device__ void prof_flush(Prof pf, unsigned long long *stats)
             atomicAdd(stats + i, pf.c[i]);
 }
 
-// Flags the set (the first k indices, or all when k >= n) in r.pa and calls emit(j, p) for the j-th
-// member p in ascending order (each warp's run counted first, then emitted from its offset).
+// The set's bits after block_emit_set: column p is in it when bit p % 32 of word p / 32 is set. They
+// live in r.pb (free once the partitions are done; 8n bytes into the row, so 4-byte aligned, and its
+// 2n bytes plus the row's padding hold the ceil(n / 32) words for every n >= 1).
+__device__ __forceinline__ uint32_t *set_bits(const Row &r) { return (uint32_t *)r.pb; }
+
+// Marks the set (the first k indices, or all when k >= n) in set_bits and calls emit(j, p) for the j-th
+// member p in ascending order: a word of 32 columns a lane, each warp's words counted first, then each
+// lane emits its word's members from its offset (the prefix of the lanes' counts). A word a lane, not
+// a column: the flags' 16-bit array took a scan of n / 32 dependent rounds a warp to count and another
+// to emit (~5k SM cycles of a 4096-column row, 2026-11-30 05:37).
 template <class Emit>
 __device__ void block_emit_set(const Row &r, int n, int k, Emit emit)
 {
     int *cnt = r.scratch;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    uint16_t *flag = r.pa;
+    uint32_t *bits = set_bits(r);
+    const int words = (n + 31) >> 5;
     if (k < n) {
-        for (int i = tid; i < n; i += blockDim.x)
-            flag[i] = 0;
+        for (int i = tid; i < words; i += blockDim.x)
+            bits[i] = 0;
         __syncthreads();
         for (int j = tid; j < k; j += blockDim.x)
-            flag[r.ix[j]] = 1;
+            atomicOr(&bits[r.ix[j] >> 5], 1u << (r.ix[j] & 31));
     } else {
-        for (int i = tid; i < n; i += blockDim.x)
-            flag[i] = 1;
+        for (int i = tid; i < words; i += blockDim.x)
+            bits[i] = i < (n >> 5) ? kFull : (1u << (n & 31)) - 1u;
     }
     __syncthreads();
     int c0, c1;
-    warp_run(0, n, &c0, &c1);
+    warp_run(0, words, &c0, &c1);
     int mine = 0;
     for (int i = c0 + lane; i < c1; i += 32)
-        mine += flag[i] != 0;
+        mine += __popc(bits[i]);
     mine = warp_sum_int(mine);
     if (lane == 0)
         cnt[w] = mine;
@@ -588,11 +598,17 @@ __device__ void block_emit_set(const Row &r, int n, int k, Emit emit)
         j += cnt[v];
     for (int g = c0; g < c1; g += 32) {
         const int i = g + lane;
-        const bool f = i < c1 && flag[i];
-        const unsigned m = __ballot_sync(kFull, f);
-        if (f)
-            emit(j + __popc(m & lanes_below(lane)), i);
-        j += __popc(m);
+        uint32_t word = i < c1 ? bits[i] : 0u;
+        const int c = __popc(word);
+        int incl = c; // the lanes' counts, inclusive prefix
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(kFull, incl, o);
+            if (lane >= o)
+                incl += y;
+        }
+        for (int at = j + incl - c; word; word &= word - 1)
+            emit(at++, (i << 5) + __ffs((int)word) - 1);
+        j += __shfl_sync(kFull, incl, 31);
     }
     __syncthreads();
 }
@@ -636,10 +652,19 @@ __global__ void topk_rows_kernel(const float *v, int n, int k, int32_t *set, int
 // p + offset when p < compress_lens[t] (prefill (t + 1) / ratio, decode the width), else -1; written
 // to sel (row stride ldsel) and, when given, sel2 (the shared selection). width / k come from width_d
 // / k_d when given (the decode graph's step parameters), else by value.
+// AsTopkLaunch's idx outputs (null idx: none)
+struct TopkIdxOut {
+    int32_t *idx;
+    int len, nrows;
+    const int32_t *nrows_d;
+    int *bad;
+    unsigned long long *valid;
+};
+
 __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const int32_t *width_d, int k,
                                   const int32_t *k_d, int ratio, int prefill, const uint8_t *cand, int64_t cand_ld,
                                   int offset, int32_t *sel, int64_t ldsel, int32_t *sel2, int warp_range,
-                                  unsigned long long *stats)
+                                  unsigned long long *stats, TopkIdxOut io)
 {
     as_d_pdl_wait();
     extern __shared__ __align__(16) uint8_t smem[];
@@ -655,11 +680,59 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
     const topk::Prof pf = topk::prof_begin(r, stats);
     uint16_t *srow = score + (int64_t)t * ld;
     const uint8_t *crow = cand ? cand + (int64_t)t * cand_ld : nullptr;
-    // The row is read by the whole block, kLoadBatch columns a thread at a time, every read before
-    // the stores (the masked scores written back could alias what is read next): a few memory
-    // latencies, not one per 32 columns as with the selecting warp alone.
+    // The row is read by the whole block, every read of a batch before its stores (the masked scores
+    // written back could alias what is read next): 8 columns a thread as one 16-byte load (their
+    // candidate flags one 8-byte load) where the row is so aligned, kVecBatch of them at a time, so a
+    // decode's 4096-column row is one memory latency on 256 threads (four one-column batches took
+    // ~5.4k of a row's ~47k SM cycles, 2026-11-30 05:37); the rest of the row one column at a time.
+    const bool vec = ((uintptr_t)srow & 15) == 0 && (!crow || ((uintptr_t)crow & 7) == 0);
+    const int chunks = vec ? n >> 3 : 0;
+    constexpr int kVecBatch = 2;
+    for (int c0 = tid; c0 < chunks; c0 += kVecBatch * (int)blockDim.x) {
+        uint4 sv[kVecBatch];
+        uint2 cv[kVecBatch];
+#pragma unroll
+        for (int u = 0; u < kVecBatch; u++) {
+            const int c = c0 + u * (int)blockDim.x;
+            sv[u] = c < chunks ? *(const uint4 *)(srow + 8 * c) : make_uint4(0, 0, 0, 0);
+            cv[u] = c < chunks && crow ? *(const uint2 *)(crow + 8 * c) : make_uint2(~0u, ~0u);
+        }
+#pragma unroll
+        for (int u = 0; u < kVecBatch; u++) {
+            const int c = c0 + u * (int)blockDim.x;
+            if (c >= chunks)
+                break;
+            uint16_t h[8];
+            memcpy(h, &sv[u], sizeof h);
+            uint8_t keep[8];
+            memcpy(keep, &cv[u], sizeof keep);
+            topk::Key key[8];
+            bool any_masked = false;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                if (!keep[e]) {
+                    h[e] = 0xff80; // bf16 -inf
+                    any_masked = true;
+                }
+                key[e] = topk::key_of(as_d_bf16_to_f32(h[e]));
+            }
+            if (any_masked) {
+                uint4 back;
+                memcpy(&back, h, sizeof back);
+                *(uint4 *)(srow + 8 * c) = back;
+            }
+            uint4 k0, k1;
+            memcpy(&k0, key, sizeof k0);
+            memcpy(&k1, key + 4, sizeof k1);
+            *(uint4 *)(r.v + 8 * c) = k0; // r.v: 16-byte aligned, 32 bytes a chunk
+            *(uint4 *)(r.v + 8 * c + 4) = k1;
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                r.ix[8 * c + e] = (uint16_t)(8 * c + e);
+        }
+    }
     constexpr int kLoadBatch = 4;
-    for (int i0 = tid; i0 < n; i0 += kLoadBatch * (int)blockDim.x) {
+    for (int i0 = 8 * chunks + tid; i0 < n; i0 += kLoadBatch * (int)blockDim.x) {
         float x[kLoadBatch];
         bool masked[kLoadBatch];
 #pragma unroll
@@ -689,12 +762,29 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
     const int clen = prefill ? (t + 1) / ratio : width;
     int32_t *o1 = sel + (int64_t)t * ldsel;
     int32_t *o2 = sel2 ? sel2 + (int64_t)t * ldsel : nullptr;
+    const int nrows = io.nrows_d ? *io.nrows_d : io.nrows;
+    unsigned long long mine = 0; // idx entries >= 0 (build_idx_decode's count)
     topk::block_emit_set(r, n, k, [&](int j, int p) {
         const int32_t val = p < clen ? p + offset : -1;
         o1[j] = val;
         if (o2)
             o2[j] = val;
+        if (io.idx) {
+            int32_t v = val;
+            if (v >= nrows) {
+                atomicOr(io.bad, 1);
+                v = -1;
+            }
+            mine += v >= 0;
+            io.idx[j] = v;
+        }
     });
+    if (io.idx) {
+        for (int j = k + tid; j < io.len; j += blockDim.x)
+            io.idx[j] = -1;
+        if (io.valid && mine)
+            atomicAdd(io.valid, mine);
+    }
     if (pf.c) {
         pf.add(AS_TOPK_CYC_EMIT, topk::now() - t0);
         topk::prof_flush(pf, stats);
@@ -740,12 +830,12 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
     const topk::Prof pf = topk::prof_begin(r, stats);
     topk::block_torch_topk(r, nb, kb, warp_range, pf);
     topk::prof_flush(pf, stats);
-    uint16_t *kept = r.pa; // the set's flags, indexed by block
     topk::block_emit_set(r, nb, kb, [](int, int) {});
+    const uint32_t *kept = topk::set_bits(r); // the set's bits, indexed by block
     uint8_t *mrow = mask + (int64_t)t * mask_ld;
     for (int p = threadIdx.x; p < width; p += blockDim.x) {
         const int b = p / bs;
-        mrow[p] = kept[b] && bmax[b] != -INFINITY;
+        mrow[p] = ((kept[b >> 5] >> (b & 31)) & 1u) && bmax[b] != -INFINITY;
     }
 }
 
@@ -824,8 +914,10 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
     const int wmax = a->width_d ? a->max_width : a->width;
     const int kmax = a->k_d ? a->max_k : a->k;
     if (a->s < 0 || wmax < 1 || wmax > AS_TOPK_MAX_WIDTH || kmax < 0 || a->ratio < 1 || !a->score || !a->sel ||
-        a->ld < wmax || a->ldsel < kmax || (a->cand && a->cand_ld < wmax) || a->offset < 0)
+        a->ld < wmax || a->ldsel < kmax || (a->cand && a->cand_ld < wmax) || a->offset < 0 ||
+        (a->idx && (a->s != 1 || a->idx_len < kmax || !a->bad || (!a->nrows_d && a->nrows < 0))))
         return (int)cudaErrorInvalidValue;
+    const TopkIdxOut io = {a->idx, a->idx_len, a->nrows, a->nrows_d, a->bad, a->valid};
     if (a->s == 0)
         return 0;
     const size_t smem = topk_smem(wmax);
@@ -834,7 +926,7 @@ extern "C" int as_k_index_topk(const AsTopkLaunch *a, cudaStream_t st)
         return rc;
     as_launch(index_topk_kernel, a->s, topk_threads(a->s), smem, st, a->score, a->ld, a->width, a->width_d, a->k, a->k_d, a->ratio,
               a->prefill, a->cand, a->cand_ld, a->offset, a->sel, a->ldsel, a->sel2, topk_warp_range(),
-              a->stats);
+              a->stats, io);
     return AS_LAUNCH_RESULT();
 }
 

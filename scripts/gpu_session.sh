@@ -26,6 +26,9 @@
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
 #     selroom   the tiny engine / graph tests under ATTNSCOPE_SEL_ROOM=0, then the decode under the default, 0, 198, 330
 #     selroomflash  the flash engine and graph tests under selroom's fastest value (0 when selroom did not run)
+#     indexchain  next/index-chain's kernels (the top-k's load, emission and idx, the one-query index scores): their
+#               GPU tests, then the decode against ATTNSCOPE_ISCORE_ROW=0 and, with AS_BUNDLE_B (main's
+#               bundle), against main, alternated
 #     splitab   the decode with the one-query attention's split on tensor cores (the default, 8 heads a block), on CUDA cores, and
 #               on tensor cores with 4 heads a block
 #     splittests  the kernel and tiny graph tests under each of those two other split kernels
@@ -227,6 +230,16 @@ for p in "$@"; do
         # shellcheck disable=SC2086 # v: one assignment
         ATTNSCOPE_FLASH_MODEL=$FLASH phase selroom_flash 300 env $v "$B/attnscope_tests" 'gpu_engine_flash*' \
             'gpu_graph_flash*' ;;
+    indexchain)
+        # next/index-chain (prepared 2026-11-30, not GPU-run): the selection's kernels on the chain of an
+        # index layer; the tests first (the sets and scores against their CPU twins), then the A/B
+        phase indexchain_tests 300 "$B/attnscope_tests" 'gpu_topk*' 'gpu_index_scores*' 'gpu_decode_index_scores' \
+            'gpu_build_idx*' 'gpu_decode_build_idx' 'gpu_engine_tiny*' 'gpu_graph_tiny*'
+        ab_main=""
+        if [ -n "${AS_BUNDLE_B:-}" ]; then
+            unpack "$AS_BUNDLE_B" /tmp/as-b && ab_main=AS_BIN=/tmp/as-b/attnscope/attnscope
+        fi
+        envab indexchain "" ATTNSCOPE_ISCORE_ROW=0 ${ab_main:+"$ab_main"} ;;
     splitab) envab splitab "" ATTNSCOPE_ATTN_SPLIT=fma ATTNSCOPE_ATTN_MMA_HEADS=4 ;;
     splittests)
         # the one-query attention's other split kernels through the kernel and graph tests (the default

@@ -230,6 +230,71 @@ GPU_TEST(gpu_topk_index_selection)
     index_case(1, 5, 5, 1, false, false, 8, true);
 }
 
+/* A decode row whose top-k also writes the attention's idx (AsTopkLaunch.idx): entries against
+ * build_idx_decode's rule on the reference's selection (-1 past k up to idx_len, entries >= nrows -1
+ * and flagged, the count of entries >= 0 added to valid), the selection itself as index_case checks it. */
+static void index_idx_case(int width, int k, int ratio, bool masked, int offset, int idx_len, int nrows)
+{
+    uint16_t *score = malloc(sizeof(uint16_t) * (size_t)width);
+    uint8_t *cand = malloc((size_t)width);
+    float *ref = malloc(sizeof(float) * (size_t)width);
+    int32_t *want = malloc(sizeof(int32_t) * (size_t)k), *got = malloc(sizeof(int32_t) * (size_t)idx_len + 8);
+    for (int p = 0; p < width; p++) {
+        const float x = as_bf16(urnd(0.1f));
+        score[p] = as_bf16_bits(x);
+        cand[p] = (uint8_t)((p * 5) % 3 != 0);
+        ref[p] = masked && !cand[p] ? -INFINITY : x;
+    }
+    const int clen = width;
+    as_index_topk(ref, 1, width, k, &clen, offset, want);
+    uint16_t *dsc = as_gpu_bytes(score, sizeof(uint16_t) * (size_t)width);
+    uint8_t *dc = as_gpu_bytes(cand, (size_t)width);
+    int32_t *dsel = as_gpu_alloc(sizeof(int32_t) * (size_t)k), *didx = as_gpu_alloc(sizeof(int32_t) * (size_t)idx_len);
+    int32_t params[3] = {width, k, nrows};
+    int32_t *dp = as_gpu_bytes(params, sizeof params);
+    int zero = 0;
+    int *dbad = as_gpu_bytes(&zero, sizeof zero);
+    unsigned long long zv = 0, valid = 0;
+    unsigned long long *dvalid = as_gpu_bytes(&zv, sizeof zv);
+    AsTopkLaunch a = {.score = dsc, .ld = width, .s = 1, .width = -1, .max_width = width, .k = -1, .max_k = idx_len,
+                      .ratio = ratio, .offset = offset, .width_d = dp, .k_d = dp + 1, .cand = masked ? dc : NULL,
+                      .cand_ld = width, .sel = dsel, .ldsel = idx_len, .idx = didx, .idx_len = idx_len, .nrows = -1,
+                      .nrows_d = dp + 2, .bad = dbad, .valid = dvalid};
+    as_gpu_check_launch(as_k_index_topk(&a, 0), "index topk + idx");
+    as_gpu_get_bytes(got, didx, sizeof(int32_t) * (size_t)idx_len);
+    int flag = 0;
+    as_gpu_get_bytes(&flag, dbad, sizeof flag);
+    as_gpu_get_bytes(&valid, dvalid, sizeof valid);
+    int want_flag = 0;
+    unsigned long long want_valid = 0;
+    int64_t wrong = 0;
+    for (int j = 0; j < idx_len; j++) {
+        int32_t v = j < k ? want[j] : -1;
+        if (v >= nrows) {
+            want_flag = 1;
+            v = -1;
+        }
+        want_valid += v >= 0;
+        if (got[j] != v && wrong++ < 3)
+            as_test_note("idx width %d k %d nrows %d: [%d] = %d, want %d", width, k, nrows, j, got[j], v);
+    }
+    CHECK(wrong == 0 && flag == want_flag && valid == want_valid,
+          "index topk + idx width %d k %d of %d nrows %d%s: %ld entries differ, flag %d (want %d), valid %llu (want "
+          "%llu)", width, k, idx_len, nrows, masked ? " masked" : "", (long)wrong, flag, want_flag, valid, want_valid);
+    as_gpu_free(dsc), as_gpu_free(dc), as_gpu_free(dsel), as_gpu_free(didx), as_gpu_free(dp), as_gpu_free(dbad),
+        as_gpu_free(dvalid);
+    free(score), free(cand), free(ref), free(want), free(got);
+}
+
+GPU_TEST(gpu_topk_index_selection_writes_idx)
+{
+    g_rs = 45678;
+    index_idx_case(4096, 512, 1, true, 128, 512, 128 + 4096); /* flash ratio 1: every row attended */
+    index_idx_case(2048, 512, 2, false, 128, 512, 128 + 1500); /* rows past nrows: -1 and flagged */
+    index_idx_case(300, 300, 1, true, 128, 512, 128 + 300);    /* k short of the launch's most */
+    index_idx_case(5, 4, 1, false, 8, 16, 13);                  /* tiny */
+}
+
 static void cand_case(int s, int width, int ratio, bool prefill, int bs, int topk_blocks, bool ties, bool from_device)
 {
     const size_t n = (size_t)s * width;

@@ -75,7 +75,11 @@ static void check_rows(int n, int k, Dist d, int rows)
 
 // The indexer's selection: prefill rows (visibility (t + 1) / ratio) or one decode row, with and
 // without a candidate mask, against the host path's code (mask, then as_index_topk).
-static void check_index(int s, int width, int k, int ratio, bool prefill, bool masked, int offset)
+// fine: the candidate flags change within 8-column chunks (the vector load's), not only between them
+// idx_len > 0 (a decode row): the kernel also writes the attention's idx entries (build_idx_decode's
+// rule with nrows rows attended), checked against that rule applied to the reference's selection.
+static void check_index(int s, int width, int k, int ratio, bool prefill, bool masked, int offset, bool fine = false,
+                        int idx_len = 0, int nrows = 0)
 {
     std::vector<uint16_t> score((size_t)s * width);
     std::vector<uint8_t> cand((size_t)s * width);
@@ -86,17 +90,21 @@ static void check_index(int s, int width, int k, int ratio, bool prefill, bool m
         for (int p = 0; p < width; p++) {
             const float x = p >= clens[t] ? -INFINITY : as_bf16(urnd_f32(0.1f)); // scores of a few binades
             score[(size_t)t * width + p] = as_bf16_bits(x);
-            cand[(size_t)t * width + p] = (uint8_t)((p / 8 + t) % 3 != 0);
+            cand[(size_t)t * width + p] = (uint8_t)(((fine ? p * 5 : p / 8) + t) % 3 != 0);
             ref[(size_t)t * width + p] = masked && !cand[(size_t)t * width + p] ? -INFINITY : x;
         }
     }
     std::vector<int32_t> got((size_t)s * k, -9), got2((size_t)s * k, -9), want((size_t)s * k);
-    const int32_t width_d = width, k_d = k;
+    std::vector<int32_t> idx((size_t)idx_len + 8, -9);
+    int bad = 0;
+    unsigned long long valid = 0;
+    const int32_t width_d = width, k_d = k, nrows_d = nrows;
     const bool dev = !prefill; // a decode reads width and k from the step parameters
+    const TopkIdxOut io = {idx_len ? idx.data() : nullptr, idx_len, -7, &nrows_d, &bad, &valid};
     emu::launch(dim3((unsigned)s), dim3(kBlock), [&] {
         index_topk_kernel(score.data(), width, dev ? -7 : width, dev ? &width_d : nullptr, dev ? -7 : k,
                           dev ? &k_d : nullptr, ratio, prefill, masked ? cand.data() : nullptr, width, offset,
-                          got.data(), k, got2.data(), kWarpRange, g_stats);
+                          got.data(), k, got2.data(), kWarpRange, g_stats, io);
     });
     as_index_topk(ref.data(), s, width, k, clens.data(), offset, want.data());
     g_cases++;
@@ -108,6 +116,29 @@ static void check_index(int s, int width, int k, int ratio, bool prefill, bool m
                        got2[i], want[i]);
             break;
         }
+    if (idx_len) { // build_idx_decode's compressed part, from the reference's selection
+        int want_bad = 0;
+        unsigned long long want_valid = 0;
+        for (int j = 0; j < idx_len + 8; j++) {
+            int32_t v = j < k ? want[j] : j < idx_len ? -1 : -9;
+            if (j < idx_len && v >= nrows) {
+                want_bad = 1;
+                v = -1;
+            }
+            want_valid += j < idx_len && v >= 0;
+            if (idx[j] != v) {
+                if (g_fail++ < 10)
+                    printf("FAIL index topk idx (width %d k %d len %d nrows %d): [%d] got %d, want %d\n", width, k,
+                           idx_len, nrows, j, idx[j], v);
+                break;
+            }
+        }
+        if (bad != want_bad || valid != want_valid) {
+            if (g_fail++ < 10)
+                printf("FAIL index topk idx (width %d k %d nrows %d): bad %d valid %llu, want %d / %llu\n", width, k,
+                       nrows, bad, valid, want_bad, want_valid);
+        }
+    }
     for (size_t i = 0; i < score.size(); i++)
         if (as_bf16_to_f32(score[i]) != ref[i] && !(ref[i] != ref[i])) {
             if (g_fail++ < 10)
@@ -169,6 +200,18 @@ int main()
     check_index(40, 20, 16, 2, true, true, 40);
     check_index(13, 13, 4, 1, true, true, 8);
     check_index(300, 150, 64, 2, true, false, 128);
+    // 16-byte-aligned rows through the 8-column loads (widths a multiple of 8), with tails, unaligned rows
+    check_index(1, 4096, 512, 1, false, true, 128, true);
+    check_index(1, 4095, 512, 1, false, true, 128, true);
+    check_index(1, 2049, 512, 2, false, false, 128);
+    check_index(1, 13, 4, 1, false, true, 8, true);
+    check_index(24, 64, 16, 1, true, true, 64, true);
+    check_index(17, 72, 9, 2, true, true, 72, true);
+    // a decode row that also writes the attention's idx: every row attended, some not (bad), k short of
+    // the launch's most
+    check_index(1, 4096, 512, 1, false, true, 128, true, 512, 128 + 4096);
+    check_index(1, 2048, 512, 2, false, false, 128, false, 512, 128 + 1500);
+    check_index(1, 300, 300, 1, false, true, 128, true, 512, 128 + 300);
     // the candidate blocks: the real geometry (kb >= blocks: all kept), narrowing ones, ties among maxima
     check_cand(1, 4096, 1, false, 8, 2048, false);
     check_cand(1, 100, 1, false, 8, 4, true);
