@@ -14,7 +14,7 @@
 
 static int cmd_bench_engine(int argc, char **argv)
 {
-    const char *model = "flash", *json = NULL, *svg = NULL;
+    const char *model = "flash", *json = NULL, *svg = NULL, *trace = NULL;
     bool host_select = false, graph_layers = false;
     int context = 4096, steps = 20, prefill = 4096, max_seq = 0, device = 0;
     const char *pos[1];
@@ -27,6 +27,7 @@ static int cmd_bench_engine(int argc, char **argv)
         {"--device", NULL, AS_OPT_INT, &device, 0, 1023},
         {"--json", NULL, AS_OPT_STR, &json, 0, 0},
         {"--svg", NULL, AS_OPT_STR, &svg, 0, 0},
+        {"--trace", NULL, AS_OPT_STR, &trace, 0, 0},
         {"--host-select", NULL, AS_OPT_FLAG, &host_select, 0, 0},
         {"--graph-layers", NULL, AS_OPT_FLAG, &graph_layers, 0, 0},
         {NULL, NULL, 0, NULL, 0, 0},
@@ -36,12 +37,13 @@ static int cmd_bench_engine(int argc, char **argv)
         return rc == AS_ARGS_HELP ? 0 : rc;
     if (n_pos)
         model = pos[0];
-    const int decode_rows = context + steps + (steps + 2) * (graph_layers ? 2 : 1);
+    const int decode_rows = context + steps + (steps + 2) * (1 + graph_layers + (trace != NULL));
     if (!max_seq)
         max_seq = ((decode_rows > prefill ? decode_rows : prefill) + 64 + 1) / 2 * 2;
     AsError err = {0};
     /* the outputs are written after minutes of GPU work: a path that cannot be written is refused now */
-    if ((json && (rc = as_atomic_check(json, &err))) || (svg && (rc = as_atomic_check(svg, &err))))
+    if ((json && (rc = as_atomic_check(json, &err))) || (svg && (rc = as_atomic_check(svg, &err))) ||
+        (trace && (rc = as_atomic_check(trace, &err))))
         return as_cli_fail("bench-engine", &err);
     if (as_engine_device_count() == 0) {
         fprintf(stderr, "attnscope bench-engine: no CUDA device\n");
@@ -58,8 +60,8 @@ static int cmd_bench_engine(int argc, char **argv)
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     char sw[1024], args[160];
     const int n_sw = as_engine_switches_set(sw, sizeof sw);
-    snprintf(args, sizeof args, "--context %d --steps %d --prefill %d%s%s", context, steps, prefill,
-             host_select ? " --host-select" : "", graph_layers ? " --graph-layers" : "");
+    snprintf(args, sizeof args, "--context %d --steps %d --prefill %d%s%s%s", context, steps, prefill,
+             host_select ? " --host-select" : "", graph_layers ? " --graph-layers" : "", trace ? " --trace" : "");
     printf("## bench-engine, %s\n\n%sattnscope %s (%s), model %s\n\ncommand: attnscope bench-engine %s %s\n\n"
            "switches: %s\n\n",
            date, devs, as_version(), as_engine_build_info(), m.weights_name, model, args,
@@ -75,7 +77,7 @@ static int cmd_bench_engine(int argc, char **argv)
              m.weights_name, args, n_sw ? "; " : "", n_sw ? sw : "");
     AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
                               .json_path = json, .svg_path = svg, .title = title, .host_select = host_select,
-                              .graph_layers = graph_layers, .switches = sw};
+                              .graph_layers = graph_layers, .trace_path = trace, .switches = sw};
     rc = as_engine_bench(&m, &o, stdout, &err);
     as_model_free(&m);
     return rc ? as_cli_fail("bench-engine", &err) : 0;
@@ -84,10 +86,12 @@ static int cmd_bench_engine(int argc, char **argv)
 AS_COMMAND_NAMED(bench_engine, "bench-engine", cmd_bench_engine,
                  "benchmark the GPU engine (decode at a context, prefill) against the device's limits",
                  "bench-engine [MODEL] [--context N] [--steps N] [--prefill N] [--max-seq N] [--device N] [--json F]\n"
-                 "  [--svg F] [--host-select] [--graph-layers]\n"
+                 "  [--svg F] [--host-select] [--graph-layers] [--trace F]\n"
                  "  MODEL: a preset (default flash) or a model directory. Prints a Markdown report: decode per layer\n"
                  "  kind against the HBM floor (N profiled steps), the decode step as one CUDA graph (N + 2 steps: two\n"
                  "  captures, then replays), prefill per layer kind against cuBLAS and the tensor-core rate. --svg F: the\n"
                  "  per-layer chart (decode time against its floor, prefill time by stage). --host-select: the top-k\n"
                  "  on the host with the reference's code instead of the device kernels. --graph-layers: N + 2 more steps\n"
-                 "  through a graph with an event node around each layer: the graph's time per layer kind.")
+                 "  through a graph with an event node around each layer: the graph's time per layer kind. --trace F: N + 2\n"
+                 "  more graph steps recorded by CUPTI: the last one's kernels on the device's timeline, per layer kind and\n"
+                 "  kernel by kernel, written to F as a Chrome trace (Perfetto, chrome://tracing).")

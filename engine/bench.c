@@ -14,6 +14,7 @@
 
 #include "engine/bench_chart.h"
 #include "engine/bench_json.h"
+#include "engine/bench_trace.h"
 #include "engine/check.h"
 #include "engine/internal.h"
 #include "model/inputs.h"
@@ -308,7 +309,8 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     const AsConfig *c = &m->cfg;
     /* decode_steps profiled steps, then decode_steps + 2 through the graph (the first two capture), and as
      * many again through the graph with layer events (graph_layers) */
-    const int graph_steps = o->decode_steps + 2, all_graph_steps = graph_steps * (o->graph_layers ? 2 : 1);
+    const int graph_steps = o->decode_steps + 2,
+              all_graph_steps = graph_steps * (1 + o->graph_layers + (o->trace_path != NULL));
     if (o->context + o->decode_steps + all_graph_steps > c->max_seq || o->prefill > c->max_seq)
         return as_err(err, AS_EBADINPUT, "context %d + %d + %d steps (or prefill %d) beyond max_seq %d: pass --max-seq",
                       o->context, o->decode_steps, all_graph_steps, o->prefill, c->max_seq);
@@ -466,6 +468,12 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                                                 o->context + o->decode_steps + graph_steps, kinds, nk, lim.copy_gbs,
                                                 graph_ms, md, err)))
         goto out;
+    if (o->trace_path) {
+        const int pos0 = o->context + o->decode_steps + graph_steps * (1 + o->graph_layers);
+        if ((rc = as_bench_trace(e, h0 + (size_t)pos0 * c->dim, pos0, graph_steps, o->trace_path,
+                                 (const char(*)[48])kind_names, graph_ms, md, err)))
+            goto out;
+    }
 
     /* ---- prefill ---- */
     if (o->prefill > 0) {

@@ -7,11 +7,13 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
+#include "engine/trace.h"
 #include "model/errors.h"
 
 const char *as_cublas_status_name(cublasStatus_t s);
 
-/* CU(err, call, "what %d", args...): on failure sets err and returns AS_ERUNTIME. */
+/* CU(err, call, "what %d", args...): on failure sets err and returns AS_ERUNTIME. While a trace is
+ * open (engine/trace.h), the description also names the graph nodes the call captured. */
 #define CU(err, call, ...)                                                                          \
     do {                                                                                            \
         cudaError_t cu_rc_ = (call);                                                                \
@@ -21,6 +23,8 @@ const char *as_cublas_status_name(cublasStatus_t s);
             return as_err(err, AS_ERUNTIME, "%s: %s (%s:%d)", cu_what_, cudaGetErrorString(cu_rc_), \
                           __FILE__, __LINE__);                                                      \
         }                                                                                           \
+        if (as_trace_tagging)                                                                       \
+            as_trace_tag(__VA_ARGS__);                                                              \
     } while (0)
 
 /* A kernel launcher's return value (a cudaError_t as int). */

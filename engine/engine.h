@@ -119,6 +119,8 @@ typedef struct {
     bool host_select;       /* the selection on the host (the reference's code) instead of the device */
     bool graph_layers;      /* also decode_steps + 2 steps through a graph with event nodes between the layers:
                              * the graph's time per layer kind */
+    const char *trace_path; /* also decode_steps + 2 graph steps under CUPTI: the last one's timeline, written
+                             * there as a Chrome trace (engine/bench_trace.c); NULL: none */
     const char *switches;   /* the ATTNSCOPE_* switches set (engine/switches.h), for the JSON; NULL: none */
 } AsEngineBenchOptions;
 

@@ -506,7 +506,8 @@ static int attend_and_project(Fwd *f, AsError *err)
     if (!with_o_back)
         KL(err, as_k_o_back(wk->o, s, nh, hd, &ob, e->st), "layer %d: o copy + inverse rope %dx%dx%d", f->l, s, nh,
            hd);
-    TRY(as_dev_proj_grouped(e, wk->o_back, s, &f->W->wo_a, wk->og, err));
+    snprintf(what, sizeof what, "layer %d wo_a", f->l);
+    TRY(as_dev_proj_grouped(e, wk->o_back, s, &f->W->wo_a, wk->og, what, err));
     snprintf(what, sizeof what, "layer %d wo_b", f->l);
     if (f->l + 1 < c->n_layers && norm_fuses(f, &f->W->wo_b, true)) {
         /* the next layer's x = rmsnorm(h, its attn_norm), made by this GEMV's last block */

@@ -242,12 +242,12 @@ static int proj_f32(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const A
     return 0;
 }
 
-static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err);
+static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, const char *what, AsError *err);
 
-int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err)
+int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, const char *what, AsError *err)
 {
     int slot = prof_proj(e, s, w); /* out x in is the whole wo_a: the groups' total work */
-    int rc = proj_grouped(e, o, s, w, og, err);
+    int rc = proj_grouped(e, o, s, w, og, what, err);
     as_prof_end(e, slot);
     return rc;
 }
@@ -256,7 +256,7 @@ int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeigh
  * Up to 8 rows one f32 GEMV per group (o read in place); above, the o rows widened into the scratch
  * and one strided-batched SGEMM. */
 static int proj_grouped_f32(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
-                            AsError *err)
+                            const char *what, AsError *err)
 {
     const AsConfig *c = &e->cfg;
     const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
@@ -269,16 +269,16 @@ static int proj_grouped_f32(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
             KL(err,
                as_k_gemv_f32w((const float *)w->d + (size_t)g * olr * gw, gw, olr, gw, o + (size_t)g * gw, ldo, s,
                               yf + (size_t)g * olr, (int64_t)G * olr, e->st),
-               "wo_a: f32 gemv, group %d of %d, %dx%d, %d rows", g, G, olr, gw, s);
+               "%s: f32 gemv, group %d of %d, %dx%d, %d rows", what, g, G, olr, gw, s);
     } else {
-        KL(err, as_k_bf16_to_f32(o, xf, (int64_t)nx, e->st), "wo_a: widening %dx%d o rows", s, ldo);
+        KL(err, as_k_bf16_to_f32(o, xf, (int64_t)nx, e->st), "%s: widening %dx%d o rows", what, s, ldo);
         const float one = 1.0f, zero = 0.0f;
         CB(err,
            cublasSgemmStridedBatched(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, olr, s, gw, &one, w->d, gw,
                                      (long long)olr * gw, xf, ldo, gw, &zero, yf, G * olr, olr, G),
-           "wo_a: batched f32 GEMM %d groups m=%d n=%d k=%d", G, olr, s, gw);
+           "%s: batched f32 GEMM %d groups m=%d n=%d k=%d", what, G, olr, s, gw);
     }
-    KL(err, as_k_f32_to_bf16(yf, og, (int64_t)ny, e->st), "wo_a: rounding %dx%d outputs", s, G * olr);
+    KL(err, as_k_f32_to_bf16(yf, og, (int64_t)ny, e->st), "%s: rounding %dx%d outputs", what, s, G * olr);
     return 0;
 }
 
@@ -286,38 +286,38 @@ static int proj_grouped_f32(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
  * the same blocks as quantising each group's slice: gw is a multiple of 32), then one launch for all
  * groups (grid.y / grid.z = group). */
 static int proj_grouped_q2k(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
-                            AsError *err)
+                            const char *what, AsError *err)
 {
     const AsConfig *c = &e->cfg;
     const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
     if (ldo % AS_QK8_1 || gw % AS_QK_K || ldo != G * gw)
-        return as_err(err, AS_EBADINPUT, "wo_a: Q2_K groups of %d inputs (o rows of %d) are not whole blocks", gw,
+        return as_err(err, AS_EBADINPUT, "%s: Q2_K groups of %d inputs (o rows of %d) are not whole blocks", what, gw,
                       ldo);
     const int64_t nq = ldo / AS_QK8_1, ldw = gw / AS_QK_K, strideW = (int64_t)olr * ldw, strideX = gw / AS_QK8_1;
     void *xq;
     TRY(scratch_get(e, s, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, &xq, "wo_a", err));
-    KL(err, as_k_quantize_q8_1(o, ldo, s, ldo, xq, nq, e->st), "wo_a: q8_1 of the %dx%d o rows", s, ldo);
+    KL(err, as_k_quantize_q8_1(o, ldo, s, ldo, xq, nq, e->st), "%s: q8_1 of the %dx%d o rows", what, s, ldo);
     if (s <= GEMV_MAX_ROWS)
         KL(err, as_k_q2k_mmvq(w->d, ldw, strideW, olr, gw, xq, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G, e->st),
-           "wo_a: Q2_K mmvq, %d groups of %dx%d, %d rows", G, olr, gw, s);
+           "%s: Q2_K mmvq, %d groups of %dx%d, %d rows", what, G, olr, gw, s);
     else
         KL(err, as_k_q2k_mmq(w->d, ldw, strideW, olr, gw, xq, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G, e->st),
-           "wo_a: Q2_K mmq, %d groups of %dx%d, %d rows", G, olr, gw, s);
+           "%s: Q2_K mmq, %d groups of %dx%d, %d rows", what, G, olr, gw, s);
     return 0;
 }
 
-static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err)
+static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, const char *what, AsError *err)
 {
     const AsConfig *c = &e->cfg;
     int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
     if (w->type == AS_DW_Q2K)
-        return proj_grouped_q2k(e, o, s, w, og, err);
+        return proj_grouped_q2k(e, o, s, w, og, what, err);
     if (w->type == AS_DW_F32)
-        return proj_grouped_f32(e, o, s, w, og, err);
+        return proj_grouped_f32(e, o, s, w, og, what, err);
     if (s <= GEMV_MAX_ROWS) {
         KL(err,
            as_k_gemv_bf16(w->d, gw, (int64_t)olr * gw, olr, gw, o, ldo, gw, s, og, (int64_t)G * olr, olr, 0, G, e->st),
-           "wo_a: grouped gemv %d groups of %dx%d, %d rows", G, olr, gw, s);
+           "%s: grouped gemv %d groups of %dx%d, %d rows", what, G, olr, gw, s);
         return 0;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -325,6 +325,6 @@ static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeigh
        cublasGemmStridedBatchedEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, olr, s, gw, &one, w->d, CUDA_R_16BF, gw,
                                   (long long)olr * gw, o, CUDA_R_16BF, ldo, gw, &zero, og, CUDA_R_16BF, G * olr, olr, G,
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-       "wo_a: batched bf16 GEMM %d groups m=%d n=%d k=%d", G, olr, s, gw);
+       "%s: batched bf16 GEMM %d groups m=%d n=%d k=%d", what, G, olr, s, gw);
     return 0;
 }

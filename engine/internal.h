@@ -182,8 +182,10 @@ int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w
  * in the same launch (as_k_gemv_bf16_norm; bf16 weights, the caller checks). */
 int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
                      const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
-/* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call. */
-int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og, AsError *err);
+/* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call (what: the
+ * messages' name, e.g. "layer 3 wo_a"). */
+int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
+                        const char *what, AsError *err);
 /* gemm.c's scratch: the decode part allocated (engine creation), both freed (tear-down). */
 int as_dev_proj_init(AsEngine *e, AsError *err);
 void as_dev_proj_free(AsEngine *e);

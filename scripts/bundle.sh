@@ -36,6 +36,16 @@ while read -r name path; do
     cp -L "$path" "$dest/lib/$name"
 done
 
+# CUPTI, which bench-engine --trace loads with dlopen (ldd does not list it): from the toolkit it was
+# built against, since the activity records' layout follows CUPTI's version. Optional: without it,
+# only --trace is refused.
+for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/extras/CUPTI/lib64"; do
+    if [ -f "$d/libcupti.so.13" ]; then
+        cp -L "$d/libcupti.so.13" "$dest/lib/"
+        break
+    fi
+done
+
 # The launchers: the bundled libraries first, then wherever the machine keeps cuBLAS.
 for b in attnscope attnscope_tests; do
     cat > "$dest/$b" <<LAUNCHER

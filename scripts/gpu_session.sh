@@ -36,6 +36,9 @@
 #               (envab below)
 #     fusesan   memcheck and racecheck on a tiny graph with every fusion
 #     graphlayers  bench-engine --graph-layers: the graph's own time per layer kind (decode only)
+#     trace     bench-engine --trace: one decode step kernel by kernel on the device's timeline (CUPTI), per
+#               layer kind and for one layer of each kind; $OUT/decode_trace.json.xz (a Chrome trace)
+#     tracesw   the same trace under each of AS_TRACE_SW's switch settings ('|' separated): $OUT/trace_N.json.xz
 #     benchhost the same with the selection on the host (--host-select)
 #     benchref  bench-ref at flash (the CPU reference on that host's cores)
 #     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases)
@@ -210,6 +213,29 @@ for p in "$@"; do
         need_flash
         phase graphlayers 120 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0 --graph-layers
         cat "$(logf graphlayers)" ;;
+    trace)
+        # one decode step on the device's timeline (bench-engine --trace: CUPTI, every kernel named by its
+        # launch), with --graph-layers beside it; the trace's own GPU test first
+        need_flash
+        phase trace_test 120 "$B/attnscope_tests" 'gpu_trace*'
+        phase trace 180 "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 20 --prefill 0 --graph-layers \
+            --trace "$OUT/decode_trace.json"
+        xz -6 "$OUT/decode_trace.json" 2>/dev/null
+        cat "$(logf trace)" ;;
+    tracesw)
+        # the decode's timeline under switches that move the GEMVs' ramps (one trace each, AS_TRACE_SW: '|'
+        # separated assignments, "" the defaults): $OUT/trace_N.json.xz
+        need_flash
+        IFS='|' read -r -a tsw <<<"${AS_TRACE_SW:-}"
+        i=0
+        for v in "" "${tsw[@]}"; do
+            i=$((i + 1))
+            say "tracesw $i: ${v:-defaults}"
+            phase "tracesw_$i" 120 env ${v:+"$v"} "$B/attnscope" bench-engine "$FLASH" --context 4096 --steps 10 \
+                --prefill 0 --trace "$OUT/trace_$i.json"
+            xz -6 "$OUT/trace_$i.json" 2>/dev/null
+            grep -E "\*\*graph\*\*|The last replay" "$(logf "tracesw_$i")" | tee -a "$SUM"
+        done ;;
     topkrow) envab topkrow "" ATTNSCOPE_TOPK_THREADS_ROW=128 ATTNSCOPE_TOPK_THREADS_ROW=64 ;;
     warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=32 ATTNSCOPE_TOPK_WARP_RANGE=64 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;

@@ -1,0 +1,138 @@
+/* engine/trace_report.c: the launch descriptions parsed, kernel names shortened, a step's figures per
+ * layer (span and idle, hand-computed), the layer table and the Chrome trace file. */
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/trace_report.h"
+#include "tests/harness.h"
+
+TEST(trace_stage_of_launch_descriptions)
+{
+    const struct {
+        const char *launch;
+        int layer;
+        const char *stage;
+    } cases[] = {
+        {"layer 3 wq_b + rope(q): gemv 8192x1024 + rope (64 heads x 128, rd 64, pos 9), 1 rows, 264 blocks left free",
+         3, "wq_b + rope"},
+        {"layer 12: kv rmsnorm + rope + fp8 quant + ring store 1x512 (pos 40)", 12, "kv rmsnorm + rope + fp8 quant + ring store"},
+        {"layer 0 wq_a: gemv 1024x4096 + rmsnorm, 1 row", 0, "wq_a"},
+        {"layer 39: window select s=1", 39, "window select"},
+        {"layer 5: top-512 of 1x4096 index scores", 5, "top-512"},
+        {"layer 6: wkv", 6, "wkv"},
+        {"decode graph: step parameters", -1, "decode graph"},
+        {"layer x: odd", -1, "layer x"},
+        {"", -1, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int layer = 7;
+        char stage[64];
+        as_trace_stage_of(cases[i].launch, &layer, stage, sizeof stage);
+        CHECK(layer == cases[i].layer && !strcmp(stage, cases[i].stage), "'%s': layer %d, stage '%s' (want %d, '%s')",
+              cases[i].launch, layer, stage, cases[i].layer, cases[i].stage);
+    }
+    char small[6];
+    int layer;
+    as_trace_stage_of("layer 1 wq_b + rope(q)", &layer, small, sizeof small);
+    CHECK(layer == 1 && !strcmp(small, "wq_b "), "a short buffer: '%s'", small);
+    as_trace_stage_of(NULL, &layer, small, sizeof small);
+    CHECK(layer == -1 && small[0] == '\0', "NULL: layer %d, '%s'", layer, small);
+}
+
+TEST(trace_short_kernel_names)
+{
+    const char *cases[][2] = {
+        {"void topk_rows_kernel<256>(float const*, int, int*)", "topk_rows_kernel"},
+        {"gemv_bf16_rows(__nv_bfloat16 const*, int)", "gemv_bf16_rows"},
+        {"void (anonymous namespace)::attn_split<8, true>(Params)", "attn_split"},
+        {"plain_c_kernel", "plain_c_kernel"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[64];
+        as_trace_short_name(cases[i][0], out, sizeof out);
+        CHECK(!strcmp(out, cases[i][1]), "'%s' -> '%s' (want '%s')", cases[i][0], out, cases[i][1]);
+    }
+}
+
+static AsTraceEvent ev_at(uint64_t s, uint64_t e, uint32_t stream, int layer, const char *stage)
+{
+    AsTraceEvent x = {.start_ns = s, .end_ns = e, .stream = stream, .kind = AS_TRACE_KERNEL, .grid = 132, .block = 256,
+                      .layer = layer};
+    snprintf(x.stage, sizeof x.stage, "%s", stage);
+    snprintf(x.kernel, sizeof x.kernel, "k_%s", stage);
+    snprintf(x.launch, sizeof x.launch, "layer %d %s: \"quoted\"\tand tabbed", layer, stage);
+    return x;
+}
+
+/* Two layers on two streams, in ns:
+ *   layer 0: a [1000, 3000) s7; b [2500, 4000) s9; c [5000, 6000) s7      idle in [1000, 7000): 4000-5000, 6000-7000
+ *   layer 1: d [7000, 8000) s7; e [7500, 9500) s9; a copy [9800, 9900) (no layer)
+ * layer 0 spans to layer 1's first start (6 us, idle 2 us); layer 1 to the step's end 9900 (2.9 us, idle 0.3 us). */
+TEST(trace_layers_span_and_idle)
+{
+    AsTraceEvent ev[6] = {ev_at(7500, 9500, 9, 1, "e"), ev_at(1000, 3000, 7, 0, "a"), ev_at(5000, 6000, 7, 0, "c"),
+                          ev_at(2500, 4000, 9, 0, "b"), ev_at(7000, 8000, 7, 1, "d"), ev_at(9800, 9900, 7, -1, "")};
+    ev[5].kind = AS_TRACE_MEMCPY;
+    ev[5].bytes = 4096;
+    as_trace_sort(ev, 6);
+    for (int i = 1; i < 6; i++)
+        CHECK(ev[i].start_ns >= ev[i - 1].start_ns, "not sorted at %d", i);
+    AsTraceLayer L[3];
+    CHECK(as_trace_layers(ev, 6, 3, L) == 2, "two layers have events");
+    CHECK(L[0].span_us == 6.0 && L[0].idle_us == 2.0 && L[0].kernels == 3, "layer 0: span %g, idle %g, %d kernels",
+          L[0].span_us, L[0].idle_us, L[0].kernels);
+    CHECK(L[1].span_us > 2.8999 && L[1].span_us < 2.9001 && L[1].idle_us > 0.2999 && L[1].idle_us < 0.3001 &&
+              L[1].kernels == 2,
+          "layer 1: span %g, idle %g, %d kernels", L[1].span_us, L[1].idle_us, L[1].kernels);
+    CHECK(L[2].span_us == 0 && L[2].kernels == 0, "layer 2 has no event");
+
+    char *md = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&md, &len);
+    REQUIRE(f, "open_memstream");
+    as_trace_print_layer(f, ev, 6, 0);
+    as_trace_print_layer(f, ev, 6, 2);
+    fclose(f);
+    CHECK(strstr(md, "| 0.00 | 2.00 | 2.00 | s0 | a | k_a | 132 x 256 |") &&
+              strstr(md, "| 1.50 | 3.00 | 1.50 | s1 | b | k_b | 132 x 256 |") &&
+              strstr(md, "| 4.00 | 5.00 | 1.00 | s0 | c | k_c | 132 x 256 |") && !strstr(md, "| d |") &&
+              strstr(md, "(no event of layer 2)"),
+          "the layer table:\n%s", md);
+    free(md);
+
+    char path[1100];
+    snprintf(path, sizeof path, "%s/trace.json", as_test_tmpdir());
+    AsError err = {0};
+    REQUIRE(as_trace_chrome_write(path, ev, 6, "a \"title\"", &err) == 0, "write: %s", err.msg);
+    FILE *jf = fopen(path, "rb");
+    REQUIRE(jf, "%s: not written", path);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, jf);
+    fclose(jf);
+    buf[n] = '\0';
+    cJSON *j = cJSON_Parse(buf);
+    REQUIRE(j, "not JSON:\n%s", buf);
+    const cJSON *te = cJSON_GetObjectItemCaseSensitive(j, "traceEvents");
+    CHECK(cJSON_IsArray(te) && cJSON_GetArraySize(te) == 6, "%d events", cJSON_IsArray(te) ? cJSON_GetArraySize(te) : -1);
+    const cJSON *first = cJSON_GetArrayItem(te, 0), *args = cJSON_GetObjectItemCaseSensitive(first, "args");
+    CHECK(cJSON_GetObjectItemCaseSensitive(first, "ts")->valuedouble == 0 &&
+              cJSON_GetObjectItemCaseSensitive(first, "dur")->valuedouble == 2.0 &&
+              !strcmp(cJSON_GetObjectItemCaseSensitive(first, "name")->valuestring, "a") &&
+              !strcmp(cJSON_GetObjectItemCaseSensitive(args, "launch")->valuestring, "layer 0 a: \"quoted\"\tand tabbed"),
+          "the first event: %s", cJSON_PrintUnformatted(first));
+    const cJSON *copy = cJSON_GetArrayItem(te, 5);
+    CHECK(!strcmp(cJSON_GetObjectItemCaseSensitive(copy, "cat")->valuestring, "memcpy") &&
+              !strcmp(cJSON_GetObjectItemCaseSensitive(copy, "name")->valuestring, "memcpy") &&
+              cJSON_GetObjectItemCaseSensitive(copy, "tid")->valueint == 0,
+          "the copy: %s", cJSON_PrintUnformatted(copy));
+    const cJSON *title = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "otherData"), "title");
+    CHECK(cJSON_IsString(title) && !strcmp(title->valuestring, "a \"title\""), "the title");
+    cJSON_Delete(j);
+
+    snprintf(path, sizeof path, "%s/no/such/dir/trace.json", as_test_tmpdir());
+    CHECK(as_trace_chrome_write(path, ev, 6, NULL, &err) != 0 && strstr(err.msg, "no/such/dir"),
+          "a path in a missing folder: '%s'", err.msg);
+}
