@@ -133,6 +133,39 @@ int as_trace_layers(const AsTraceEvent *ev, int n, int n_layers, AsTraceLayer *o
     return found;
 }
 
+const char *const as_trace_chain_stage[AS_TRACE_CHAIN] = {"wq_a", "wq_b", "sparse attention", "wo_a", "wo_b"};
+
+/* Whether stage names chain stage k: it starts with the stage's words, then ends or goes on with a space. */
+static bool in_stage(const char *stage, int k)
+{
+    const size_t len = strlen(as_trace_chain_stage[k]);
+    return !strncmp(stage, as_trace_chain_stage[k], len) && (stage[len] == '\0' || stage[len] == ' ');
+}
+
+void as_trace_chain(const AsTraceEvent *ev, int n, int n_layers, AsTraceChain *out)
+{
+    memset(out, 0, sizeof *out * (size_t)n_layers);
+    uint64_t prev_end = 0;
+    bool prev_ok = false;
+    for (int l = 0; l < n_layers; l++) {
+        uint64_t end[AS_TRACE_CHAIN] = {0};
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < AS_TRACE_CHAIN && ev[i].layer == l; k++)
+                if (ev[i].kind == AS_TRACE_KERNEL && in_stage(ev[i].stage, k) && ev[i].end_ns > end[k])
+                    end[k] = ev[i].end_ns;
+        bool all = true;
+        for (int k = 0; k < AS_TRACE_CHAIN; k++)
+            all = all && end[k] > 0 && (k == 0 ? (!prev_ok || end[0] > prev_end) : end[k] >= end[k - 1]);
+        if (all && prev_ok) {
+            out[l].ok = 1;
+            for (int k = 0; k < AS_TRACE_CHAIN; k++)
+                out[l].us[k] = (double)(end[k] - (k ? end[k - 1] : prev_end)) * 1e-3;
+        }
+        prev_ok = all;
+        prev_end = end[AS_TRACE_CHAIN - 1];
+    }
+}
+
 /* The streams of layer l's events (every event's when l < -1) in their order of first use (16 at most:
  * more share the last index). */
 typedef struct {

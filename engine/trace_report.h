@@ -49,6 +49,18 @@ typedef struct {
  * gets zeros. Returns the number of layers found. */
 int as_trace_layers(const AsTraceEvent *ev, int n, int n_layers, AsTraceLayer *out);
 
+/* A layer's chain: the time each projection stage (wq_a, wq_b, the sparse attention, wo_a, wo_b: the
+ * stages whose names start with those words) ends after the previous one ends, wq_a's after the previous
+ * layer's wo_b; whatever runs between two of them counts in the later one. A programmatically launched
+ * kernel starts when its blocks are resident, so ends, not starts, say where the time goes. */
+enum { AS_TRACE_CHAIN = 5 };
+extern const char *const as_trace_chain_stage[AS_TRACE_CHAIN];
+typedef struct {
+    double us[AS_TRACE_CHAIN];
+    int ok; /* every stage found, in this layer and the previous layer's wo_b (so never layer 0) */
+} AsTraceChain;
+void as_trace_chain(const AsTraceEvent *ev, int n, int n_layers, AsTraceChain *out);
+
 /* Layer l's events as a Markdown table: start and end from the layer's first start, duration,
  * stream (s0, s1, ... in the layer's order of first use), stage, kernel, grid. */
 void as_trace_print_layer(FILE *md, const AsTraceEvent *ev, int n, int l);

@@ -8,6 +8,8 @@ time each of those stages ends after the one before it ends (wq_a: after the pre
 that the five add up to the layer's share of the step. A programmatically launched kernel starts when
 its blocks are resident, so start times say little; ends do. Layers are grouped by how many kernels the
 trace gives them (a reuse layer has fewer than an index layer); medians are printed per group.
+bench-engine --trace prints the same chain per layer kind (engine/trace_report.c, as_trace_chain) for the
+step it ran; this reads traces saved earlier.
 """
 import json
 import lzma

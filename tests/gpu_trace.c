@@ -122,6 +122,8 @@ GPU_TEST(gpu_trace_tiny_graph)
     CHECK(strstr(md, "One decode step through the graph") && strstr(md, "| r0 |") && strstr(md, "#### Layer 0"),
           "the report lacks its tables:\n%s", md);
     CHECK(strstr(md, "(0 not named"), "the report's kernels are not all named:\n%s", md);
+    CHECK(strstr(md, "The chain:") && strstr(md, "| wq_a | wq_b | sparse attention | wo_a | wo_b | total |"),
+          "the report lacks the chain's table:\n%s", md);
     char *json = slurp(path);
     cJSON *j = cJSON_Parse(json);
     CHECK(j != NULL, "%s: not JSON", path);

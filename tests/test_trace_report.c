@@ -136,3 +136,31 @@ TEST(trace_layers_span_and_idle)
     CHECK(as_trace_chrome_write(path, ev, 6, NULL, &err) != 0 && strstr(err.msg, "no/such/dir"),
           "a path in a missing folder: '%s'", err.msg);
 }
+
+/* Two whole layers and a third without its wo_a, in us: layer 0 ends wo_b at 100; layer 1: wq_a 106,
+ * wq_b 130 (and a "wq_b + rope" kernel ending 129), the attention's two kernels 138 and 141, wo_a 158,
+ * wo_b 183; layer 2 lacks wo_a. Layer 1's chain: 6, 24, 11, 17, 25; layers 0 and 2 have none. */
+TEST(trace_chain_of_hand_made_layers)
+{
+    AsTraceEvent ev[] = {
+        ev_at(0, 5000, 1, 0, "wq_a"),           ev_at(4000, 30000, 1, 0, "wq_b + rope"),
+        ev_at(30000, 40000, 1, 0, "sparse attention + o_back"),
+        ev_at(35000, 60000, 1, 0, "wo_a"),      ev_at(50000, 100000, 1, 0, "wo_b"),
+        ev_at(90000, 106000, 1, 1, "wq_a"),     ev_at(101000, 129000, 1, 1, "wq_b + rope"),
+        ev_at(102000, 130000, 1, 1, "wq_b"),    ev_at(100000, 150000, 1, 1, "wkv"),
+        ev_at(130500, 138000, 1, 1, "sparse attention"),
+        ev_at(131000, 141000, 1, 1, "sparse attention + o_back"), ev_at(135000, 158000, 1, 1, "wo_a"),
+        ev_at(140000, 183000, 1, 1, "wo_b"),    ev_at(0, 999000, 1, 1, "wq_bx"),
+        ev_at(180000, 190000, 1, 2, "wq_a"),    ev_at(185000, 200000, 1, 2, "wq_b"),
+        ev_at(200000, 210000, 1, 2, "sparse attention"), ev_at(205000, 230000, 1, 2, "wo_b"),
+    };
+    const int n = (int)(sizeof ev / sizeof ev[0]);
+    as_trace_sort(ev, n);
+    AsTraceChain ch[3];
+    as_trace_chain(ev, n, 3, ch);
+    const double want[AS_TRACE_CHAIN] = {6, 24, 11, 17, 25};
+    CHECK(!ch[0].ok && ch[1].ok && !ch[2].ok, "ok flags %d %d %d", ch[0].ok, ch[1].ok, ch[2].ok);
+    for (int k = 0; k < AS_TRACE_CHAIN; k++)
+        CHECK(ch[1].us[k] > want[k] - 1e-9 && ch[1].us[k] < want[k] + 1e-9, "layer 1, %s: %g us (want %g)",
+              as_trace_chain_stage[k], ch[1].us[k], want[k]);
+}
