@@ -1,5 +1,6 @@
 #include "engine/bench_trace.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,15 @@ static int traced_steps(AsEngine *e, AsTrace *t, const float *h0, int pos0, int 
     return rc;
 }
 
+/* Whether layer l is the first of its kind (kind[l]: its kind's name). */
+static bool first_of_kind(const char (*kind)[48], int l)
+{
+    for (int j = 0; j < l; j++)
+        if (!strcmp(kind[j], kind[l]))
+            return false;
+    return true;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -66,10 +76,7 @@ static void chain_table(const AsConfig *c, const AsTraceEvent *ev, int n, const 
         fprintf(md, " --- |");
     fprintf(md, "\n");
     for (int l = 0; l < c->n_layers; l++) {
-        int first = 1;
-        for (int j = 0; j < l && first; j++)
-            first = strcmp(kind[j], kind[l]) != 0;
-        if (!first)
+        if (!first_of_kind(kind, l))
             continue;
         int m = 0;
         for (int j = l; j < c->n_layers; j++)
@@ -125,10 +132,7 @@ static void report(const AsConfig *c, const AsTraceEvent *ev, int n, int untagge
                 "so its time includes its wait for the kernel before it.\n\n");
     fprintf(md, "| layer kind | layers | span us a layer | idle us a layer | kernels a layer |\n| --- | --- | --- | --- | --- |\n");
     for (int l = 0; l < c->n_layers; l++) {
-        int first = 1;
-        for (int j = 0; j < l && first; j++)
-            first = strcmp(kind[j], kind[l]) != 0;
-        if (!first)
+        if (!first_of_kind(kind, l))
             continue;
         double span = 0, idle = 0, kern = 0;
         int layers = 0;
@@ -140,10 +144,7 @@ static void report(const AsConfig *c, const AsTraceEvent *ev, int n, int untagge
     fprintf(md, "\n");
     chain_table(c, ev, n, kind, md);
     for (int l = 0; l < c->n_layers; l++) {
-        int first = 1;
-        for (int j = 0; j < l && first; j++)
-            first = strcmp(kind[j], kind[l]) != 0;
-        if (!first)
+        if (!first_of_kind(kind, l))
             continue;
         fprintf(md, "#### Layer %d (%s), kernel by kernel: span %.1f us, idle %.1f us\n\n", l, kind[l], L[l].span_us,
                 L[l].idle_us);
