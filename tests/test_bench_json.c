@@ -118,5 +118,11 @@ TEST(bench_engine_refuses_an_unwritable_output_up_front)
     CHECK(access(good, F_OK) != 0, "the JSON's path was written to");
     const int left = entries_named(as_test_tmpdir(), "b.json");
     CHECK(left == 0, "%d files beside the JSON's path", left);
+    /* --trace's file the same way */
+    snprintf(path, sizeof path, "%s/no-such-dir/step.json", as_test_tmpdir());
+    as_cli_run(r, AS_ARGS("bench-engine", "tiny", "--prefill", "0", "--trace", path));
+    CHECK(r->status == AS_EBADINPUT && strstr(r->err, "no-such-dir/step.json") && strchr(r->err, '\n') &&
+              !strchr(r->err, '\n')[1],
+          "--trace into a missing folder: exit %d, stderr: %s", r->status, r->err);
     free(r);
 }
