@@ -1,7 +1,7 @@
 /* CUPTI through dlopen: each engine call during a capture names the nodes it added to the watched
  * streams, a resource callback follows the clones an instantiation makes of them, and the activity
- * API records what the device ran. CUPTI's callbacks are
- * process-wide, so the state is one static; the handle only says a trace is open. */
+ * API records what the device ran. CUPTI's callbacks are process-wide, so the state is one static;
+ * the handle only says a trace is open. */
 #include "engine/trace.h"
 
 #include <cuda_runtime_api.h>
