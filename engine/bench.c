@@ -32,7 +32,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
+double as_bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -84,7 +84,7 @@ static int measure_limits(AsEngine *e, Limits *lim, AsError *err)
         if (i >= 2)
             v[i - 2] = 2.0 * bytes / (ms * 1e-3) / 1e9;
     }
-    lim->copy_gbs = median(v, 10);
+    lim->copy_gbs = as_bench_median(v, 10);
     cudaFree(a), cudaFree(b);
     /* bf16 GEMM peak: 8192^3 on random data */
     int n = 8192;
@@ -108,7 +108,7 @@ static int measure_limits(AsEngine *e, Limits *lim, AsError *err)
         if (i >= 2)
             v[i - 2] = 2.0 * n * (double)n * n / (ms * 1e-3) / 1e12;
     }
-    lim->gemm_tflops = median(v, 10);
+    lim->gemm_tflops = as_bench_median(v, 10);
     cudaFree(A), cudaFree(B), cudaFree(C);
     cudaEventDestroy(t0), cudaEventDestroy(t1);
     return 0;
@@ -153,7 +153,7 @@ static int cublas_alone(AsEngine *e, const AsDevWeight *w, int tokens, int batch
         if (i >= 2)
             v[i - 2] = ms;
     }
-    *ms_out = median(v, 8);
+    *ms_out = as_bench_median(v, 8);
     cudaFree(x), cudaFree(y), cudaFree(wb);
     cudaEventDestroy(t0), cudaEventDestroy(t1);
     return 0;
@@ -435,8 +435,8 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                         graph_steps, gi.captures);
             goto out;
         }
-        graph_ms = median(g_ms, timed);
-        graph_wall = median(g_wall, timed);
+        graph_ms = as_bench_median(g_ms, timed);
+        graph_wall = as_bench_median(g_wall, timed);
         fprintf(md, "### Decode through the CUDA graph, one token at context %d (median of %d replays)\n\n",
                 o->context + o->decode_steps, timed);
         fprintf(md, "| path | GPU ms | wall ms | x floor (GPU) | x floor (wall) |\n| --- | --- | --- | --- | --- |\n");

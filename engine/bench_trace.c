@@ -44,18 +44,6 @@ static bool first_of_kind(const char (*kind)[48], int l)
     return true;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Per layer kind, the medians of its layers' chains (as_trace_chain). */
 static void chain_table(const AsConfig *c, const AsTraceEvent *ev, int n, const char (*kind)[48], FILE *md)
 {
@@ -94,7 +82,7 @@ static void chain_table(const AsConfig *c, const AsTraceEvent *ev, int n, const 
                     t += ch[j].us[q];
                 v[i++] = k < AS_TRACE_CHAIN ? ch[j].us[k] : t;
             }
-            fprintf(md, " %.1f |", median_of(v, i));
+            fprintf(md, " %.1f |", as_bench_median(v, i));
         }
         fprintf(md, "\n");
     }
