@@ -12,22 +12,9 @@
 #include "engine/internal.h"
 #include "engine/trace.h"
 #include "model/inputs.h"
+#include "tests/cli_util.h"
 #include "tests/harness.h"
 #include "tests/model_fixture.h"
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    REQUIRE(f, "%s: cannot open", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    REQUIRE(s && fread(s, 1, (size_t)n, f) == (size_t)n, "%s: cannot read", path);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
 
 GPU_TEST(gpu_trace_tiny_graph)
 {
@@ -124,7 +111,8 @@ GPU_TEST(gpu_trace_tiny_graph)
     CHECK(strstr(md, "(0 not named"), "the report's kernels are not all named:\n%s", md);
     CHECK(strstr(md, "The chain:") && strstr(md, "| wq_a | wq_b | sparse attention | wo_a | wo_b | total |"),
           "the report lacks the chain's table:\n%s", md);
-    char *json = slurp(path);
+    char *json = as_slurp(path, NULL);
+    REQUIRE(json, "%s: cannot read", path);
     cJSON *j = cJSON_Parse(json);
     CHECK(j != NULL, "%s: not JSON", path);
     const cJSON *te = cJSON_GetObjectItemCaseSensitive(j, "traceEvents");

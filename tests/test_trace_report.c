@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/trace_report.h"
+#include "tests/cli_util.h"
 #include "tests/harness.h"
 
 TEST(trace_stage_of_launch_descriptions)
@@ -107,14 +108,11 @@ TEST(trace_layers_span_and_idle)
     snprintf(path, sizeof path, "%s/trace.json", as_test_tmpdir());
     AsError err = {0};
     REQUIRE(as_trace_chrome_write(path, ev, 6, "a \"title\"", &err) == 0, "write: %s", err.msg);
-    FILE *jf = fopen(path, "rb");
-    REQUIRE(jf, "%s: not written", path);
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, jf);
-    fclose(jf);
-    buf[n] = '\0';
+    char *buf = as_slurp(path, NULL);
+    REQUIRE(buf, "%s: not written", path);
     cJSON *j = cJSON_Parse(buf);
     REQUIRE(j, "not JSON:\n%s", buf);
+    free(buf);
     const cJSON *te = cJSON_GetObjectItemCaseSensitive(j, "traceEvents");
     CHECK(cJSON_IsArray(te) && cJSON_GetArraySize(te) == 6, "%d events", cJSON_IsArray(te) ? cJSON_GetArraySize(te) : -1);
     const cJSON *first = cJSON_GetArrayItem(te, 0), *args = cJSON_GetObjectItemCaseSensitive(first, "args");
