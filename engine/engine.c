@@ -233,6 +233,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
                  : 0);
         e->sel_room = as_sel_room_default(as_k_gemv_bf16_resident_blocks(), sms);
     }
+    const char *early = getenv("ATTNSCOPE_ATTN_EARLY");
+    e->attn_early = !(early && !strcmp(early, "0"));
     /* ATTNSCOPE_KV_FORK=0: no second stream, the kv branch runs in line (an A/B switch) */
     const char *kvf = getenv("ATTNSCOPE_KV_FORK");
     if (!(kvf && !strcmp(kvf, "0")))

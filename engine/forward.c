@@ -43,6 +43,9 @@ typedef struct {
     /* with the room in a decode graph whose top-k runs on the device: the top-k writes idx's compressed
      * part and the window's part goes beside wq_a, so no build_idx follows the top-k on the chain */
     bool idx_fused;
+    /* a captured decode with the kv branch forked: the node that writes q (wq_b's), which the attention
+     * may overlap programmatically while it stages its rows (AsEngine.attn_early); else NULL */
+    cudaGraphNode_t q_node;
 } Fwd;
 
 static int indexer_queries(Fwd *f, AsError *err);
@@ -133,6 +136,75 @@ static int on_kv_branch(Fwd *f, cudaEvent_t ready, bool kv, bool pre, bool sel, 
     return 0;
 }
 
+/* The one node a capturing e->st now ends with (*node; NULL where it ends with more or none). */
+static int capture_end(Fwd *f, cudaGraphNode_t *node, AsError *err)
+{
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t *deps = NULL;
+    size_t nd = 0;
+    *node = NULL;
+    CU(err, cudaStreamGetCaptureInfo(f->e->st, &cs, NULL, NULL, &deps, NULL, &nd),
+       "layer %d: the capture's end after wq_b", f->l);
+    if (cs == cudaStreamCaptureStatusActive && nd == 1)
+        *node = deps[0];
+    return 0;
+}
+
+/* The attention stages its rows before its PDL wait (early_rows) only while the kernel it may overlap
+ * writes q alone: every programmatic edge from the nodes before the launch (before, n_before) into the
+ * nodes it added must come from q's node, the kv branch's (ring row, idx) being full edges. The capture
+ * chooses the edges' types, so they are checked here, in every captured layer; a graph that breaks the
+ * rule is refused rather than run with a race. */
+static int check_early_rows(Fwd *f, const cudaGraphNode_t *before, size_t n_before, AsError *err)
+{
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t *end = NULL;
+    size_t n_end = 0;
+    CU(err, cudaStreamGetCaptureInfo(f->e->st, &cs, NULL, NULL, &end, NULL, &n_end),
+       "layer %d: the capture's end after the attention", f->l);
+    cudaGraphNode_t stack[16], seen[16];
+    int top = 0, n_seen = 0;
+    bool from_q = false;
+    for (size_t i = 0; i < n_end && top < 16; i++)
+        stack[top++] = end[i];
+    while (top > 0) {
+        cudaGraphNode_t n = stack[--top];
+        bool visited = false;
+        for (int i = 0; i < n_seen && !visited; i++)
+            visited = seen[i] == n;
+        if (visited)
+            continue;
+        if (n_seen == 16)
+            return as_err(err, AS_ERUNTIME, "layer %d: the attention's launch added more than 16 graph nodes", f->l);
+        seen[n_seen++] = n;
+        cudaGraphNode_t deps[16];
+        cudaGraphEdgeData edges[16];
+        size_t nd = 16;
+        CU(err, cudaGraphNodeGetDependencies(n, deps, edges, &nd), "layer %d: the attention node's dependencies",
+           f->l);
+        for (size_t j = 0; j < nd && j < 16; j++) {
+            bool old = false;
+            for (size_t b = 0; b < n_before && !old; b++)
+                old = deps[j] == before[b];
+            const bool full = edges[j].type == cudaGraphDependencyTypeDefault &&
+                              edges[j].from_port == cudaGraphKernelNodePortDefault;
+            if (old && deps[j] == f->q_node)
+                from_q = true;
+            else if (old && !full)
+                return as_err(err, AS_ERUNTIME,
+                              "layer %d: the captured attention overlaps a kernel other than wq_b's "
+                              "(a programmatic edge from the kv branch): ATTNSCOPE_ATTN_EARLY=0 stages its rows "
+                              "after the wait",
+                              f->l);
+            else if (!old && top < 16)
+                stack[top++] = deps[j];
+        }
+    }
+    if (!from_q)
+        return as_err(err, AS_ERUNTIME, "layer %d: the captured attention does not follow wq_b's node", f->l);
+    return 0;
+}
+
 /* Steps 1-2: x, queries and the window KV rows. */
 static int project_q_kv(Fwd *f, AsError *err)
 {
@@ -172,6 +244,8 @@ static int project_q_kv(Fwd *f, AsError *err)
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
                             .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
     TRY(as_dev_proj_rope(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, &rope, room, what, err));
+    if (fork && f->cap && e->attn_early)
+        TRY(capture_end(f, &f->q_node, err));
     if (fork)
         CU(err, cudaStreamWaitEvent(e->st, e->ev_kv, 0), "layer %d: join the kv branch", f->l);
     else
@@ -491,11 +565,29 @@ static int attend_and_project(Fwd *f, AsError *err)
     const float scale = (float)(1.0 / sqrt((double)hd));
     if (f->cap) {
         int kmax = f->role->ratio > 0 ? c->index_topk : 0, nb_max = f->role->ratio > 0 ? e->sh.compress_kv_cap : 0;
+        /* the nodes the attention follows, for check_early_rows */
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        const cudaGraphNode_t *deps = NULL;
+        size_t nd = 0;
+        cudaGraphNode_t before[8];
+        if (f->q_node) {
+            CU(err, cudaStreamGetCaptureInfo(e->st, &cs, NULL, NULL, &deps, NULL, &nd),
+               "layer %d: the capture's end before the attention", f->l);
+            bool after_q = false; /* nothing captured on the stream between wq_b and here */
+            for (size_t i = 0; i < nd && i < 8; i++)
+                before[i] = deps[i], after_q |= deps[i] == f->q_node;
+            if (nd > 8 || !after_q)
+                f->q_node = NULL; /* the kernel before the attention is not wq_b's: its rows after the wait */
+        }
         KL(err, as_k_sparse_attn_decode(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, nb_max, &f->dL->nb, wk->idx,
                                         f->m->cols + kmax, &f->dL->topk, sink, wk->o, s, nh, hd, scale,
-                                        f->cap->attn_ws, f->cap->attn_ws_bytes, with_o_back ? &ob : NULL, e->st),
-           "layer %d: sparse attention%s (decode graph) heads=%d rows=%d+%d up to topk=%d", f->l,
-           with_o_back ? " + o_back" : "", nh, f->m->rows_a_len, nb_max, f->m->cols + kmax);
+                                        f->cap->attn_ws, f->cap->attn_ws_bytes, with_o_back ? &ob : NULL,
+                                        f->q_node != NULL, e->st),
+           "layer %d: sparse attention%s (decode graph) heads=%d rows=%d+%d up to topk=%d%s", f->l,
+           with_o_back ? " + o_back" : "", nh, f->m->rows_a_len, nb_max, f->m->cols + kmax,
+           f->q_node ? ", rows staged early" : "");
+        if (f->q_node)
+            TRY(check_early_rows(f, before, nd, err));
     } else {
         KL(err, as_k_sparse_attn(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, f->m->rows_b_len, wk->idx,
                                  f->m->topk, sink, wk->o, s, nh, hd, scale, e->st),

@@ -130,6 +130,9 @@ struct AsEngine {
      * projected before wq_b, and wq_b's grid leaves this many blocks free for the rest of the selection
      * (engine/forward.c) */
     int sel_room;
+    /* a captured decode's attention stages its rows before its PDL wait where the kernel before it writes
+     * q only (engine/forward.c checks the captured edges); ATTNSCOPE_ATTN_EARLY=0: after it (an A/B) */
+    bool attn_early;
     /* a captured layer's wo_b normalised h into x for the next layer (AS_FUSE_NORM): that layer skips its
      * attn_norm */
     bool x_ready;

@@ -52,6 +52,9 @@ struct Args {
     float *ws_o;  // [nsplit][nh][HD]
     float *ws_ml; // [nsplit][nh][2]
     AsOBack ob; // ob.o_back non-null: the combine also writes o rotated back
+    // the split stages its entries and rows before its PDL wait (only q after it): the caller vouches that
+    // the kernel launched just before on the stream writes none of idx, rows_a, rows_b, topk_d, nb_d
+    int early_rows;
 };
 
 // The 8 bf16 of a 16-byte chunk, widened to f32 in channel order.
@@ -273,7 +276,8 @@ template <int HD, int H> struct MmaSmem { // split_mma_kernel's shared memory (d
 template <int HD, int H = kHeads>
 __global__ void __launch_bounds__(H * 32) split_mma_kernel(Args a)
 {
-    as_d_pdl_wait();
+    if (!a.early_rows)
+        as_d_pdl_wait();
     constexpr int kThreads = H * 32;
     constexpr int CPR = HD / 8;            // 16-byte chunks per row
     constexpr int QPT = H * CPR / kThreads; // query chunks a thread stages
@@ -290,19 +294,29 @@ __global__ void __launch_bounds__(H * 32) split_mma_kernel(Args a)
     const int split = blockIdx.x, e0 = split * kSplit, hb = blockIdx.y * H;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, c = lane & 3;
-    // the loads issued together (StagePlan): the entries, the block's queries, the live sizes, the rows
+    // the loads issued together (StagePlan): the entries, the block's queries, the live sizes, the rows;
+    // with early_rows all but the queries before the PDL wait (they stream in while the kernel that
+    // writes q finishes), the queries after it
     int ent[StagePlan<HD, kThreads>::kPass], vi;
     load_entries<HD, kThreads>(a, e0, tid, ent, vi);
     uint4 qv[QPT];
-    for (int i = 0; i < QPT; i++) {
-        const int j = tid + kThreads * i;
-        qv[i] = __ldg((const uint4 *)(a.q + (size_t)(hb + j / CPR) * HD) + j % CPR);
-    }
+    auto load_q = [&]() {
+        for (int i = 0; i < QPT; i++) {
+            const int j = tid + kThreads * i;
+            qv[i] = __ldg((const uint4 *)(a.q + (size_t)(hb + j / CPR) * HD) + j % CPR);
+        }
+    };
+    if (!a.early_rows)
+        load_q();
     const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
     const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
     if (e0 >= topk)
         return; // past the live selection: the combine does not read it
     stage_rows<HD, kThreads, true>(a, e0, tid, topk, nb, ent, vi, rows, valid);
+    if (a.early_rows) {
+        as_d_pdl_wait();
+        load_q();
+    }
     for (int i = 0; i < QPT; i++) {
         const int j = tid + kThreads * i;
         qs[j / CPR][j % CPR] = qv[i];
@@ -508,7 +522,7 @@ template <int H> static void launch_split_mma(int hd, dim3 grid, cudaStream_t st
 extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                                 const int32_t *nb_d, const int32_t *idx, int topk, const int32_t *topk_d,
                                 const float *sink, as_bf16_t *o, int nh, int hd, float scale, void *ws,
-                                size_t ws_bytes, const AsOBack *ob, cudaStream_t st)
+                                size_t ws_bytes, const AsOBack *ob, int early_rows, cudaStream_t st)
 {
     if (ob && !as_oback_ok(ob, hd))
         return (int)cudaErrorInvalidValue;
@@ -528,7 +542,7 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
     const int nsplit = (topk + attn1::kSplit - 1) / attn1::kSplit;
     float *ws_o = nsplit > 0 ? (float *)ws : nullptr;
     attn1::Args a{q, rows_a, rows_b, na, nb, nb_d, idx, topk, topk_d, sink, o, nh, scale, ws_o,
-                  ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr, ob ? *ob : AsOBack{}};
+                  ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr, ob ? *ob : AsOBack{}, 0};
     int rc = 0;
     if (nsplit > 0) {
         // A/B switches, read once (thread-safe): ATTNSCOPE_ATTN_SPLIT=fma, the split on CUDA cores (f32 FMAs,
@@ -537,6 +551,10 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
         static const bool fma = as_env_is("ATTNSCOPE_ATTN_SPLIT", "fma"),
                           heads4 = as_env_is("ATTNSCOPE_ATTN_MMA_HEADS", "4");
         const int H = !fma && !heads4 && nh % 8 == 0 ? 8 : attn1::kHeads;
+        // ATTNSCOPE_ATTN_EARLY=0: the tensor-core split stages its rows after its PDL wait even where the
+        // caller allows before (an A/B; the same bits)
+        static const bool early_off = as_env_is("ATTNSCOPE_ATTN_EARLY", "0");
+        a.early_rows = early_rows && !early_off && !fma;
         dim3 grid((unsigned)nsplit, (unsigned)(nh / H));
         if (fma)
             as_launch(hd == 512 ? attn1::split_kernel<512> : attn1::split_kernel<256>, grid, attn1::kThreads, 0, st, a);

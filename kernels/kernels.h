@@ -210,11 +210,13 @@ int as_k_o_back(const as_bf16_t *o, int rows, int nh, int hd, const AsOBack *ob,
  * launch at topk_max would (tiles per split from as_k_sparse_attn_decode_plan) into the caller's
  * workspace ws (never allocated here); for the live width it computes what the by-value launch at that
  * width computes whenever both split into single tiles (tiles_per_split 1). With ob,
- * o_back too (AsOBack). */
+ * o_back too (AsOBack). early_rows: the caller vouches that the kernel launched just before on st
+ * (programmatically) writes none of idx, rows_a, rows_b, nb_d, topk_d, only q; the one-query kernel then
+ * stages its rows before its PDL wait (ATTNSCOPE_ATTN_EARLY=0 declines; the same bits either way). */
 int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
                             const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
                             const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
-                            size_t ws_bytes, const AsOBack *ob, cudaStream_t st);
+                            size_t ws_bytes, const AsOBack *ob, int early_rows, cudaStream_t st);
 /* The decode launch's plan: *mma 1 when the tensor-core kernel takes it (with its tiles per split), 2
  * when the one-query kernel does (kernels/attn_decode.cu), 0 for the warp kernel; the workspace it
  * needs; also sets the tensor-core kernel's shared-memory limit (before a graph capture). */
@@ -233,7 +235,7 @@ size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max);
 int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                      const int32_t *nb_d, const int32_t *idx, int topk, const int32_t *topk_d, const float *sink,
                      as_bf16_t *o, int nh, int hd, float scale, void *ws, size_t ws_bytes, const AsOBack *ob,
-                     cudaStream_t st);
+                     int early_rows, cudaStream_t st);
 
 /* ---- the selection on the device (issue 8): kernels/topk_select.cu, test tests/gpu_topk.c ----
  * torch's CPU top-k index set (ref/topk.c as_topk_torch_set, ties included) by an exact emulation of

@@ -568,7 +568,7 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
     // one query: the split kernel of attn_decode.cu (4 heads x 32 entries a block), automatic path only
     if (path == 0 && s == 1 && one_query_ok(nh, hd, topk, q, rows_a, na, rows_b, nb))
         return as_k_attn_decode(q, rows_a, na, rows_b, nb, nullptr, idx, topk, nullptr, sink, o, nh, hd, scale, nullptr,
-                                0, nullptr, st);
+                                0, nullptr, 0, st);
     // enough queries to fill the device without splitting the selection (prefill) on sm_90: wgmma
     if (path == 0 && split == 0 && (int64_t)s * ((nh + kHB - 1) / kHB) >= as_sm_count() &&
         as_k_sparse_attn_wgmma_applies(nh, hd, topk, q, o, rows_a, na, rows_b, nb))
@@ -636,7 +636,7 @@ bool decode_fast(int nh, int hd, int topk_max, bool aligned)
 static int sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
                               const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
                               const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
-                              size_t ws_bytes, const AsOBack *ob, bool *fused, cudaStream_t st)
+                              size_t ws_bytes, const AsOBack *ob, int early_rows, bool *fused, cudaStream_t st)
 {
     if (s < 0 || topk_max < 0 || na < 0 || nb_max < 0 || nh <= 0 || hd <= 0 || hd > 512 || !topk_d || !nb_d)
         return (int)cudaErrorInvalidValue;
@@ -653,7 +653,7 @@ static int sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int n
     if (path == 0 && s == 1 && one_query_ok(nh, hd, topk_max, q, rows_a, na, rows_b, nb_max)) {
         *fused = ob != nullptr;
         return as_k_attn_decode(q, rows_a, na, rows_b, nb_max, nb_d, idx, topk_max, topk_d, sink, o, nh, hd, scale, ws,
-                                ws_bytes, ob, st);
+                                ws_bytes, ob, early_rows, st);
     }
     const bool fast_ok = decode_fast(nh, hd, topk_max,
                                      as_aligned16(q) && as_aligned16(o) && (na == 0 || as_aligned16(rows_a)) &&
@@ -678,13 +678,14 @@ static int sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int n
 extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b,
                                        int nb_max, const int32_t *nb_d, const int32_t *idx, int topk_max,
                                        const int32_t *topk_d, const float *sink, as_bf16_t *o, int s, int nh, int hd,
-                                       float scale, void *ws, size_t ws_bytes, const AsOBack *ob, cudaStream_t st)
+                                       float scale, void *ws, size_t ws_bytes, const AsOBack *ob, int early_rows,
+                                       cudaStream_t st)
 {
     if (ob && (s != 1 || !as_oback_ok(ob, hd)))
         return (int)cudaErrorInvalidValue;
     bool fused = false;
     int rc = sparse_attn_decode(q, rows_a, na, rows_b, nb_max, nb_d, idx, topk_max, topk_d, sink, o, s, nh, hd, scale,
-                                ws, ws_bytes, ob, &fused, st);
+                                ws, ws_bytes, ob, early_rows, &fused, st);
     if (rc || !ob || fused)
         return rc;
     return as_k_o_back(o, s, nh, hd, ob, st);

@@ -257,7 +257,7 @@ static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int
                                          nh, hd, scale, 0),
                         what);
     as_gpu_check_launch(as_k_sparse_attn_decode(dq, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx, topk_max,
-                                                dtopk, dsink, ob, 1, nh, hd, scale, ws, wsb, NULL, 0),
+                                                dtopk, dsink, ob, 1, nh, hd, scale, ws, wsb, NULL, 0, 0),
                         what);
     uint16_t *ga = xmalloc(sizeof(uint16_t) * (size_t)nh * hd), *gb = xmalloc(sizeof(uint16_t) * (size_t)nh * hd);
     as_gpu_get_bytes(ga, oa, sizeof(uint16_t) * (size_t)nh * hd);
@@ -267,6 +267,25 @@ static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int
     if (!bad)
         as_test_note("%s: exact (%s, %d tiles per split, workspace %zu bytes)", what,
                      mma == 2 ? "one-query kernel" : mma ? "tensor cores" : "warp kernel", tps, wsb);
+    /* early_rows: the rows staged before the PDL wait while the kernel launched just before writes q (here
+     * a copy of q by as_k_o_back at a negative position, as wq_b's GEMV writes it in the engine): the same
+     * bits */
+    const size_t q_bytes = sizeof(uint16_t) * (size_t)nh * hd;
+    as_bf16_t *dq_late = as_gpu_alloc(q_bytes), *oe = as_gpu_alloc(q_bytes);
+    REQUIRE(cudaMemset(dq_late, 0xff, q_bytes) == cudaSuccess && cudaMemset(oe, 0xff, q_bytes) == cudaSuccess,
+            "poison");
+    const AsOBack q_copy = {.o_back = dq_late, .rd = 0, .pos0 = -1};
+    as_gpu_check_launch(as_k_o_back(dq, 1, nh, hd, &q_copy, 0), what);
+    as_gpu_check_launch(as_k_sparse_attn_decode(dq_late, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx,
+                                                topk_max, dtopk, dsink, oe, 1, nh, hd, scale, ws, wsb, NULL, 1, 0),
+                        what);
+    uint16_t *ge = xmalloc(q_bytes);
+    as_gpu_get_bytes(ge, oe, q_bytes);
+    const int64_t bad_e = diff_bytes(what, ge, ga, (size_t)nh * hd, 2);
+    CHECK(bad_e == 0, "%s with the rows staged early: %lld of %d outputs differ from the by-value launch", what,
+          (long long)bad_e, nh * hd);
+    free(ge);
+    as_gpu_free(dq_late), as_gpu_free(oe);
     /* with o_back (AsOBack): o as before, o_back = the row pipeline's inverse RoPE of that o, bit for bit
      * (the one-query kernel's combine writes it; the other paths launch the row pipeline) */
     const int rd = hd / 8, half = rd / 2, pos = seed % 2 ? 0 : 1000 + (int)seed;
@@ -282,7 +301,7 @@ static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int
             "poison");
     const AsOBack obs = {.o_back = obk, .cos_t = dcs, .sin_t = dsn, .rd = rd, .pos0 = -7, .pos_d = dpos};
     as_gpu_check_launch(as_k_sparse_attn_decode(dq, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx, topk_max,
-                                                dtopk, dsink, oc, 1, nh, hd, scale, ws, wsb, &obs, 0),
+                                                dtopk, dsink, oc, 1, nh, hd, scale, ws, wsb, &obs, 0, 0),
                         what);
     const AsRowPipe rp = {.x = oa, .ldx = (int64_t)nh * hd, .y = obr, .ldy = (int64_t)nh * hd, .rows = 1, .heads = nh,
                           .n = hd, .rd = rd, .pos0 = pos, .cos_t = dcs, .sin_t = dsn, .inverse = 1, .post_scale = 1.0f};

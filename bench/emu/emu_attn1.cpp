@@ -68,12 +68,12 @@ static void run(const char *name, int nh, int na, int nb_live, int nb_max, int t
         ws_dec((size_t)ns_max * nh * (HD + 2), NAN);
     attn1::Args a{q.data(), rows.data(), rows.data() + (size_t)na * HD, na, nb_live, nullptr, idx.data(), topk_live,
                   nullptr, sink.data(), o_bv.data(), nh, scale, ns_live ? ws_bv.data() : nullptr,
-                  ns_live ? ws_bv.data() + (size_t)ns_live * nh * HD : nullptr, AsOBack{}};
+                  ns_live ? ws_bv.data() + (size_t)ns_live * nh * HD : nullptr, AsOBack{}, 0};
     launch<HD>(a, ns_live, nh);
     const int32_t topk_d = topk_live, nb_d = nb_live;
     attn1::Args d{q.data(), rows.data(), rows.data() + (size_t)na * HD, na, nb_max, &nb_d, idx.data(), topk_max,
                   &topk_d, sink.data(), o_dec.data(), nh, scale, ws_dec.data(),
-                  ws_dec.data() + (size_t)ns_max * nh * HD, AsOBack{}};
+                  ws_dec.data() + (size_t)ns_max * nh * HD, AsOBack{}, 1}; // rows staged before the wait
     // the device-parameter launch also writes o_back (the inverse RoPE of o's last rd channels at *pos_d)
     const int rd = HD / 8, half = rd / 2, pos = (int)(seed * 37 % 500);
     std::vector<float> cs((size_t)(pos + 1) * half), sn((size_t)(pos + 1) * half);
