@@ -213,6 +213,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         goto fail;
     if ((rc = as_sel_room(getenv("ATTNSCOPE_SEL_ROOM"), &e->sel_room, err)))
         goto fail;
+    if ((rc = as_attn_early(getenv("ATTNSCOPE_ATTN_EARLY"), &e->attn_early, err)))
+        goto fail;
     int count = as_engine_device_count();
     if (e->device < 0 || e->device >= count) {
         rc = as_err(err, AS_ERUNTIME, "CUDA device %d not present (%d visible)", e->device, count);
@@ -233,8 +235,6 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
                  : 0);
         e->sel_room = as_sel_room_default(as_k_gemv_bf16_resident_blocks(), sms);
     }
-    const char *early = getenv("ATTNSCOPE_ATTN_EARLY");
-    e->attn_early = !(early && !strcmp(early, "0"));
     /* ATTNSCOPE_KV_FORK=0: no second stream, the kv branch runs in line (an A/B switch) */
     const char *kvf = getenv("ATTNSCOPE_KV_FORK");
     if (!(kvf && !strcmp(kvf, "0")))

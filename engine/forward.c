@@ -150,12 +150,44 @@ static int capture_end(Fwd *f, cudaGraphNode_t *node, AsError *err)
     return 0;
 }
 
-/* The attention stages its rows before its PDL wait (early_rows) only while the kernel it may overlap
- * writes q alone: every programmatic edge from the nodes before the launch (before, n_before) into the
- * nodes it added must come from q's node, the kv branch's (ring row, idx) being full edges. The capture
- * chooses the edges' types, so they are checked here, in every captured layer; a graph that breaks the
- * rule is refused rather than run with a race. */
-static int check_early_rows(Fwd *f, const cudaGraphNode_t *before, size_t n_before, AsError *err)
+/* Staging the attention's rows before its PDL wait (early_rows) is sound only while the kernel it overlaps
+ * writes q alone: every other node it follows (the kv branch's end: the ring row, idx) must be a full
+ * dependency. A capture makes every edge into a programmatic launch programmatic (H200, CUDA 13.0,
+ * 2026-11-30), so the attention is captured after q's node alone (early_rows_begin) and the kv branch's
+ * edges are added back as full ones (early_rows_join), then checked: a graph that breaks the rule is
+ * refused rather than run with a race. */
+typedef struct {
+    cudaGraph_t graph;
+    cudaGraphNode_t before[8]; /* the stream's capture dependencies before the attention */
+    size_t n_before;
+} EarlyRows;
+
+/* Whether the attention may stage early (f->q_node is among the stream's dependencies: nothing was captured
+ * on it since wq_b); if so, the stream's dependencies become q's node alone. */
+static int early_rows_begin(Fwd *f, EarlyRows *er, bool *early, AsError *err)
+{
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t *deps = NULL;
+    size_t nd = 0;
+    bool after_q = false;
+    *early = false;
+    CU(err, cudaStreamGetCaptureInfo(f->e->st, &cs, NULL, &er->graph, &deps, NULL, &nd),
+       "layer %d: the capture's end before the attention", f->l);
+    if (cs != cudaStreamCaptureStatusActive || nd > 8)
+        return 0;
+    for (size_t i = 0; i < nd; i++)
+        er->before[i] = deps[i], after_q |= deps[i] == f->q_node;
+    er->n_before = nd;
+    if (!after_q)
+        return 0; /* the kernel before the attention is not wq_b's: its rows after the wait */
+    CU(err, cudaStreamUpdateCaptureDependencies(f->e->st, &f->q_node, NULL, 1, cudaStreamSetCaptureDependencies),
+       "layer %d: the attention after wq_b's node alone (%zu dependencies before)", f->l, nd);
+    *early = true;
+    return 0;
+}
+
+/* The nodes the attention's launch added that follow q's node (its first ones): up to 4 into first. */
+static int early_rows_first(Fwd *f, cudaGraphNode_t *first, int *n_first, AsError *err)
 {
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     const cudaGraphNode_t *end = NULL;
@@ -164,7 +196,7 @@ static int check_early_rows(Fwd *f, const cudaGraphNode_t *before, size_t n_befo
        "layer %d: the capture's end after the attention", f->l);
     cudaGraphNode_t stack[16], seen[16];
     int top = 0, n_seen = 0;
-    bool from_q = false;
+    *n_first = 0;
     for (size_t i = 0; i < n_end && top < 16; i++)
         stack[top++] = end[i];
     while (top > 0) {
@@ -172,7 +204,7 @@ static int check_early_rows(Fwd *f, const cudaGraphNode_t *before, size_t n_befo
         bool visited = false;
         for (int i = 0; i < n_seen && !visited; i++)
             visited = seen[i] == n;
-        if (visited)
+        if (visited || n == f->q_node)
             continue;
         if (n_seen == 16)
             return as_err(err, AS_ERUNTIME, "layer %d: the attention's launch added more than 16 graph nodes", f->l);
@@ -183,25 +215,50 @@ static int check_early_rows(Fwd *f, const cudaGraphNode_t *before, size_t n_befo
         CU(err, cudaGraphNodeGetDependencies(n, deps, edges, &nd), "layer %d: the attention node's dependencies",
            f->l);
         for (size_t j = 0; j < nd && j < 16; j++) {
-            bool old = false;
-            for (size_t b = 0; b < n_before && !old; b++)
-                old = deps[j] == before[b];
-            const bool full = edges[j].type == cudaGraphDependencyTypeDefault &&
-                              edges[j].from_port == cudaGraphKernelNodePortDefault;
-            if (old && deps[j] == f->q_node)
-                from_q = true;
-            else if (old && !full)
-                return as_err(err, AS_ERUNTIME,
-                              "layer %d: the captured attention overlaps a kernel other than wq_b's "
-                              "(a programmatic edge from the kv branch): ATTNSCOPE_ATTN_EARLY=0 stages its rows "
-                              "after the wait",
-                              f->l);
-            else if (!old && top < 16)
+            if (deps[j] == f->q_node && *n_first < 4)
+                first[(*n_first)++] = n;
+            else if (deps[j] != f->q_node && top < 16)
                 stack[top++] = deps[j];
         }
     }
-    if (!from_q)
+    if (*n_first == 0)
         return as_err(err, AS_ERUNTIME, "layer %d: the captured attention does not follow wq_b's node", f->l);
+    return 0;
+}
+
+/* The kv branch's edges into the attention's first nodes, as full dependencies, then the rule checked. */
+static int early_rows_join(Fwd *f, const EarlyRows *er, AsError *err)
+{
+    cudaGraphNode_t first[4];
+    int n_first = 0;
+    TRY(early_rows_first(f, first, &n_first, err));
+    for (int k = 0; k < n_first; k++)
+        for (size_t b = 0; b < er->n_before; b++)
+            if (er->before[b] != f->q_node)
+                CU(err, cudaGraphAddDependencies(er->graph, &er->before[b], &first[k], NULL, 1),
+                   "layer %d: the kv branch's full edge into the attention", f->l);
+    for (int k = 0; k < n_first; k++) {
+        cudaGraphNode_t deps[16];
+        cudaGraphEdgeData edges[16];
+        size_t nd = 16, joined = 0;
+        CU(err, cudaGraphNodeGetDependencies(first[k], deps, edges, &nd), "layer %d: the attention's dependencies",
+           f->l);
+        for (size_t j = 0; j < nd && j < 16; j++) {
+            const bool full = edges[j].type == cudaGraphDependencyTypeDefault &&
+                              edges[j].from_port == cudaGraphKernelNodePortDefault;
+            if (deps[j] != f->q_node && !full)
+                return as_err(err, AS_ERUNTIME,
+                              "layer %d: the captured attention overlaps a kernel other than wq_b's (a "
+                              "programmatic edge from the kv branch): ATTNSCOPE_ATTN_EARLY=0 stages its rows after "
+                              "the wait",
+                              f->l);
+            for (size_t b = 0; b < er->n_before; b++)
+                joined += deps[j] == er->before[b];
+        }
+        if (joined != er->n_before)
+            return as_err(err, AS_ERUNTIME, "layer %d: the captured attention follows %zu of the %zu nodes before it",
+                          f->l, joined, er->n_before);
+    }
     return 0;
 }
 
@@ -244,7 +301,8 @@ static int project_q_kv(Fwd *f, AsError *err)
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
                             .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
     TRY(as_dev_proj_rope(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, &rope, room, what, err));
-    if (fork && f->cap && e->attn_early)
+    if (fork && f->cap &&
+        (e->attn_early == AS_EARLY_ALL || (e->attn_early == AS_EARLY_REUSE && !f->role->index_source)))
         TRY(capture_end(f, &f->q_node, err));
     if (fork)
         CU(err, cudaStreamWaitEvent(e->st, e->ev_kv, 0), "layer %d: join the kv branch", f->l);
@@ -565,29 +623,18 @@ static int attend_and_project(Fwd *f, AsError *err)
     const float scale = (float)(1.0 / sqrt((double)hd));
     if (f->cap) {
         int kmax = f->role->ratio > 0 ? c->index_topk : 0, nb_max = f->role->ratio > 0 ? e->sh.compress_kv_cap : 0;
-        /* the nodes the attention follows, for check_early_rows */
-        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-        const cudaGraphNode_t *deps = NULL;
-        size_t nd = 0;
-        cudaGraphNode_t before[8];
-        if (f->q_node) {
-            CU(err, cudaStreamGetCaptureInfo(e->st, &cs, NULL, NULL, &deps, NULL, &nd),
-               "layer %d: the capture's end before the attention", f->l);
-            bool after_q = false; /* nothing captured on the stream between wq_b and here */
-            for (size_t i = 0; i < nd && i < 8; i++)
-                before[i] = deps[i], after_q |= deps[i] == f->q_node;
-            if (nd > 8 || !after_q)
-                f->q_node = NULL; /* the kernel before the attention is not wq_b's: its rows after the wait */
-        }
+        EarlyRows er = {0};
+        bool early = false;
+        if (f->q_node)
+            TRY(early_rows_begin(f, &er, &early, err));
         KL(err, as_k_sparse_attn_decode(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, nb_max, &f->dL->nb, wk->idx,
                                         f->m->cols + kmax, &f->dL->topk, sink, wk->o, s, nh, hd, scale,
-                                        f->cap->attn_ws, f->cap->attn_ws_bytes, with_o_back ? &ob : NULL,
-                                        f->q_node != NULL, e->st),
+                                        f->cap->attn_ws, f->cap->attn_ws_bytes, with_o_back ? &ob : NULL, early, e->st),
            "layer %d: sparse attention%s (decode graph) heads=%d rows=%d+%d up to topk=%d%s", f->l,
            with_o_back ? " + o_back" : "", nh, f->m->rows_a_len, nb_max, f->m->cols + kmax,
-           f->q_node ? ", rows staged early" : "");
-        if (f->q_node)
-            TRY(check_early_rows(f, before, nd, err));
+           early ? ", rows staged early" : "");
+        if (early)
+            TRY(early_rows_join(f, &er, err));
     } else {
         KL(err, as_k_sparse_attn(wk->q, rows_a, f->m->rows_a_len, e->sh.compress_kv, f->m->rows_b_len, wk->idx,
                                  f->m->topk, sink, wk->o, s, nh, hd, scale, e->st),

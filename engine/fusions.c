@@ -1,4 +1,4 @@
-/* ATTNSCOPE_DECODE_FUSE's and ATTNSCOPE_SEL_ROOM's parsers (engine/fusions.h); host code only, so the CPU
+/* ATTNSCOPE_DECODE_FUSE's, ATTNSCOPE_SEL_ROOM's and ATTNSCOPE_ATTN_EARLY's parsers (engine/fusions.h); host code only, so the CPU
  * tests check them. */
 #include <stdlib.h>
 #include <string.h>
@@ -66,4 +66,16 @@ int as_sel_room_default(int64_t resident_blocks, int sms)
         return 0;
     const int64_t free_blocks = resident_blocks - sms;
     return free_blocks <= 0 ? 0 : free_blocks > AS_SEL_ROOM_MAX ? AS_SEL_ROOM_MAX : (int)free_blocks;
+}
+
+int as_attn_early(const char *v, int *out, AsError *err)
+{
+    *out = AS_EARLY_OFF;
+    if (!v || !*v || !strcmp(v, "1"))
+        *out = AS_EARLY_ALL;
+    else if (!strcmp(v, "reuse"))
+        *out = AS_EARLY_REUSE;
+    else if (strcmp(v, "0"))
+        return as_err(err, AS_EBADINPUT, "ATTNSCOPE_ATTN_EARLY: '%.40s' is not 0, 1 or reuse", v);
+    return 0;
 }

@@ -37,3 +37,10 @@ int as_sel_room(const char *v, int *out, AsError *err);
  * (resident blocks, 0 when the resident launch is off) is left free; 0 where that leaves nothing or the
  * SM count is unknown. */
 int as_sel_room_default(int64_t resident_blocks, int sms);
+
+/* ATTNSCOPE_ATTN_EARLY's value (engine/forward.c: where a decode graph's one-query attention stages its rows
+ * before its PDL wait): NULL, "" or "1" AS_EARLY_ALL (every layer whose kv branch is forked), "reuse"
+ * AS_EARLY_REUSE (those without a selection of their own), "0" AS_EARLY_OFF. AS_EBADINPUT, one line, for
+ * anything else (*out AS_EARLY_OFF). */
+enum { AS_EARLY_OFF, AS_EARLY_ALL, AS_EARLY_REUSE };
+int as_attn_early(const char *v, int *out, AsError *err);

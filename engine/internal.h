@@ -131,8 +131,8 @@ struct AsEngine {
      * (engine/forward.c) */
     int sel_room;
     /* a captured decode's attention stages its rows before its PDL wait where the kernel before it writes
-     * q only (engine/forward.c checks the captured edges); ATTNSCOPE_ATTN_EARLY=0: after it (an A/B) */
-    bool attn_early;
+     * q only (engine/forward.c: the kv branch joined by full edges): AS_EARLY_* from ATTNSCOPE_ATTN_EARLY */
+    int attn_early;
     /* a captured layer's wo_b normalised h into x for the next layer (AS_FUSE_NORM): that layer skips its
      * attn_norm */
     bool x_ready;

@@ -75,6 +75,30 @@ TEST(sel_room_values_and_refusals)
     }
 }
 
+TEST(attn_early_values_and_refusals)
+{
+    static const struct {
+        const char *v;
+        int want;
+    } ok[] = {{NULL, AS_EARLY_ALL}, {"", AS_EARLY_ALL}, {"1", AS_EARLY_ALL}, {"reuse", AS_EARLY_REUSE}, {"0", AS_EARLY_OFF}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        AsError err = {0};
+        int got = -1;
+        int rc = as_attn_early(ok[i].v, &got, &err);
+        CHECK(rc == 0 && got == ok[i].want, "'%s': rc %d, %d (want %d)", ok[i].v ? ok[i].v : "(unset)", rc, got,
+              ok[i].want);
+    }
+    static const char *bad[] = {"2", "00", "Reuse", "reuse ", " 1", "all", "-1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        AsError err = {0};
+        int got = -1;
+        int rc = as_attn_early(bad[i], &got, &err);
+        CHECK(rc == AS_EBADINPUT && strstr(err.msg, "ATTNSCOPE_ATTN_EARLY") && !strchr(err.msg, '\n') &&
+                  got == AS_EARLY_OFF,
+              "'%s': rc %d, %d, '%s' (want AS_EBADINPUT, one line naming the variable, off)", bad[i], rc, got, err.msg);
+    }
+}
+
 TEST(sel_room_default_keeps_wq_b_one_block_an_sm)
 {
     static const struct {
