@@ -24,6 +24,7 @@
 #     cfgab     the decode with pick_config's measured (R, W) for wo_b and indexer.wq_b (the default) against
 #               the rule's for those shapes (ATTNSCOPE_GEMV_CFG), each and both
 #     aheadab   the decode with the attention combine's partials loaded 32 splits ahead (the default) against 8
+#     graphflash  flash's second half alone: the decode graph against the uncaptured decode, bit for bit
 #     earlyab   the decode with the one-query attention's rows staged before its PDL wait (the default), in the
 #               reuse layers only, and after it (ATTNSCOPE_ATTN_EARLY=reuse, 0)
 #     selroom   the tiny engine / graph tests under ATTNSCOPE_SEL_ROOM=0, then the decode under the default, 0, 198, 330
@@ -242,6 +243,9 @@ for p in "$@"; do
     warprange) envab warprange "" ATTNSCOPE_TOPK_WARP_RANGE=0 ATTNSCOPE_TOPK_WARP_RANGE=32 ATTNSCOPE_TOPK_WARP_RANGE=64 ;;
     aheadab) envab aheadab "" ATTNSCOPE_ATTN_COMBINE_AHEAD=8 ;;
     earlyab) envab earlyab "" ATTNSCOPE_ATTN_EARLY=reuse ATTNSCOPE_ATTN_EARLY=0 ;;
+    graphflash)
+        need_flash
+        ATTNSCOPE_FLASH_MODEL=$FLASH phase gpu_graph_flash 240 "$B/attnscope_tests" 'gpu_graph_flash*' ;;
     selroom)
         # ATTNSCOPE_SEL_ROOM (docs/ENGINE.md; the default leaves wq_b one block an SM, 'tests' runs it): the
         # tiny engine and graph tests with it off (0: the selection after wq_b's grid), then the decode under
