@@ -57,7 +57,7 @@ CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/*.c))
 TEST_SRC := $(wildcard tests/*.c)
 ifeq ($(NO_CUDA),1)
 ENGINE_SRC := engine/no_cuda.c engine/fusions.c engine/driver_version.c engine/switches.c engine/bench_json.c \
-              engine/trace_report.c
+              engine/trace_report.c engine/stats.c
 CU_SRC :=
 TEST_SRC := $(filter-out tests/gpu_%,$(TEST_SRC))
 CUDA_LIBS :=

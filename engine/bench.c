@@ -17,6 +17,7 @@
 #include "engine/bench_trace.h"
 #include "engine/check.h"
 #include "engine/internal.h"
+#include "engine/stats.h"
 #include "model/inputs.h"
 #include "model/safetensors.h"
 #include "ref/numerics.h"
@@ -25,18 +26,6 @@ typedef struct {
     double copy_gbs;          /* device copy, read + write bytes per second / 1e9 */
     double gemm_tflops;       /* cuBLAS bf16 8192^3 */
 } Limits;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double as_bench_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Random bf16 data on the device (never zeros: they run faster than real data). */
 static int fill_random(as_bf16_t *d, size_t n, uint64_t seed, AsError *err)
@@ -84,7 +73,7 @@ static int measure_limits(AsEngine *e, Limits *lim, AsError *err)
         if (i >= 2)
             v[i - 2] = 2.0 * bytes / (ms * 1e-3) / 1e9;
     }
-    lim->copy_gbs = as_bench_median(v, 10);
+    lim->copy_gbs = as_median(v, 10);
     cudaFree(a), cudaFree(b);
     /* bf16 GEMM peak: 8192^3 on random data */
     int n = 8192;
@@ -108,7 +97,7 @@ static int measure_limits(AsEngine *e, Limits *lim, AsError *err)
         if (i >= 2)
             v[i - 2] = 2.0 * n * (double)n * n / (ms * 1e-3) / 1e12;
     }
-    lim->gemm_tflops = as_bench_median(v, 10);
+    lim->gemm_tflops = as_median(v, 10);
     cudaFree(A), cudaFree(B), cudaFree(C);
     cudaEventDestroy(t0), cudaEventDestroy(t1);
     return 0;
@@ -153,7 +142,7 @@ static int cublas_alone(AsEngine *e, const AsDevWeight *w, int tokens, int batch
         if (i >= 2)
             v[i - 2] = ms;
     }
-    *ms_out = as_bench_median(v, 8);
+    *ms_out = as_median(v, 8);
     cudaFree(x), cudaFree(y), cudaFree(wb);
     cudaEventDestroy(t0), cudaEventDestroy(t1);
     return 0;
@@ -435,8 +424,8 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                         graph_steps, gi.captures);
             goto out;
         }
-        graph_ms = as_bench_median(g_ms, timed);
-        graph_wall = as_bench_median(g_wall, timed);
+        graph_ms = as_median(g_ms, timed);
+        graph_wall = as_median(g_wall, timed);
         fprintf(md, "### Decode through the CUDA graph, one token at context %d (median of %d replays)\n\n",
                 o->context + o->decode_steps, timed);
         fprintf(md, "| path | GPU ms | wall ms | x floor (GPU) | x floor (wall) |\n| --- | --- | --- | --- | --- |\n");

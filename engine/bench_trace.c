@@ -44,53 +44,6 @@ static bool first_of_kind(const char (*kind)[48], int l)
     return true;
 }
 
-/* Per layer kind, the medians of its layers' chains (as_trace_chain). */
-static void chain_table(const AsConfig *c, const AsTraceEvent *ev, int n, const char (*kind)[48], FILE *md)
-{
-    AsTraceChain *ch = calloc((size_t)c->n_layers, sizeof *ch);
-    double *v = calloc((size_t)c->n_layers, sizeof *v);
-    if (!ch || !v) {
-        free(ch), free(v);
-        return;
-    }
-    as_trace_chain(ev, n, c->n_layers, ch);
-    fprintf(md, "The chain: each projection stage's end after the previous stage's end (wq_a's after the previous "
-                "layer's wo_b; what runs between two of them counts in the later one), medians over a kind's layers, "
-                "us:\n\n| layer kind | layers |");
-    for (int k = 0; k < AS_TRACE_CHAIN; k++)
-        fprintf(md, " %s |", as_trace_chain_stage[k]);
-    fprintf(md, " total |\n| --- | --- |");
-    for (int k = 0; k <= AS_TRACE_CHAIN; k++)
-        fprintf(md, " --- |");
-    fprintf(md, "\n");
-    for (int l = 0; l < c->n_layers; l++) {
-        if (!first_of_kind(kind, l))
-            continue;
-        int m = 0;
-        for (int j = l; j < c->n_layers; j++)
-            m += ch[j].ok && !strcmp(kind[j], kind[l]);
-        if (!m)
-            continue;
-        fprintf(md, "| %s | %d |", kind[l], m);
-        for (int k = 0; k <= AS_TRACE_CHAIN; k++) {
-            int i = 0;
-            for (int j = l; j < c->n_layers; j++) {
-                if (!ch[j].ok || strcmp(kind[j], kind[l]))
-                    continue;
-                double t = 0;
-                for (int q = 0; q < AS_TRACE_CHAIN; q++)
-                    t += ch[j].us[q];
-                v[i++] = k < AS_TRACE_CHAIN ? ch[j].us[k] : t;
-            }
-            fprintf(md, " %.1f |", as_bench_median(v, i));
-        }
-        fprintf(md, "\n");
-    }
-    fprintf(md, "\n");
-    free(ch);
-    free(v);
-}
-
 static void report(const AsConfig *c, const AsTraceEvent *ev, int n, int untagged, const char *path,
                    const char (*kind)[48], double graph_ms, FILE *md)
 {
@@ -130,7 +83,7 @@ static void report(const AsConfig *c, const AsTraceEvent *ev, int n, int untagge
         fprintf(md, "| %s | %d | %.1f | %.1f | %.1f |\n", kind[l], layers, span / layers, idle / layers, kern / layers);
     }
     fprintf(md, "\n");
-    chain_table(c, ev, n, kind, md);
+    as_trace_print_chain(md, ev, n, c->n_layers, kind);
     for (int l = 0; l < c->n_layers; l++) {
         if (!first_of_kind(kind, l))
             continue;

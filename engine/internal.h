@@ -190,8 +190,6 @@ int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_b
 int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
                         const char *what, AsError *err);
 /* gemm.c's scratch: the decode part allocated (engine creation), both freed (tear-down). */
-/* The median of v[0..n), n >= 1 (v is sorted in place): bench.c's figures, bench_trace.c's chain table. */
-double as_bench_median(double *v, int n);
 int as_dev_proj_init(AsEngine *e, AsError *err);
 void as_dev_proj_free(AsEngine *e);
 

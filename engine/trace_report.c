@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/stats.h"
 #include "model/safetensors.h"
 
 void as_trace_stage_of(const char *launch, int *layer, char *stage, size_t n)
@@ -142,6 +143,27 @@ static bool in_stage(const char *stage, int k)
     return !strncmp(stage, as_trace_chain_stage[k], len) && (stage[len] == '\0' || stage[len] == ' ');
 }
 
+/* AsTraceChain's branch figures for layer l, whose wq_b ends at q_end and attention at attn_end: the inputs
+ * besides q are the layer's other events (neither wq_b's nor the attention's) that end before the
+ * attention's first kernel does (it waits for them; ends, since a programmatic launch starts early). Streams
+ * say nothing here: a graph runs its branches on streams of its own choosing. */
+static void attention_inputs(const AsTraceEvent *ev, int n, int l, uint64_t q_end, uint64_t attn_end,
+                             AsTraceChain *out)
+{
+    uint64_t a_end = UINT64_MAX, branch_end = 0;
+    for (int i = 0; i < n; i++)
+        if (ev[i].layer == l && ev[i].kind == AS_TRACE_KERNEL && in_stage(ev[i].stage, 2) && ev[i].end_ns < a_end)
+            a_end = ev[i].end_ns;
+    for (int i = 0; i < n; i++)
+        if (ev[i].layer == l && !in_stage(ev[i].stage, 1) && !in_stage(ev[i].stage, 2) && ev[i].end_ns < a_end &&
+            ev[i].end_ns > branch_end)
+            branch_end = ev[i].end_ns;
+    out->branch = branch_end > 0;
+    const uint64_t last = branch_end > q_end ? branch_end : q_end;
+    out->branch_us = out->branch ? ((double)branch_end - (double)q_end) * 1e-3 : 0.0;
+    out->attn_us = ((double)attn_end - (double)last) * 1e-3;
+}
+
 void as_trace_chain(const AsTraceEvent *ev, int n, int n_layers, AsTraceChain *out)
 {
     memset(out, 0, sizeof *out * (size_t)n_layers);
@@ -160,10 +182,78 @@ void as_trace_chain(const AsTraceEvent *ev, int n, int n_layers, AsTraceChain *o
             out[l].ok = 1;
             for (int k = 0; k < AS_TRACE_CHAIN; k++)
                 out[l].us[k] = (double)(end[k] - (k ? end[k - 1] : prev_end)) * 1e-3;
+            attention_inputs(ev, n, l, end[1], end[2], &out[l]);
         }
         prev_ok = all;
         prev_end = end[AS_TRACE_CHAIN - 1];
     }
+}
+
+/* Whether layer l is the first of its kind. */
+static bool first_of_kind(const char (*kind)[48], int l)
+{
+    for (int j = 0; j < l; j++)
+        if (!strcmp(kind[j], kind[l]))
+            return false;
+    return true;
+}
+
+void as_trace_print_chain(FILE *md, const AsTraceEvent *ev, int n, int n_layers, const char (*kind)[48])
+{
+    AsTraceChain *ch = calloc((size_t)n_layers, sizeof *ch);
+    double *v = calloc((size_t)n_layers, sizeof *v);
+    if (!ch || !v) {
+        free(ch), free(v);
+        return;
+    }
+    as_trace_chain(ev, n, n_layers, ch);
+    fprintf(md, "The chain: each projection stage's end after the previous stage's end (wq_a's after the previous "
+                "layer's wo_b; what runs between two of them counts in the later one), medians over a kind's layers, "
+                "us; then the attention's inputs: the other stream's last end before the attention less wq_b's end "
+                "(> 0: the kv branch or the selection, not q, came last) and the attention's end after its last "
+                "input:\n\n| layer kind | layers |");
+    for (int k = 0; k < AS_TRACE_CHAIN; k++)
+        fprintf(md, " %s |", as_trace_chain_stage[k]);
+    fprintf(md, " total | branch - wq_b | attention after its inputs |\n| --- | --- |");
+    for (int k = 0; k <= AS_TRACE_CHAIN + 2; k++)
+        fprintf(md, " --- |");
+    fprintf(md, "\n");
+    for (int l = 0; l < n_layers; l++) {
+        if (!first_of_kind(kind, l))
+            continue;
+        int m = 0;
+        for (int j = l; j < n_layers; j++)
+            m += ch[j].ok && !strcmp(kind[j], kind[l]);
+        if (!m)
+            continue;
+        fprintf(md, "| %s | %d |", kind[l], m);
+        for (int k = 0; k <= AS_TRACE_CHAIN; k++) {
+            int i = 0;
+            for (int j = l; j < n_layers; j++) {
+                if (!ch[j].ok || strcmp(kind[j], kind[l]))
+                    continue;
+                double t = 0;
+                for (int q = 0; q < AS_TRACE_CHAIN; q++)
+                    t += ch[j].us[q];
+                v[i++] = k < AS_TRACE_CHAIN ? ch[j].us[k] : t;
+            }
+            fprintf(md, " %.1f |", as_median(v, i));
+        }
+        for (int k = 0; k < 2; k++) {
+            int i = 0;
+            for (int j = l; j < n_layers; j++)
+                if (ch[j].ok && ch[j].branch && !strcmp(kind[j], kind[l]))
+                    v[i++] = k ? ch[j].attn_us : ch[j].branch_us;
+            if (i)
+                fprintf(md, " %.1f |", as_median(v, i));
+            else
+                fprintf(md, " - |");
+        }
+        fprintf(md, "\n");
+    }
+    fprintf(md, "\n");
+    free(ch);
+    free(v);
 }
 
 /* The streams of layer l's events (every event's when l < -1) in their order of first use (16 at most:

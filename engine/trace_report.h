@@ -58,8 +58,18 @@ extern const char *const as_trace_chain_stage[AS_TRACE_CHAIN];
 typedef struct {
     double us[AS_TRACE_CHAIN];
     int ok; /* every stage found, in this layer and the previous layer's wo_b (so never layer 0) */
+    /* The attention's inputs besides q (ok layers with an event, neither wq_b's nor the attention's, that
+     * ends before the attention's first kernel: the kv branch, an index layer's selection): branch_us, the
+     * last such end less wq_b's end (> 0: the branch, not q, was the attention's last input); attn_us, the
+     * attention's end after its last input (its own time on the chain, whichever input came last). */
+    int branch;
+    double branch_us, attn_us;
 } AsTraceChain;
 void as_trace_chain(const AsTraceEvent *ev, int n, int n_layers, AsTraceChain *out);
+/* The chains as a Markdown table, one row a layer kind (kind[l]: layer l's kind, rows in order of first
+ * appearance): the kind's layers with a chain, the medians of each stage, their total, and of the branch
+ * figures (over the layers that have them; "-" when none). */
+void as_trace_print_chain(FILE *md, const AsTraceEvent *ev, int n, int n_layers, const char (*kind)[48]);
 
 /* Layer l's events as a Markdown table: start and end from the layer's first start, duration,
  * stream (s0, s1, ... in the layer's order of first use), stage, kernel, grid. */

@@ -1,10 +1,12 @@
 /* engine/trace_report.c: the launch descriptions parsed, kernel names shortened, a step's figures per
  * layer (span and idle, hand-computed), the layer table and the Chrome trace file. */
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/stats.h"
 #include "engine/trace_report.h"
 #include "tests/cli_util.h"
 #include "tests/harness.h"
@@ -137,7 +139,10 @@ TEST(trace_layers_span_and_idle)
 
 /* Two whole layers and a third without its wo_a, in us: layer 0 ends wo_b at 100; layer 1: wq_a 106,
  * wq_b 130 (and a "wq_b + rope" kernel ending 129), the attention's two kernels 138 and 141, wo_a 158,
- * wo_b 183; layer 2 lacks wo_a. Layer 1's chain: 6, 24, 11, 17, 25; layers 0 and 2 have none. */
+ * wo_b 183; layer 2 lacks wo_a. Layer 1's chain: 6, 24, 11, 17, 25; layers 0 and 2 have none. Layer 1's
+ * other inputs: build idx [120, 133), other [125, 134) and late [131, 135) end before the attention's first
+ * kernel (138; late on the attention's stream: streams do not count), wkv [100, 150) and later [131, 170) do
+ * not: the last input ends at 135, 5 us after wq_b; the attention's end, 141, is 6 us after it. */
 TEST(trace_chain_of_hand_made_layers)
 {
     AsTraceEvent ev[] = {
@@ -149,6 +154,8 @@ TEST(trace_chain_of_hand_made_layers)
         ev_at(130500, 138000, 1, 1, "sparse attention"),
         ev_at(131000, 141000, 1, 1, "sparse attention + o_back"), ev_at(135000, 158000, 1, 1, "wo_a"),
         ev_at(140000, 183000, 1, 1, "wo_b"),    ev_at(0, 999000, 1, 1, "wq_bx"),
+        ev_at(120000, 133000, 2, 1, "window select + build idx"), ev_at(125000, 134000, 2, 1, "other"),
+        ev_at(131000, 170000, 2, 1, "later"),   ev_at(131000, 135000, 1, 1, "late"),
         ev_at(180000, 190000, 1, 2, "wq_a"),    ev_at(185000, 200000, 1, 2, "wq_b"),
         ev_at(200000, 210000, 1, 2, "sparse attention"), ev_at(205000, 230000, 1, 2, "wo_b"),
     };
@@ -161,4 +168,28 @@ TEST(trace_chain_of_hand_made_layers)
     for (int k = 0; k < AS_TRACE_CHAIN; k++)
         CHECK(ch[1].us[k] > want[k] - 1e-9 && ch[1].us[k] < want[k] + 1e-9, "layer 1, %s: %g us (want %g)",
               as_trace_chain_stage[k], ch[1].us[k], want[k]);
+    CHECK(ch[1].branch && fabs(ch[1].branch_us - 5.0) < 1e-9 && fabs(ch[1].attn_us - 6.0) < 1e-9,
+          "layer 1's inputs: branch %d, %g us after wq_b (want 5), the attention %g us after them (want 6)",
+          ch[1].branch, ch[1].branch_us, ch[1].attn_us);
+
+    /* the table: kind "x" (layer 0, no chain) has no row; kind "y" (layers 1 and 2) one, from layer 1 */
+    const char kind[3][48] = {"x", "y", "y"};
+    char *md = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&md, &len);
+    REQUIRE(f, "open_memstream");
+    as_trace_print_chain(f, ev, n, 3, kind);
+    fclose(f);
+    CHECK(strstr(md, "| wq_a | wq_b | sparse attention | wo_a | wo_b | total | branch - wq_b | attention after its "
+                     "inputs |") &&
+              strstr(md, "| y | 1 | 6.0 | 24.0 | 11.0 | 17.0 | 25.0 | 83.0 | 5.0 | 6.0 |") && !strstr(md, "| x |"),
+          "the chain's table:\n%s", md);
+    free(md);
+}
+
+TEST(median_of_figures)
+{
+    double odd[] = {3, 1, 2}, even[] = {4, 1, 3, 2}, one[] = {7};
+    CHECK(as_median(odd, 3) == 2.0 && as_median(even, 4) == 2.5 && as_median(one, 1) == 7.0 && as_median(NULL, 0) == 0.0,
+          "medians %g %g %g %g", as_median(odd, 3), as_median(even, 4), as_median(one, 1), as_median(NULL, 0));
 }
