@@ -1,5 +1,5 @@
-/* ATTNSCOPE_DECODE_FUSE's, ATTNSCOPE_SEL_ROOM's and ATTNSCOPE_ATTN_EARLY's parsers (engine/fusions.h); host code only, so the CPU
- * tests check them. */
+/* ATTNSCOPE_DECODE_FUSE's, ATTNSCOPE_SEL_ROOM's and ATTNSCOPE_ATTN_EARLY's parsers (engine/fusions.h); host
+ * code only, so the CPU tests check them. */
 #include <stdlib.h>
 #include <string.h>
 

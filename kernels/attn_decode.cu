@@ -551,10 +551,7 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
         static const bool fma = as_env_is("ATTNSCOPE_ATTN_SPLIT", "fma"),
                           heads4 = as_env_is("ATTNSCOPE_ATTN_MMA_HEADS", "4");
         const int H = !fma && !heads4 && nh % 8 == 0 ? 8 : attn1::kHeads;
-        // ATTNSCOPE_ATTN_EARLY=0: the tensor-core split stages its rows after its PDL wait even where the
-        // caller allows before (an A/B; the same bits)
-        static const bool early_off = as_env_is("ATTNSCOPE_ATTN_EARLY", "0");
-        a.early_rows = early_rows && !early_off && !fma;
+        a.early_rows = early_rows && !fma; // (the engine reads ATTNSCOPE_ATTN_EARLY: the caller decides)
         dim3 grid((unsigned)nsplit, (unsigned)(nh / H));
         if (fma)
             as_launch(hd == 512 ? attn1::split_kernel<512> : attn1::split_kernel<256>, grid, attn1::kThreads, 0, st, a);

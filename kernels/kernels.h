@@ -212,7 +212,7 @@ int as_k_o_back(const as_bf16_t *o, int rows, int nh, int hd, const AsOBack *ob,
  * width computes whenever both split into single tiles (tiles_per_split 1). With ob,
  * o_back too (AsOBack). early_rows: the caller vouches that the kernel launched just before on st
  * (programmatically) writes none of idx, rows_a, rows_b, nb_d, topk_d, only q; the one-query kernel then
- * stages its rows before its PDL wait (ATTNSCOPE_ATTN_EARLY=0 declines; the same bits either way). */
+ * stages its rows before its PDL wait (the same bits either way). */
 int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
                             const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
                             const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
