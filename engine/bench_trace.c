@@ -35,15 +35,6 @@ static int traced_steps(AsEngine *e, AsTrace *t, const float *h0, int pos0, int 
     return rc;
 }
 
-/* Whether layer l is the first of its kind (kind[l]: its kind's name). */
-static bool first_of_kind(const char (*kind)[48], int l)
-{
-    for (int j = 0; j < l; j++)
-        if (!strcmp(kind[j], kind[l]))
-            return false;
-    return true;
-}
-
 static void report(const AsConfig *c, const AsTraceEvent *ev, int n, int untagged, const char *path,
                    const char (*kind)[48], double graph_ms, FILE *md)
 {
@@ -73,7 +64,7 @@ static void report(const AsConfig *c, const AsTraceEvent *ev, int n, int untagge
                 "so its time includes its wait for the kernel before it.\n\n");
     fprintf(md, "| layer kind | layers | span us a layer | idle us a layer | kernels a layer |\n| --- | --- | --- | --- | --- |\n");
     for (int l = 0; l < c->n_layers; l++) {
-        if (!first_of_kind(kind, l))
+        if (!as_trace_first_of_kind(kind, l))
             continue;
         double span = 0, idle = 0, kern = 0;
         int layers = 0;
@@ -85,7 +76,7 @@ static void report(const AsConfig *c, const AsTraceEvent *ev, int n, int untagge
     fprintf(md, "\n");
     as_trace_print_chain(md, ev, n, c->n_layers, kind);
     for (int l = 0; l < c->n_layers; l++) {
-        if (!first_of_kind(kind, l))
+        if (!as_trace_first_of_kind(kind, l))
             continue;
         fprintf(md, "#### Layer %d (%s), kernel by kernel: span %.1f us, idle %.1f us\n\n", l, kind[l], L[l].span_us,
                 L[l].idle_us);

@@ -189,8 +189,7 @@ void as_trace_chain(const AsTraceEvent *ev, int n, int n_layers, AsTraceChain *o
     }
 }
 
-/* Whether layer l is the first of its kind. */
-static bool first_of_kind(const char (*kind)[48], int l)
+bool as_trace_first_of_kind(const char (*kind)[48], int l)
 {
     for (int j = 0; j < l; j++)
         if (!strcmp(kind[j], kind[l]))
@@ -209,9 +208,9 @@ void as_trace_print_chain(FILE *md, const AsTraceEvent *ev, int n, int n_layers,
     as_trace_chain(ev, n, n_layers, ch);
     fprintf(md, "The chain: each projection stage's end after the previous stage's end (wq_a's after the previous "
                 "layer's wo_b; what runs between two of them counts in the later one), medians over a kind's layers, "
-                "us; then the attention's inputs: the other stream's last end before the attention less wq_b's end "
-                "(> 0: the kv branch or the selection, not q, came last) and the attention's end after its last "
-                "input:\n\n| layer kind | layers |");
+                "us; then the attention's inputs: the last end of the layer's other kernels and copies before the "
+                "attention's first kernel ends, less wq_b's end (> 0: the kv branch or the selection, not q, came "
+                "last), and the attention's end after its last input:\n\n| layer kind | layers |");
     for (int k = 0; k < AS_TRACE_CHAIN; k++)
         fprintf(md, " %s |", as_trace_chain_stage[k]);
     fprintf(md, " total | branch - wq_b | attention after its inputs |\n| --- | --- |");
@@ -219,7 +218,7 @@ void as_trace_print_chain(FILE *md, const AsTraceEvent *ev, int n, int n_layers,
         fprintf(md, " --- |");
     fprintf(md, "\n");
     for (int l = 0; l < n_layers; l++) {
-        if (!first_of_kind(kind, l))
+        if (!as_trace_first_of_kind(kind, l))
             continue;
         int m = 0;
         for (int j = l; j < n_layers; j++)

@@ -4,6 +4,7 @@
  * launch descriptions parsed, the figures per layer, the tables, the Chrome trace file. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +71,8 @@ void as_trace_chain(const AsTraceEvent *ev, int n, int n_layers, AsTraceChain *o
  * appearance): the kind's layers with a chain, the medians of each stage, their total, and of the branch
  * figures (over the layers that have them; "-" when none). */
 void as_trace_print_chain(FILE *md, const AsTraceEvent *ev, int n, int n_layers, const char (*kind)[48]);
+/* Whether layer l is the first of its kind (kind[j]: layer j's kind name). */
+bool as_trace_first_of_kind(const char (*kind)[48], int l);
 
 /* Layer l's events as a Markdown table: start and end from the layer's first start, duration,
  * stream (s0, s1, ... in the layer's order of first use), stage, kernel, grid. */
