@@ -5,9 +5,10 @@
 
 For every layer whose projections the trace names (wq_a, wq_b, the sparse attention, wo_a, wo_b), the
 time each of those stages ends after the one before it ends (wq_a: after the previous layer's wo_b), so
-that the five add up to the layer's share of the step; then the attention's inputs: the last end on the
-other stream before the attention less wq_b's end (> 0: the kv branch or the selection came last), and the
-attention's end after its last input. A programmatically launched kernel starts when
+that the five add up to the layer's share of the step; then the attention's inputs: the last end of the
+layer's other events (neither wq_b's nor the attention's) before the attention's first kernel ends, less
+wq_b's end (> 0: the kv branch or the selection came last), and the attention's end after its last input.
+Inputs are found by their ends, not their streams: a graph runs its branches on streams of its own choosing. A programmatically launched kernel starts when
 its blocks are resident, so start times say little; ends do. Layers are grouped by how many kernels the
 trace gives them (a reuse layer has fewer than an index layer); medians are printed per group.
 bench-engine --trace prints the same chain per layer kind (engine/trace_report.c, as_trace_chain) for the
