@@ -148,7 +148,7 @@ $(BUILD)/fuzz/%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-bundle: $(BUILD)/attnscope $(BUILD)/attnscope_tests $(BUILD)/attnscope_kbench
+bundle: $(BUILD)/attnscope $(BUILD)/attnscope_tests $(BUILD)/attnscope_kbench $(BUILD)/attnscope_boundary
 	sh scripts/bundle.sh $(BUILD) dist/attnscope
 
 # The bundle compressed, for carrying to a GPU machine (scripts/gpu_session.sh unpacks it).
@@ -165,6 +165,13 @@ KBENCH_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,bench/kernels_bench.cu kernels
 kbench: $(BUILD)/attnscope_kbench
 $(BUILD)/attnscope_kbench: $(KBENCH_OBJ)
 	$(NVCC) -o $@ $(KBENCH_OBJ) -lcublas
+
+# What a dependency between two decode stages costs, by its synchronisation (bench/boundary_bench.cu):
+# graph edges with and without PDL, a grid barrier and a flag in one persistent kernel; needs only CUDA.
+.PHONY: boundary
+boundary: $(BUILD)/attnscope_boundary
+$(BUILD)/attnscope_boundary: $(BUILD)/obj/bench/boundary_bench.cu.o
+	$(NVCC) -o $@ $<
 
 clean:
 	rm -rf build build-san build-fuzz dist

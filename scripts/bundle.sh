@@ -24,6 +24,7 @@ mkdir -p "$dest/bin" "$dest/lib"
 cp "$build/attnscope" "$build/attnscope_tests" "$dest/bin/"
 # the kernel micro-benchmark travels too when it was built (make kbench)
 [ -x "$build/attnscope_kbench" ] && cp "$build/attnscope_kbench" "$dest/bin/"
+[ -x "$build/attnscope_boundary" ] && cp "$build/attnscope_boundary" "$dest/bin/"
 
 # ldd lists the transitive closure; "name => /path (addr)" lines are the ones resolved to files.
 ldd "$build/attnscope" "$build/attnscope_tests" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |

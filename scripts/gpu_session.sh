@@ -52,6 +52,8 @@
 #     decsan    memcheck, racecheck, initcheck on the decode-path kernels (GEMV epilogues, o_back, RoPE, a graph)
 #     selsan    memcheck, racecheck, initcheck on the selection kernels and the engine paths using them
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
+#     boundary  what a dependency between two stages costs: graph edges with and without PDL, a grid barrier and
+#               a flag in one persistent kernel (bench/boundary_bench.cu)
 #     kbench    the kernel micro-benchmark (bench/KERNELS.md)
 #     attn      the sparse-attention tests alone (every path, the wgmma kernel included), then the
 #               micro-benchmark's attention part (kbench --attn)
@@ -399,6 +401,9 @@ e, r = lay['engine']['o'][()], lay['ref']['o'][()]
 print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['diff/o'].attrs['verdict'])
 "
         cat "$(logf h5py)" ;;
+    boundary)
+        LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase boundary 120 "$B/bin/attnscope_boundary"
+        grep -E '^\|' "$(logf boundary)" | tee -a "$SUM" ;;
     kbench)
         LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 150 "$B/bin/attnscope_kbench"
         sed -n '/== summary/,$p' "$(logf kbench)" | tee -a "$SUM" ;;
