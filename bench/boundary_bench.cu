@@ -102,6 +102,42 @@ float median(std::vector<float> v)
     return v[v.size() / 2];
 }
 
+// Microseconds a hop: the median over `reps` runs (after 3 warm-up runs) of launch() on st, timed by
+// events; reset() runs before each, outside the timing.
+template <typename Reset, typename Launch>
+float us_a_hop(int hops, int reps, cudaStream_t st, Reset reset, Launch launch)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    std::vector<float> t;
+    for (int r = 0; r < reps + 3; r++) {
+        reset();
+        CK(cudaEventRecord(a, st));
+        launch();
+        CK(cudaEventRecord(b, st));
+        CK(cudaEventSynchronize(b));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (r >= 3)
+            t.push_back(ms * 1000.0f / (float)hops);
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    return median(t);
+}
+
+// The chain's last value must be its hop count: every stage saw its predecessor's write.
+void check_chain(const unsigned *vals, int hops, const char *what)
+{
+    unsigned last = 0;
+    CK(cudaMemcpy(&last, vals + hops, sizeof last, cudaMemcpyDeviceToHost));
+    if (last != (unsigned)hops) {
+        fprintf(stderr, "boundary: the %s chain passed %u, not %d\n", what, last, hops);
+        exit(1);
+    }
+}
+
 // A graph of `hops` hop kernels of `grid` blocks (PDL or not); microseconds a hop.
 float graph_hops(int hops, int grid, bool pdl, int reps)
 {
@@ -127,33 +163,13 @@ float graph_hops(int hops, int grid, bool pdl, int reps)
     CK(cudaStreamEndCapture(st, &g));
     cudaGraphExec_t ge;
     CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    std::vector<float> t;
-    for (int r = 0; r < reps + 3; r++) {
-        CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        if (r >= 3)
-            t.push_back(ms * 1000.0f / (float)hops);
-    }
-    unsigned last = 0;
-    CK(cudaMemcpy(&last, vals + hops, sizeof last, cudaMemcpyDeviceToHost));
-    if (last != (unsigned)hops) {
-        fprintf(stderr, "boundary: the PDL chain passed %u, not %d\n", last, hops);
-        exit(1);
-    }
+    const float us = us_a_hop(hops, reps, st, [] {}, [&] { CK(cudaGraphLaunch(ge, st)); });
+    check_chain(vals, hops, pdl ? "PDL graph" : "graph");
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
     CK(cudaFree(vals));
     CK(cudaStreamDestroy(st));
-    return median(t);
+    return us;
 }
 
 // One persistent kernel of `grid` blocks, `hops` phases (barrier or flag); microseconds a phase.
@@ -162,37 +178,22 @@ float persistent_hops(int hops, int grid, bool barrier, int reps)
     unsigned *sync, *vals;
     CK(cudaMalloc(&sync, sizeof(unsigned)));
     CK(cudaMalloc(&vals, sizeof(unsigned) * (size_t)(hops + 1)));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    std::vector<float> t;
-    for (int r = 0; r < reps + 3; r++) {
+    auto reset = [&] {
         CK(cudaMemset(sync, 0, sizeof(unsigned)));
         CK(cudaMemset(vals, 0, sizeof(unsigned) * (size_t)(hops + 1)));
-        CK(cudaEventRecord(a));
+    };
+    auto launch = [&] {
         if (barrier)
             barrier_kernel<<<grid, kThreads>>>(sync, vals, hops);
         else
             flag_kernel<<<grid, kThreads>>>(sync, vals, hops);
         CK(cudaGetLastError());
-        CK(cudaEventRecord(b));
-        CK(cudaEventSynchronize(b));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        if (r >= 3)
-            t.push_back(ms * 1000.0f / (float)hops);
-    }
-    unsigned last = 0;
-    CK(cudaMemcpy(&last, vals + hops, sizeof last, cudaMemcpyDeviceToHost));
-    if (last != (unsigned)hops) {
-        fprintf(stderr, "boundary: the %s chain passed %u, not %d\n", barrier ? "barrier" : "flag", last, hops);
-        exit(1);
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
+    };
+    const float us = us_a_hop(hops, reps, 0, reset, launch);
+    check_chain(vals, hops, barrier ? "barrier" : "flag");
     CK(cudaFree(sync));
     CK(cudaFree(vals));
-    return median(t);
+    return us;
 }
 
 } // namespace
