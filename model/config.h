@@ -10,6 +10,11 @@
 
 #define AS_MAX_LAYERS 256
 
+/* The precision a model runs in (model.py's ModelArgs.dtype): fp8 runs the fp8 projections as
+ * act_quant + fp8 GEMM (SPEC 2), bf16 runs every projection as the bf16 linear. AUTO: follow the
+ * config's "dtype", else the weights (model/precision.h). */
+typedef enum { AS_PREC_AUTO = 0, AS_PREC_BF16, AS_PREC_FP8 } AsPrecision;
+
 /* What one layer is and which shared state it reads (derived by as_config_derive). */
 typedef struct {
     int ratio;              /* compress_ratios[l]: 0, 1 or 2 */
@@ -54,6 +59,8 @@ typedef struct {
     double beta_fast, beta_slow;
     /* run capacity: caches hold max_seq / ratio rows, RoPE tables max_seq positions */
     int max_seq;
+    /* "dtype" of inference/config.json ("fp8" or "bf16"); AS_PREC_AUTO when the config has none */
+    AsPrecision dtype;
 
     /* derived (as_config_derive) */
     AsLayerRole role[AS_MAX_LAYERS];

@@ -19,6 +19,7 @@
 #include "model/digest.h"
 #include "model/gguf.h"
 #include "model/model_load.h"
+#include "model/precision.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 
@@ -446,6 +447,8 @@ int as_model_load(const char *path, int max_seq, AsModel *m, AsError *err)
     }
     weights_name(m, dir, weights);
     digest(m);
+    if ((rc = as_model_set_precision(m, AS_PREC_AUTO, err)))
+        goto fail;
     return AS_OK;
 fail:
     as_model_free(m);

@@ -14,7 +14,7 @@ typedef enum {
     AS_DT_F32,
     AS_DT_F16,
     AS_DT_BF16,
-    AS_DT_F8_E4M3,  /* with a block scale tensor (one per 128x128 block) */
+    AS_DT_F8_E4M3,  /* with a block scale tensor (one per 32x32 or 128x128 block) */
     AS_DT_F8_E8M0,  /* only as a scale tensor: value 2^(e-127) */
     AS_DT_Q8_0,     /* ggml: 32 weights per block, fp16 d, int8 q */
     AS_DT_Q2_K,     /* ggml: 256 weights per block, see model/ggml_blocks.h */
@@ -32,7 +32,8 @@ typedef struct AsWTensor {
     int64_t shape[4];           /* [out, in] for a projection, as nn.Linear stores it */
     const void *data;           /* into the mapping; never written */
     int64_t nbytes;
-    const struct AsWTensor *scale; /* F8_E4M3 block scales [ceil(out/128)][ceil(in/128)], else NULL */
+    const struct AsWTensor *scale; /* F8_E4M3 block scales [ceil(out/B)][ceil(in/B)], else NULL */
+    int block;                  /* F8_E4M3 with a scale: B, the scale's block edge (32 or 128, from its shape) */
 } AsWTensor;
 
 static inline int64_t as_wt_rows(const AsWTensor *t) { return t->ndim == 1 ? 1 : t->shape[0]; }
@@ -67,6 +68,7 @@ typedef struct AsModel {
     AsWTensor *tensors;         /* every tensor of every file */
     AsLayerWeights layer[AS_MAX_LAYERS];
     bool quantised;             /* some projection is Q2_K / Q8_0 (looser tolerance) */
+    AsPrecision precision;      /* what the model runs in: AS_PREC_BF16 or AS_PREC_FP8 (model/precision.h) */
 } AsModel;
 
 /* Loads DIR (config.json + model.safetensors or model.safetensors.index.json + shards), a single
