@@ -5,9 +5,16 @@
 
 #include <stdint.h>
 
-/* o[t][h] = bf16( sum_i exp(z_i - m) / den * rows[i] ), z_i = (q[t][h] . rows[i]) * scale, over the
- * selected rows idx[t][0..topk) (-1 skipped), m = max(sink[h], max z), den = exp(sink[h]-m) + sum.
- * q, o: [s][nh][hd]; rows: [nrows][hd]; idx: [s][topk]. Every idx must be -1 or < nrows. */
+#define AS_ATTN_BLOCK 64        /* kernel.py's `block`: selection entries per online-softmax step */
+#define AS_ATTN_M_INIT (-1e30f) /* the running max's start: finite, so an all -1 block gives p = 0 */
+#define AS_ATTN_MAX_HEADS_PER_ITEM 64
+
+/* kernel.py's sparse_attn: over the selection idx[t][0..topk) in blocks of 64 consecutive entries
+ * (-1 and entries >= nrows skipped), z_i = (q[t][h] . rows[i]) * scale, an online softmax from
+ * m = -1e30 whose probabilities are rounded to bf16 before they weight the rows (against the
+ * running max after their block), f32 denominators, and the sink added once at the end:
+ * o = bf16(acc / (den + exp(sink[h] - m))). A query with no valid entry gives 0.
+ * q, o: [s][nh][hd]; rows: [nrows][hd]; idx: [s][topk]. */
 void as_sparse_attention(const float *q, const float *rows, int64_t nrows, const int32_t *idx,
                          int64_t topk, const float *sink, float *o, int64_t s, int nh, int hd,
                          float scale);
