@@ -161,14 +161,12 @@ AVX512 static inline __m512 bf16x16_avx512(const uint8_t *p)
 AVX512_GEMV(gemv_bf16_avx512, 2, bf16x16_avx512, dot_bf16_portable)
 AVX512_GEMV(gemv_f32_avx512, 4, F32X16, dot_f32_portable)
 
-/* ---- fp8 e4m3 with 128 x 128 block scales ----
+/* ---- fp8 e4m3 with B x B block scales (B = 32 or 128) ----
  * Each weight is decoded exactly as as_wt_rows_f32 does, w = bf16(fp8 * scale), in vector form:
  * the code's low 7 bits shifted to f32 bit 20 are the magnitude times 2^-120 (the exponent field
  * lands in f32's, and an e4m3 subnormal m * 2^-9 becomes the f32 subnormal m * 2^-129), so one
  * multiplication by 2^120 gives it exactly; the sign is or-ed back; 0x7f / 0xff and NaN scales
  * give NaN; then the product with the scale in f32 and bf16 round-to-nearest-even on the bits. */
-
-#define FP8_SCALE_BLOCK 128
 
 AVX512 static inline __m512 fp8x16_avx512(const uint8_t *p, __m512 s)
 {
@@ -205,10 +203,10 @@ AVX2 static inline __m256 fp8x8_avx2(const uint8_t *p, __m256 s)
 static inline float fp8_weight(uint8_t b, float s) { return as_bf16(as_e4m3_from_bits(b) * s); }
 
 /* Rows in blocks of 4 sharing the x loads (a short last block repeats its last row and drops
- * the extra results); per 128-column block each row broadcasts its own scale. */
+ * the extra results); per B-column block each row broadcasts its own scale. */
 #define FP8_GEMV(NAME, ATTR, VEC, LANES, ZERO, SET1, LOADX, FMA, DECODE, HSUM)            \
     ATTR static void NAME(const float *x, const uint8_t *w, int64_t cols, int64_t n, int64_t r0, \
-                          const float *sc, int64_t ldsc, float *y)                          \
+                          const float *sc, int64_t ldsc, int64_t blk, float *y)             \
     {                                                                                     \
         for (int64_t o = 0; o < n; o += 4) {                                              \
             const uint8_t *row[4];                                                        \
@@ -216,13 +214,13 @@ static inline float fp8_weight(uint8_t b, float s) { return as_bf16(as_e4m3_from
             for (int k = 0; k < 4; k++) {                                                 \
                 int64_t ok = o + k < n ? o + k : n - 1;                                   \
                 row[k] = w + ok * cols;                                                   \
-                srow[k] = sc + ((r0 + ok) / FP8_SCALE_BLOCK - r0 / FP8_SCALE_BLOCK) * ldsc; \
+                srow[k] = sc + ((r0 + ok) / blk - r0 / blk) * ldsc; \
             }                                                                             \
             VEC a0 = ZERO(), a1 = a0, a2 = a0, a3 = a0;                                   \
             float t0 = 0, t1 = 0, t2 = 0, t3 = 0;                                         \
-            for (int64_t c0 = 0; c0 < cols; c0 += FP8_SCALE_BLOCK) {                      \
-                const int64_t cb = c0 / FP8_SCALE_BLOCK;                                  \
-                const int64_t c1 = c0 + FP8_SCALE_BLOCK < cols ? c0 + FP8_SCALE_BLOCK : cols; \
+            for (int64_t c0 = 0; c0 < cols; c0 += blk) {                      \
+                const int64_t cb = c0 / blk;                                  \
+                const int64_t c1 = c0 + blk < cols ? c0 + blk : cols; \
                 const VEC s0 = SET1(srow[0][cb]), s1 = SET1(srow[1][cb]);                 \
                 const VEC s2 = SET1(srow[2][cb]), s3 = SET1(srow[3][cb]);                 \
                 int64_t c = c0;                                                           \
@@ -301,7 +299,7 @@ AVX512BW static inline bool has_nan_code(const uint8_t *p, int64_t n)
 }
 
 AVX512BW static void gemv_fp8_avx512bw(const float *x, const uint8_t *w, int64_t cols, int64_t n, int64_t r0,
-                                       const float *sc, int64_t ldsc, float *y)
+                                       const float *sc, int64_t ldsc, int64_t blk, float *y)
 {
     for (int64_t o = 0; o < n; o += 4) {
         const uint8_t *row[4];
@@ -309,13 +307,13 @@ AVX512BW static void gemv_fp8_avx512bw(const float *x, const uint8_t *w, int64_t
         for (int k = 0; k < 4; k++) { /* a short last block repeats its last row */
             int64_t ok = o + k < n ? o + k : n - 1;
             row[k] = w + ok * cols;
-            srow[k] = sc + ((r0 + ok) / FP8_SCALE_BLOCK - r0 / FP8_SCALE_BLOCK) * ldsc;
+            srow[k] = sc + ((r0 + ok) / blk - r0 / blk) * ldsc;
         }
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         float t[4] = {0, 0, 0, 0};
-        for (int64_t c0 = 0; c0 < cols; c0 += FP8_SCALE_BLOCK) {
-            const int64_t cb = c0 / FP8_SCALE_BLOCK;
-            const int64_t c1 = c0 + FP8_SCALE_BLOCK < cols ? c0 + FP8_SCALE_BLOCK : cols;
+        for (int64_t c0 = 0; c0 < cols; c0 += blk) {
+            const int64_t cb = c0 / blk;
+            const int64_t c1 = c0 + blk < cols ? c0 + blk : cols;
             const float sk[4] = {srow[0][cb], srow[1][cb], srow[2][cb], srow[3][cb]};
             int kind = SCALE_EXACT;
             for (int k = 0; k < 4; k++) {
@@ -416,16 +414,16 @@ void as_gemv_f32(const float *x, const void *w, int64_t cols, int64_t n, float *
 }
 
 bool as_gemv_fp8(const float *x, const void *w, int64_t cols, int64_t n, int64_t r0, const float *scale,
-                 int64_t ldscale, float *y)
+                 int64_t ldscale, int block, float *y)
 {
     switch (as_gemv_isa()) {
     case AS_ISA_AVX512:
         if (__builtin_cpu_supports("avx512bw"))
-            gemv_fp8_avx512bw(x, w, cols, n, r0, scale, ldscale, y);
+            gemv_fp8_avx512bw(x, w, cols, n, r0, scale, ldscale, block, y);
         else
-            gemv_fp8_avx512(x, w, cols, n, r0, scale, ldscale, y);
+            gemv_fp8_avx512(x, w, cols, n, r0, scale, ldscale, block, y);
         return true;
-    case AS_ISA_AVX2: gemv_fp8_avx2(x, w, cols, n, r0, scale, ldscale, y); return true;
+    case AS_ISA_AVX2: gemv_fp8_avx2(x, w, cols, n, r0, scale, ldscale, block, y); return true;
     default: return false;
     }
 }

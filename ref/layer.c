@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/precision.h"
 #include "ref/attention.h"
 #include "ref/candidates.h"
 #include "ref/compressor.h"
+#include "ref/fp8_linear.h"
 #include "ref/indexer.h"
 #include "ref/linear.h"
 #include "ref/quant.h"
@@ -17,6 +19,16 @@
 #include "ref/window.h"
 
 #define ROW(n) (sizeof(float) * (size_t)(n))
+
+/* One of the five fp8 projections (wq_a, wq_b, wkv, wo_b, indexer.wq_b): the fp8 linear in fp8
+ * precision, else the bf16 linear (model/precision.h). */
+static void project(const AsRefModel *rm, const float *x, int s, const AsWTensor *w, float *y)
+{
+    if (as_proj_fp8(rm->m, w))
+        as_fp8_linear(x, s, w, y);
+    else
+        as_linear(x, s, w, y, true);
+}
 
 int as_ref_model_init(AsRefModel *rm, const AsModel *m, AsError *err)
 {
@@ -31,12 +43,14 @@ int as_ref_model_init(AsRefModel *rm, const AsModel *m, AsError *err)
         rm->no_sink[h] = -INFINITY;
     for (int l = 0; l < cfg->n_layers; l++) {
         const AsLayerWeights *w = &m->layer[l];
-        const AsWTensor *vecs[] = {w->attn_norm, w->q_norm, w->kv_norm, w->c_norm, w->i_k_norm, w->attn_sink};
-        float **dst[] = {&rm->attn_norm[l], &rm->q_norm[l], &rm->kv_norm[l], &rm->c_norm[l], &rm->k_norm[l],
-                         &rm->sink[l]};
-        for (int i = 0; i < 6; i++)
-            if (vecs[i] && !(*dst[i] = as_wt_vec_f32(vecs[i])))
+        /* the norms are bf16 parameters in model.py (an f32 weight is rounded as it is loaded); the sink is f32 */
+        const AsWTensor *norms[] = {w->attn_norm, w->q_norm, w->kv_norm, w->c_norm, w->i_k_norm};
+        float **dst[] = {&rm->attn_norm[l], &rm->q_norm[l], &rm->kv_norm[l], &rm->c_norm[l], &rm->k_norm[l]};
+        for (int i = 0; i < 5; i++)
+            if (norms[i] && !(*dst[i] = as_wt_norm_f32(norms[i])))
                 goto oom;
+        if (w->attn_sink && !(rm->sink[l] = as_wt_vec_f32(w->attn_sink)))
+            goto oom;
     }
     return 0;
 oom:
@@ -168,12 +182,12 @@ static int project_q_kv(const AsRefModel *rm, int l, const float *x, int s, cons
     float *kv = as_run_shape(run, AS_T_KV, 2, s, hd, 0);
     if (!qr || !q || !kv_pre || !kv)
         return -1;
-    as_linear(x, s, w->wq_a, qr, true);
+    project(rm, x, s, w->wq_a, qr);
     as_rmsnorm(qr, rm->q_norm[l], qr, s, cfg->q_lora_rank, cfg->norm_eps);
-    as_linear(qr, s, w->wq_b, q, true);
+    project(rm, qr, s, w->wq_b, q);
     as_rope_heads(q, s, nh, hd, start_pos, rope, rm->fault == AS_FAULT_ROPE_BACKWARDS);
 
-    as_linear(x, s, w->wkv, kv_pre, true);
+    project(rm, x, s, w->wkv, kv_pre);
     as_rmsnorm(kv_pre, rm->kv_norm[l], kv_pre, s, hd, cfg->norm_eps);
     as_rope_heads(kv_pre, s, 1, hd, start_pos, rope, false);
     memcpy(kv, kv_pre, ROW((size_t)s * hd));
@@ -236,6 +250,18 @@ static int publish_index_keys(const AsRefModel *rm, AsRefState *st, int l, int s
     return 0;
 }
 
+/* The shared selection becomes sel ([s][k], owned by the shared state from here), published by layer l. */
+static void publish_selection(AsRefShared *sh, int32_t *sel, int s, int k, int l, int step, AsRun *run)
+{
+    free(sh->sel);
+    sh->sel = sel;
+    sh->sel_s = s;
+    sh->sel_k = k;
+    sh->sel_from = (AsProvenance){l, step};
+    run->sel_from = sh->sel_from;
+    run->k = k;
+}
+
 /* Step 5c: the indexer's queries, scores, masks and top-k; publishes the selection. */
 static int run_indexer(const AsRefModel *rm, AsRefState *st, int l, int step, const float *x, int s, int start_pos,
                        int compress_len, AsRun *run, AsError *err)
@@ -266,7 +292,7 @@ static int run_indexer(const AsRefModel *rm, AsRefState *st, int l, int step, co
     int *clens = malloc(sizeof(int) * (size_t)s);
     if (!iq_pre || !iq || !wt || !score || !clens)
         goto oom;
-    as_linear(run->t[AS_T_QR].data, s, w->i_wq_b, iq_pre, true);
+    project(rm, run->t[AS_T_QR].data, s, w->i_wq_b, iq_pre);
     as_rope_heads(iq_pre, s, nhi, ihd, start_pos, &rm->rope_yarn, false);
     memcpy(iq, iq_pre, ROW((size_t)s * nhi * ihd));
     as_fp4_quant_e8m0(iq, (int64_t)s * nhi * ihd, AS_FP4_E8M0_BLOCK);
@@ -322,13 +348,7 @@ static int run_indexer(const AsRefModel *rm, AsRefState *st, int l, int step, co
         goto oom;
     }
     memcpy(csel, sel, sizeof(int32_t) * (size_t)s * k);
-    free(sh->sel);
-    sh->sel = sel;
-    sh->sel_s = s;
-    sh->sel_k = k;
-    sh->sel_from = (AsProvenance){l, step};
-    run->sel_from = sh->sel_from;
-    run->k = k;
+    publish_selection(sh, sel, s, k, l, step, run);
     run->width = width;
     run->indexer_ran = true;
     free(clens);
@@ -430,9 +450,14 @@ static int compressed_branch(const AsRefModel *rm, AsRefState *st, int l, int st
         if ((rc = run_indexer(rm, st, l, step, x, s, start_pos, compress_len, run, err)))
             goto out;
     } else if (role->index_source) {
-        run->k = 0; /* compress_len == 0: the indexer does nothing, publishes nothing */
-        if (!as_run_shape(run, AS_T_CSEL, 2, s, 0, 0))
+        /* compress_len == 0: the indexer does not run and the selection published is empty ([s][0]),
+         * so the layers reusing it attend no compressed position (model.py's _compress_topk_idxs) */
+        int32_t *empty = malloc(sizeof(int32_t));
+        if (!empty || !as_run_shape(run, AS_T_CSEL, 2, s, 0, 0)) {
+            free(empty);
             goto oom;
+        }
+        publish_selection(&st->shared, empty, s, 0, l, step, run);
     } else if ((rc = reuse_selection(&st->shared, l, s, run, err))) {
         goto out;
     }
@@ -532,7 +557,7 @@ int as_ref_project_out(const AsRefModel *rm, int l, const float *o_back, int s, 
     }
     free(slice);
     if (out)
-        as_linear(og, s, w->wo_b, out, true);
+        project(rm, og, s, w->wo_b, out);
     return 0;
 }
 

@@ -18,7 +18,6 @@
 #include "ref/numerics.h"
 
 #define GEMV_ROWS 16   /* rows a thread decodes at once (the decode path) */
-#define FP8_BLOCK 128  /* fp8 weights: one scale per 128 x 128 block */
 
 static void *xmalloc(size_t n)
 {
@@ -39,9 +38,10 @@ static bool streams_in_place(const AsWTensor *w)
  * widened to f32 in buf first. false when this CPU has no such kernel. */
 static bool fp8_gemv(const float *x, const AsWTensor *w, int64_t r0, int64_t r1, float *y, float *buf)
 {
-    const int64_t cols = as_wt_cols(w), b0 = r0 / FP8_BLOCK, nb = (r1 - 1) / FP8_BLOCK - b0 + 1;
+    const int64_t cols = as_wt_cols(w), b0 = r0 / w->block, nb = (r1 - 1) / w->block - b0 + 1;
     as_wt_rows_f32(w->scale, b0, nb, buf);
-    return as_gemv_fp8(x, (const uint8_t *)w->data + r0 * cols, cols, r1 - r0, r0, buf, as_wt_cols(w->scale), y);
+    return as_gemv_fp8(x, (const uint8_t *)w->data + r0 * cols, cols, r1 - r0, r0, buf, as_wt_cols(w->scale),
+                       w->block, y);
 }
 
 /* y[o - o0] for W rows [r0, r1), one thread's share. */
@@ -87,7 +87,7 @@ static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t 
 #pragma omp parallel num_threads(nt) if (nchunk > 1)
     {
         /* decoded rows, or the f32 block scales of one chunk's rows */
-        const int64_t scale_floats = w->scale ? (chunk / FP8_BLOCK + 2) * as_wt_cols(w->scale) : 0;
+        const int64_t scale_floats = w->scale ? (chunk / (w->block > 0 ? w->block : 1) + 2) * as_wt_cols(w->scale) : 0;
         const int64_t nbuf = GEMV_ROWS * cols > scale_floats ? GEMV_ROWS * cols : scale_floats;
         float *buf = streams_in_place(w) ? NULL : xmalloc((size_t)nbuf * sizeof *buf);
 #pragma omp for schedule(dynamic)

@@ -16,6 +16,11 @@ void as_fp4_quant_e8m0(float *x, int64_t n, int block);
 /* amax = max(max|x|, 6 * 2^-9); s = e4m3(amax / 6); x = bf16(e2m1(clamp(x/s, -6, 6)) * s). */
 void as_fp4_quant_e4m3(float *x, int64_t n, int block);
 
+/* act_quant as the fp8 linear's input takes it (SPEC 2): per block of 32, xq = e4m3(clamp(x/s)) (the
+ * e4m3 values themselves, in f32) and its ue8m0 scale s = pow2_ceil(max(max|x|, 1e-4) / 448), into
+ * sx[n / 32]. bf16(xq * s) is exactly what as_fp8_quant leaves. n must be a multiple of 32. */
+void as_act_quant(const float *x, int64_t n, float *xq, float *sx);
+
 /* The scale one block gets (for views and flip classification). */
 float as_fp8_block_scale(const float *x, int block);
 float as_fp4_e8m0_block_scale(const float *x, int block);

@@ -24,6 +24,9 @@ static float rnd(uint32_t *seed, float lo, float hi)
 }
 
 /* A rows x cols weight of type dt with pseudo-random values; unaligned puts it at an odd address. */
+/* fp8 weights get scales of 128 x 128 blocks, or of 32 x 32 ones where fp8_block says so. */
+static int fp8_block = 128;
+
 static void make_weight(TestWeight *tp, AsDType dt, int64_t rows, int64_t cols, bool unaligned, uint32_t seed)
 {
     TestWeight t; /* filled here, copied out at the end; w.scale points into *tp */
@@ -61,7 +64,8 @@ static void make_weight(TestWeight *tp, AsDType dt, int64_t rows, int64_t cols, 
     t.w.nbytes = bytes;
     snprintf(t.w.name, sizeof t.w.name, "test.%s", as_dtype_name(dt));
     if (dt == AS_DT_F8_E4M3) {
-        int64_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+        const int64_t B = fp8_block, sr = (rows + B - 1) / B, sc = (cols + B - 1) / B;
+        t.w.block = (int)B;
         t.sraw = malloc((size_t)(sr * sc) * sizeof(float));
         for (int64_t i = 0; i < sr * sc; i++) {
             float s = 0.001f * (float)(i + 3);
@@ -263,7 +267,7 @@ TEST(linear_fp8_every_code)
     memset(wn, 0x38, sizeof wn);
     wn[5] = 0x7f;
     wn[35 + 33] = 0xff;
-    AsWTensor tn = {.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {2, 35}, .data = wn, .scale = &scale_f32};
+    AsWTensor tn = {.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {2, 35}, .data = wn, .scale = &scale_f32, .block = 128};
     float ones[35], yn[2];
     for (int c = 0; c < 35; c++)
         ones[c] = 1.0f;
@@ -276,7 +280,7 @@ TEST(linear_fp8_every_code)
             continue;
         snprintf(ran + strlen(ran), sizeof ran - strlen(ran), " %s", as_isa_name(isas[i]));
         char what[64];
-        AsWTensor t = {.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {R, C}, .data = w, .scale = &scale_f32};
+        AsWTensor t = {.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {R, C}, .data = w, .scale = &scale_f32, .block = 128};
         snprintf(what, sizeof what, "%s, F32 scale", as_isa_name(isas[i]));
         checked += fp8_one_hot(&t, what);
         t.scale = &scale_e8m0;
@@ -289,7 +293,7 @@ TEST(linear_fp8_every_code)
         CHECK(isnan(yn[0]) && isnan(yn[1]), "%s: NaN codes must give NaN: %g %g", as_isa_name(isas[i]), yn[0], yn[1]);
         const float snan = NAN;
         AsWTensor scale_nan = {.dtype = AS_DT_F32, .ndim = 2, .shape = {1, 1}, .data = &snan};
-        AsWTensor tz = {.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {1, 35}, .data = w, .scale = &scale_nan};
+        AsWTensor tz = {.dtype = AS_DT_F8_E4M3, .ndim = 2, .shape = {1, 35}, .data = w, .scale = &scale_nan, .block = 128};
         as_linear(ones, 1, &tz, yn, false);
         CHECK(isnan(yn[0]), "%s: a NaN scale must give NaN: %g", as_isa_name(isas[i]), yn[0]);
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model/inputs.h"
+#include "model/precision.h"
 #include "ref/linear.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
@@ -266,8 +267,9 @@ TEST(ref_quirk_index_key_aliasing)
     stack_close(&st);
 }
 
-/* Quirk: an index source with compress_len == 0 publishes nothing; a later reusing layer reads
- * the selection published before (here layer 0's, not layer 1's). */
+/* An index source with compress_len == 0 publishes an EMPTY selection (model.py's
+ * _compress_topk_idxs assigns the empty idxs): a later reusing layer attends no compressed
+ * position and names that layer as the selection's source, not the one published before. */
 static void stale_geometry(AsConfig *c)
 {
     c->n_layers = 3;
@@ -280,17 +282,19 @@ static void stale_geometry(AsConfig *c)
     c->candidate_source = -1;
 }
 
-TEST(ref_quirk_stale_selection)
+TEST(ref_empty_selection_published)
 {
     Stack st;
     stack_open(&st, "tiny", stale_geometry);
     stack_step(&st, 1);
-    const AsRun *r1 = &st.runs[1], *r2 = &st.runs[2];
-    CHECK(!r1->indexer_ran && r1->k == 0, "layer 1 (ratio 2, s=1) publishes nothing");
+    const AsRun *r0 = &st.runs[0], *r1 = &st.runs[1], *r2 = &st.runs[2];
+    CHECK(r0->indexer_ran && r0->k == 1, "layer 0 (ratio 1, s=1) selects 1 position (k %d)", r0->k);
+    CHECK(!r1->indexer_ran && r1->k == 0 && r1->sel_from.layer == 1 && r1->sel_from.step == 0,
+          "layer 1 (ratio 2, s=1) publishes an empty selection (k %d, from layer %d)", r1->k, r1->sel_from.layer);
     CHECK(st.m->cfg.role[2].select_from == 1, "layer 2's latest index source is layer 1");
-    CHECK(r2->sel_from.layer == 0 && r2->sel_from.step == 0 && r2->k == 1,
-          "layer 2 reuses the stale selection of layer %d (want 0), k %d", r2->sel_from.layer, r2->k);
-    as_test_note("stale selection observed: layer 2 attends with layer 0's picks");
+    CHECK(r2->sel_from.layer == 1 && r2->sel_from.step == 0 && r2->k == 0 && r2->topk == r2->cols,
+          "layer 2 reuses layer %d's selection (want 1), k %d (want 0): the window only", r2->sel_from.layer, r2->k);
+    as_test_note("layer 2 reuses layer 1's empty selection: it attends its window only");
     stack_close(&st);
 }
 
@@ -370,9 +374,62 @@ static void plain_linear(const float *x, int s, const AsWTensor *w, float *y)
             y[t * out + o] = as_bf16((float)dot_w(x + t * in, w, (int)o));
 }
 
+/* The fp8 linear by its definition, in double: act_quant by brute force, then per 32-wide block the
+ * partial sum times both scales, added in block order (exact in double where f32 rounds). */
+static float brute_e4m3(float v);
+static float pow2_at_or_above(double v)
+{
+    int e;
+    double mant = frexp(v, &e); /* v = mant * 2^e, mant in [0.5, 1) */
+    return (float)(mant == 0.5 ? ldexp(1, e - 1) : ldexp(1, e));
+}
+
+static void plain_fp8_linear(const float *x, int s, const AsWTensor *w, float *y)
+{
+    int64_t out = as_wt_rows(w), in = as_wt_cols(w);
+    float *row = malloc(sizeof(float) * (size_t)in), *xq = malloc(sizeof(float) * (size_t)in);
+    float *sx = malloc(sizeof(float) * (size_t)(in / 32)), *ws = malloc(sizeof(float) * (size_t)as_wt_cols(w->scale));
+    for (int t = 0; t < s; t++) {
+        for (int64_t b = 0; b < in / 32; b++) {
+            double amax = 1e-4;
+            for (int i = 0; i < 32; i++)
+                amax = fmax(amax, fabs(x[t * in + b * 32 + i]));
+            sx[b] = pow2_at_or_above((float)(amax / 448.0));
+            for (int i = 0; i < 32; i++)
+                xq[b * 32 + i] = brute_e4m3((float)fmin(fmax(x[t * in + b * 32 + i] / sx[b], -448), 448));
+        }
+        for (int64_t o = 0; o < out; o++) {
+            as_wt_rows_f32(w->scale, o / w->block, 1, ws);
+            const uint8_t *codes = (const uint8_t *)w->data + o * in;
+            for (int64_t i = 0; i < in; i++)
+                row[i] = as_e4m3_from_bits(codes[i]);
+            double acc = 0;
+            for (int64_t b = 0; b < in / 32; b++) {
+                double p = 0;
+                for (int i = 0; i < 32; i++)
+                    p += (double)xq[b * 32 + i] * row[b * 32 + i];
+                acc += p * sx[b] * ws[b * 32 / w->block];
+            }
+            y[t * out + o] = as_bf16((float)acc);
+        }
+    }
+    free(row), free(xq), free(sx), free(ws);
+}
+
+/* One of the five fp8 projections, in the model's precision. */
+static void plain_proj(const AsModel *m, const float *x, int s, const AsWTensor *w, float *y)
+{
+    if (as_proj_fp8(m, w))
+        plain_fp8_linear(x, s, w, y);
+    else
+        plain_linear(x, s, w, y);
+}
+
 static void plain_rmsnorm(float *x, const AsWTensor *w, int rows, int n, double eps)
 {
     float *wv = as_wt_vec_f32(w);
+    for (int i = 0; i < n; i++)
+        wv[i] = as_bf16(wv[i]); /* a bf16 parameter in model.py */
     for (int r = 0; r < rows; r++) {
         double ms = 0;
         for (int i = 0; i < n; i++)
@@ -420,10 +477,7 @@ static void plain_fp8(float *x, int n)
         double amax = 1e-4;
         for (int i = b; i < b + 32; i++)
             amax = fmax(amax, fabs(x[i]));
-        float sc = (float)(amax / 448.0);
-        int e;
-        double mant = frexp(sc, &e); /* sc = mant * 2^e, mant in [0.5, 1) */
-        double s = mant == 0.5 ? ldexp(1, e - 1) : ldexp(1, e);
+        double s = pow2_at_or_above((float)(amax / 448.0));
         for (int i = b; i < b + 32; i++) {
             double q = fmin(fmax(x[i] / s, -448), 448);
             x[i] = as_bf16((float)(brute_e4m3((float)q) * s));
@@ -444,10 +498,10 @@ TEST(ref_tiny_layer0_against_plain_loops)
     float *qr = malloc(sizeof(float) * s * c->q_lora_rank), *q = malloc(sizeof(float) * s * nh * hd);
     float *kv = malloc(sizeof(float) * s * hd), *o = calloc((size_t)s * nh * hd, sizeof(float));
     float *og = malloc(sizeof(float) * s * c->o_groups * c->o_lora_rank), *out = malloc(sizeof(float) * s * c->dim);
-    plain_linear(x, s, w->wq_a, qr);
+    plain_proj(st.m, x, s, w->wq_a, qr);
     plain_rmsnorm(qr, w->q_norm, s, c->q_lora_rank, c->norm_eps);
-    plain_linear(qr, s, w->wq_b, q);
-    plain_linear(x, s, w->wkv, kv);
+    plain_proj(st.m, qr, s, w->wq_b, q);
+    plain_proj(st.m, x, s, w->wkv, kv);
     plain_rmsnorm(kv, w->kv_norm, s, hd, c->norm_eps);
     for (int t = 0; t < s; t++) {
         for (int h = 0; h < nh; h++)
@@ -456,9 +510,11 @@ TEST(ref_tiny_layer0_against_plain_loops)
         plain_fp8(kv + t * hd, hd);
     }
     float *sink = as_wt_vec_f32(w->attn_sink);
+    /* s <= 64 entries: one block of kernel.py's online softmax, from m = -1e30: p_j = exp(z_j - m)
+     * in the denominator, bf16(p_j) weighting the rows, the sink added at the end */
     for (int t = 0; t < s; t++)
         for (int h = 0; h < nh; h++) {
-            double z[16], m = sink[h], den;
+            double z[16], m = -1e30, den = 0;
             for (int j = 0; j <= t; j++) {
                 double d = 0;
                 for (int i = 0; i < hd; i++)
@@ -466,14 +522,14 @@ TEST(ref_tiny_layer0_against_plain_loops)
                 z[j] = d / sqrt(hd);
                 m = fmax(m, z[j]);
             }
-            den = exp(sink[h] - m);
             for (int j = 0; j <= t; j++)
                 den += exp(z[j] - m);
+            den += exp(sink[h] - m);
             for (int i = 0; i < hd; i++) {
                 double acc = 0;
                 for (int j = 0; j <= t; j++)
-                    acc += exp(z[j] - m) / den * kv[j * hd + i];
-                o[(t * nh + h) * hd + i] = as_bf16((float)acc);
+                    acc += as_bf16((float)exp(z[j] - m)) * (double)kv[j * hd + i];
+                o[(t * nh + h) * hd + i] = as_bf16((float)(acc / den));
             }
             plain_rope(o + (t * nh + h) * hd, hd, rd, t, c->rope_theta, true);
         }
@@ -482,7 +538,7 @@ TEST(ref_tiny_layer0_against_plain_loops)
         for (int g = 0; g < G; g++)
             for (int cc = 0; cc < olr; cc++)
                 og[(t * G + g) * olr + cc] = as_bf16((float)dot_w(o + t * nh * hd + g * c->gw, w->wo_a, g * olr + cc));
-    plain_linear(og, s, w->wo_b, out);
+    plain_proj(st.m, og, s, w->wo_b, out);
     struct {
         const char *name;
         const float *got, *want;
