@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "model/precision.h"
 
 bool as_parse_int(const char *s, long long min, long long max, long long *out)
 {
@@ -147,5 +148,13 @@ int as_args_parse(const char *cmd, int argc, char **argv, const AsOpt *opts, con
         return as_cli_usage_error(cmd, "missing argument%s", min_pos - np > 1 ? "s" : "");
     if (n_pos)
         *n_pos = np;
+    return 0;
+}
+
+int as_cli_precision(const char *cmd, const char *value, AsPrecision *out)
+{
+    *out = AS_PREC_AUTO;
+    if (value && as_precision_parse(value, true, out))
+        return as_cli_usage_error(cmd, "--precision: fp8, bf16 or auto, not '%s'", value);
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "model/config.h"
 #include "model/errors.h"
 
 typedef enum {
@@ -46,6 +47,8 @@ int as_cli_fail(const char *cmd, const AsError *err);
  * are; any other failure is reported (as_cli_fail) with the documented code, a refused step or a
  * cancel counting as a runtime failure. */
 int as_cli_verdict_exit(const char *cmd, int rc, const AsError *err);
+/* --precision's value (NULL: not given, AS_PREC_AUTO): "auto", "fp8" or "bf16"; else a usage error. */
+int as_cli_precision(const char *cmd, const char *value, AsPrecision *out);
 /* Prints "usage: attnscope <usage text>" of a registered command. */
 void as_cli_print_usage(const char *cmd, FILE *f);
 

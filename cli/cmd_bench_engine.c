@@ -9,6 +9,7 @@
 #include "driver/driver.h"
 #include "engine/engine.h"
 #include "engine/switches.h"
+#include "model/precision.h"
 #include "model/safetensors.h"
 #include "model/version.h"
 
@@ -17,6 +18,7 @@ static int cmd_bench_engine(int argc, char **argv)
     const char *model = "flash", *json = NULL, *svg = NULL, *trace = NULL;
     bool host_select = false, graph_layers = false;
     int context = 4096, steps = 20, prefill = 4096, max_seq = 0, device = 0;
+    const char *precision = NULL;
     const char *pos[1];
     int n_pos = 0;
     const AsOpt opts[] = {
@@ -25,6 +27,7 @@ static int cmd_bench_engine(int argc, char **argv)
         {"--prefill", NULL, AS_OPT_INT, &prefill, 0, 1 << 20},
         {"--max-seq", NULL, AS_OPT_INT, &max_seq, 0, 1 << 20},
         {"--device", NULL, AS_OPT_INT, &device, 0, 1023},
+        {"--precision", NULL, AS_OPT_STR, &precision, 0, 0},
         {"--json", NULL, AS_OPT_STR, &json, 0, 0},
         {"--svg", NULL, AS_OPT_STR, &svg, 0, 0},
         {"--trace", NULL, AS_OPT_STR, &trace, 0, 0},
@@ -51,8 +54,15 @@ static int cmd_bench_engine(int argc, char **argv)
     }
     char dir[1024];
     AsModel m;
+    AsPrecision asked;
+    if ((rc = as_cli_precision("bench-engine", precision, &asked)))
+        return rc;
     if ((rc = as_resolve_model(model, 1, dir, sizeof dir, false, &err)) || (rc = as_model_load(dir, max_seq, &m, &err)))
         return as_cli_fail("bench-engine", &err);
+    if (asked != AS_PREC_AUTO && (rc = as_model_set_precision(&m, asked, &err))) {
+        as_model_free(&m);
+        return as_cli_fail("bench-engine", &err);
+    }
     char devs[2048];
     as_engine_describe_devices(devs, sizeof devs);
     time_t now = time(NULL);
@@ -86,7 +96,7 @@ static int cmd_bench_engine(int argc, char **argv)
 AS_COMMAND_NAMED(bench_engine, "bench-engine", cmd_bench_engine,
                  "benchmark the GPU engine (decode at a context, prefill) against the device's limits",
                  "bench-engine [MODEL] [--context N] [--steps N] [--prefill N] [--max-seq N] [--device N] [--json F]\n"
-                 "  [--svg F] [--host-select] [--graph-layers] [--trace F]\n"
+                 "  [--svg F] [--host-select] [--graph-layers] [--trace F] [--precision fp8|bf16]\n"
                  "  MODEL: a preset (default flash) or a model directory. Prints a Markdown report: decode per layer\n"
                  "  kind against the HBM floor (N profiled steps), the decode step as one CUDA graph (N + 2 steps: two\n"
                  "  captures, then replays), prefill per layer kind against cuBLAS and the tensor-core rate. --svg F: the\n"

@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "driver/driver.h"
 #include "model/inputs.h"
+#include "model/precision.h"
 #include "ref/linear.h"
 #include "ref/synthetic_state.h"
 #include "model/version.h"
@@ -68,6 +69,7 @@ static int cmd_bench_ref(int argc, char **argv)
 {
     const char *model = "flash";
     int context = 4096, steps = 3, prefill = 512, threads = 0;
+    const char *precision = NULL;
     const char *pos[1];
     int n_pos = 0;
     const AsOpt opts[] = {
@@ -75,6 +77,7 @@ static int cmd_bench_ref(int argc, char **argv)
         {"--steps", NULL, AS_OPT_INT, &steps, 1, 1000},
         {"--prefill", NULL, AS_OPT_INT, &prefill, 0, 1 << 20},
         {"--threads", NULL, AS_OPT_INT, &threads, 0, 4096},
+        {"--precision", NULL, AS_OPT_STR, &precision, 0, 0},
         {NULL, NULL, 0, NULL, 0, 0},
     };
     int rc = as_args_parse("bench-ref", argc, argv, opts, pos, 0, 1, &n_pos);
@@ -88,8 +91,15 @@ static int cmd_bench_ref(int argc, char **argv)
     char dir[1024];
     AsModel m;
     int max_seq = ((context + steps > prefill ? context + steps : prefill) + 8 + 1) / 2 * 2;
+    AsPrecision asked;
+    if ((rc = as_cli_precision("bench-ref", precision, &asked)))
+        return rc;
     if ((rc = as_resolve_model(model, 1, dir, sizeof dir, false, &err)) || (rc = as_model_load(dir, max_seq, &m, &err)))
         return as_cli_fail("bench-ref", &err);
+    if (asked != AS_PREC_AUTO && (rc = as_model_set_precision(&m, asked, &err))) {
+        as_model_free(&m);
+        return as_cli_fail("bench-ref", &err);
+    }
     AsRefStack k;
     if ((rc = as_ref_stack_init(&k, &m, &err))) {
         as_model_free(&m);
@@ -145,6 +155,6 @@ static int cmd_bench_ref(int argc, char **argv)
 
 AS_COMMAND_NAMED(bench_ref, "bench-ref", cmd_bench_ref,
                  "benchmark the CPU reference (decode at a context, prefill) against the host's memory bandwidth",
-                 "bench-ref [MODEL] [--context N] [--steps N] [--prefill N] [--threads N]\n"
+                 "bench-ref [MODEL] [--context N] [--steps N] [--prefill N] [--threads N] [--precision fp8|bf16]\n"
                  "  MODEL: a preset (default flash, generated once into the cache) or a model directory. The decode\n"
                  "  state at the context is synthesised (ref/synthetic_state.h): only the work and traffic are real.")

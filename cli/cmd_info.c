@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "model/config.h"
+#include "model/precision.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 
@@ -26,7 +27,64 @@ static int skipped(const AsModel *m)
     return n;
 }
 
-static void print_text(const AsModel *m)
+/* Why the model runs in its precision: --precision, the config's dtype, or the weights. */
+static const char *precision_why(const AsModel *m, AsPrecision asked)
+{
+    if (asked != AS_PREC_AUTO)
+        return "--precision";
+    if (m->cfg.dtype != AS_PREC_AUTO)
+        return "the config's dtype";
+    return m->precision == AS_PREC_FP8 ? "the weights: every fp8 projection is F8_E4M3 with its block scale"
+                                       : "the weights: the fp8 projections are not all F8_E4M3 with block scales";
+}
+
+/* What one projection of layer 0 (the fp8 ones, wo_a) is stored as and how it runs, e.g.
+ * "F8_E4M3 32x32, fp8 linear" or "BF16, bf16 linear". */
+static void proj_line(const AsModel *m, const AsWTensor *w, bool fp8_kind, char *buf, size_t n)
+{
+    const char *how = fp8_kind && as_proj_fp8(m, w) ? "fp8 linear (act_quant + fp8 GEMM)"
+                      : as_wt_is_fp8(w)              ? "bf16 linear of bf16(fp8 * scale)"
+                                                     : "bf16 linear";
+    if (as_wt_is_fp8(w))
+        snprintf(buf, n, "%s %dx%d scales (%s), %s", as_dtype_name(w->dtype), w->block, w->block,
+                 as_dtype_name(w->scale->dtype), how);
+    else
+        snprintf(buf, n, "%s, %s", as_dtype_name(w->dtype), how);
+}
+
+/* The norm weights stored with values that are not bf16 (rounded when loaded). */
+static int norms_rounded(const AsModel *m)
+{
+    int n = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const AsLayerWeights *w = &m->layer[l];
+        const AsWTensor *norms[] = {w->attn_norm, w->q_norm, w->kv_norm, w->c_norm, w->i_k_norm};
+        for (int i = 0; i < 5; i++)
+            n += norms[i] && as_wt_norm_rounds(norms[i]);
+    }
+    return n;
+}
+
+static void print_precision(const AsModel *m, AsPrecision asked)
+{
+    printf("precision  %s (%s)\n", as_precision_name(m->precision), precision_why(m, asked));
+    const AsWTensor *p[5];
+    const char *names[5];
+    int n = as_fp8_projections(m, 0, p, names);
+    char line[160];
+    for (int i = 0; i < n; i++) {
+        proj_line(m, p[i], true, line, sizeof line);
+        printf("  %-13s %s\n", names[i], line);
+    }
+    proj_line(m, m->layer[0].wo_a, false, line, sizeof line);
+    printf("  %-13s %s\n", "wo_a", line);
+    int r = norms_rounded(m);
+    printf("  %-13s bf16 parameters%s", "norms", r ? "" : " (stored as bf16 values)\n");
+    if (r)
+        printf(": %d stored with values that are not bf16, rounded once when loaded\n", r);
+}
+
+static void print_text(const AsModel *m, AsPrecision asked)
 {
     const AsConfig *c = &m->cfg;
     printf("model      %s  (%s, %d file%s)\n", m->dir, m->weights_name, m->n_files, m->n_files == 1 ? "" : "s");
@@ -41,6 +99,7 @@ static void print_text(const AsModel *m)
                c->candidate_block_size);
     else
         printf("; no candidate selection\n");
+    print_precision(m, asked);
     printf("rope       ratio 0: theta %g; ratio > 0: theta %g with YaRN factor %g (original %d, beta %g/%g)\n",
            c->rope_theta, c->compress_rope_theta, c->rope_factor, c->original_seq_len, c->beta_fast, c->beta_slow);
     printf("\n%s\n", as_config_role_header());
@@ -70,7 +129,33 @@ static void print_text(const AsModel *m)
     printf("\n");
 }
 
-static int print_json(const AsModel *m)
+static cJSON *precision_json(const AsModel *m, AsPrecision asked)
+{
+    cJSON *o = cJSON_CreateObject(), *projs = cJSON_CreateObject();
+    if (!o || !projs) {
+        cJSON_Delete(o);
+        cJSON_Delete(projs);
+        return NULL;
+    }
+    cJSON_AddStringToObject(o, "runs", as_precision_name(m->precision));
+    cJSON_AddStringToObject(o, "why", precision_why(m, asked));
+    const AsWTensor *p[5];
+    const char *names[5];
+    int n = as_fp8_projections(m, 0, p, names);
+    for (int i = 0; i < n; i++) {
+        cJSON *q = cJSON_CreateObject();
+        cJSON_AddStringToObject(q, "dtype", as_dtype_name(p[i]->dtype));
+        if (as_wt_is_fp8(p[i]))
+            cJSON_AddNumberToObject(q, "scale_block", p[i]->block);
+        cJSON_AddStringToObject(q, "linear", as_proj_fp8(m, p[i]) ? "fp8" : "bf16");
+        cJSON_AddItemToObject(projs, names[i], q);
+    }
+    cJSON_AddItemToObject(o, "projections", projs);
+    cJSON_AddNumberToObject(o, "norms_rounded_to_bf16", norms_rounded(m));
+    return o;
+}
+
+static int print_json(const AsModel *m, AsPrecision asked)
 {
     const AsConfig *c = &m->cfg;
     char *cfg_text = as_config_to_json(c);
@@ -89,6 +174,9 @@ static int print_json(const AsModel *m)
     cJSON_AddStringToObject(root, "weights", m->weights_name);
     cJSON_AddStringToObject(root, "digest", m->digest);
     cJSON_AddItemToObject(root, "config", cfg);
+    cJSON *prec = precision_json(m, asked);
+    if (prec)
+        cJSON_AddItemToObject(root, "precision", prec);
     for (int l = 0; l < c->n_layers; l++) {
         const AsLayerRole *r = &c->role[l];
         char line[160];
@@ -137,8 +225,10 @@ static int cmd_info(int argc, char **argv)
 {
     int max_seq = 0;
     bool json = false;
+    const char *precision = NULL;
     const AsOpt opts[] = {
         {"--max-seq", NULL, AS_OPT_INT, &max_seq, 2, AS_LIMIT_MAX_SEQ},
+        {"--precision", NULL, AS_OPT_STR, &precision, 0, 0},
         {"--json", NULL, AS_OPT_FLAG, &json, 0, 0},
         {0},
     };
@@ -149,25 +239,33 @@ static int cmd_info(int argc, char **argv)
         return rc == AS_ARGS_HELP ? 0 : rc;
     if (!n)
         return as_cli_usage_error("info", "missing the model (a directory or a .safetensors file)");
+    AsPrecision asked;
+    if ((rc = as_cli_precision("info", precision, &asked)))
+        return rc;
     AsModel m;
     AsError err = {0};
     if ((rc = as_model_load(path, max_seq, &m, &err)))
         return as_cli_fail("info", &err);
+    if (asked != AS_PREC_AUTO && (rc = as_model_set_precision(&m, asked, &err))) {
+        as_model_free(&m);
+        return as_cli_fail("info", &err);
+    }
     if (json)
-        rc = print_json(&m);
+        rc = print_json(&m, asked);
     else
-        print_text(&m);
+        print_text(&m, asked);
     as_model_free(&m);
     return rc;
 }
 
 AS_COMMAND(info, cmd_info, "show a model's geometry, layer roles and tensors",
-           "info DIR|FILE [--max-seq N] [--json]\n\n"
+           "info DIR|FILE [--max-seq N] [--precision fp8|bf16] [--json]\n\n"
            "Loads a model (a directory with config.json and model.safetensors or an index and its\n"
            "shards, or a .safetensors file with config.json beside it), checks every tensor each\n"
            "layer's role needs, and prints the geometry, one line per layer (its ratio, roles, and\n"
-           "which layer's compressed rows, index keys and selection it reads), the tensor inventory\n"
-           "and the total size.\n\n"
+           "which layer's compressed rows, index keys and selection it reads), the precision it runs in\n"
+           "and how each projection computes in it, the tensor inventory and the total size.\n\n"
            "options:\n"
            "  --max-seq N   run capacity to check the config with (default: the config's, or 8192)\n"
+           "  --precision P fp8 or bf16 instead of the model's own (the config's dtype, else its weights)\n"
            "  --json        the same as one JSON object\n")

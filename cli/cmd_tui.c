@@ -14,7 +14,7 @@ int as_cmd_tui(int argc, char **argv)
     AsTuiOptions o;
     memset(&o, 0, sizeof o);
     as_driver_options_default(&o.drv);
-    const char *mode = NULL;
+    const char *mode = NULL, *precision = NULL;
     uint64_t seed = 1;
     const AsOpt opts[] = {
         {"--model", "-m", AS_OPT_STR, &o.drv.model, 0, 0},
@@ -26,6 +26,7 @@ int as_cmd_tui(int argc, char **argv)
         {"--inject", NULL, AS_OPT_STR, &o.drv.inject, 0, 0},
         {"--prefill", NULL, AS_OPT_INT, &o.prefill, 0, AS_LIMIT_MAX_SEQ},
         {"--max-seq", NULL, AS_OPT_INT, &o.drv.max_seq, 0, AS_LIMIT_MAX_SEQ},
+        {"--precision", NULL, AS_OPT_STR, &precision, 0, 0},
         {0},
     };
     int n = 0;
@@ -41,6 +42,8 @@ int as_cmd_tui(int argc, char **argv)
         else
             return as_cli_usage_error("tui", "--mode: '%s' (teacher or free)", mode);
     }
+    if ((rc = as_cli_precision("tui", precision, &o.drv.precision)))
+        return rc;
     if (o.drv.inject && as_fault_by_name(o.drv.inject) == AS_FAULT_COUNT)
         return as_cli_usage_error("tui", "--inject: unknown fault '%s' (see attnscope help tui)", o.drv.inject);
     return as_tui_main(&o);
@@ -48,7 +51,8 @@ int as_cmd_tui(int argc, char **argv)
 
 AS_COMMAND(tui, as_cmd_tui, "the interactive step debugger (default command)",
            "tui [--model tiny|flash|DIR] [--seed N] [--inputs FILE] [--mode teacher|free]\n"
-           "    [--no-engine] [--host-select] [--inject FAULT] [--prefill N] [--max-seq N]\n\n"
+           "    [--no-engine] [--host-select] [--inject FAULT] [--prefill N] [--max-seq N]\n"
+           "    [--precision fp8|bf16]\n\n"
            "Opens the terminal interface: steps the GPU engine (when a CUDA device is present) and\n"
            "the CPU reference through prefill and decode, layer by layer, and shows where they\n"
            "differ: the layers with their roles and verdicts, each tensor's diff (heatmap and\n"
@@ -66,6 +70,7 @@ AS_COMMAND(tui, as_cmd_tui, "the interactive step debugger (default command)",
            "  --host-select   the engine's top-k on the host (the reference's code), not the device\n"
            "  --inject FAULT  a named engine fault (ring-slot, rope-backwards, sink-ignored, ...)\n"
            "  --prefill N     prefill N tokens at start\n"
-           "  --max-seq N     run capacity (default: the config's)\n\n"
+           "  --max-seq N     run capacity (default: the config's)\n"
+           "  --precision P   fp8 or bf16 instead of the model's own (its config's dtype, else its weights)\n\n"
            "environment: ATTNSCOPE_TUI_ASCII=1 forces ASCII glyphs; ATTNSCOPE_TUI_HISTORY_MB bounds\n"
            "the run kept for `save run` (default 1024; 0 keeps none)\n")

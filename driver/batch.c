@@ -9,6 +9,7 @@
 
 #include "driver/report.h"
 #include "dumps/dump.h"
+#include "model/precision.h"
 
 typedef struct {
     const AsScript *s;
@@ -191,7 +192,8 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
             rc = make_parent_dirs(outs[i], err);
     if (dump_path && !rc) {
         AsDumpMeta meta = {.cfg = &b.d->model.cfg, .weights_name = b.d->model.weights_name,
-                           .weights_digest = b.d->model.digest, .mode = dump_mode(b.d)};
+                           .weights_digest = b.d->model.digest,
+                           .precision = as_precision_name(b.d->model.precision), .mode = dump_mode(b.d)};
         rc = as_dump_create(dump_path, &meta, &b.dump, err);
     }
     as_driver_set_hook(b.d, on_layer, &b);

@@ -9,6 +9,7 @@
 #include "driver/explain.h"
 #include "driver/report.h"
 #include "dumps/dump.h"
+#include "model/precision.h"
 
 /* The model to replay with: --model, else the dump's weights name beside the dump or in the cwd. */
 static int find_model(const AsCheckOptions *o, const AsDumpInfo *info, char *dir, size_t n, AsError *err)
@@ -65,6 +66,11 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
     as_run_init(&got);
     as_run_init(&ref);
     if ((rc = find_model(o, info, dir, sizeof dir, err)) || (rc = as_model_load(dir, info->cfg.max_seq, &m, err)))
+        goto out;
+    AsPrecision prec = o->precision;
+    if (prec == AS_PREC_AUTO && info->precision)
+        as_precision_parse(info->precision, false, &prec); /* validated when the dump was opened */
+    if (prec != AS_PREC_AUTO && (rc = as_model_set_precision(&m, prec, err)))
         goto out;
     /* the geometry must be the dump's; max_seq may differ (it is a run capacity) */
     AsConfig want = info->cfg;

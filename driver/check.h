@@ -13,6 +13,7 @@ typedef struct {
     const char *side;        /* the side to check (NULL: the first side that is not "ref") */
     AsMode mode;
     bool ignore_digest;      /* run even when the weights' digest differs from the dump's */
+    AsPrecision precision;   /* AS_PREC_AUTO: the dump's "precision" attribute, else the model's */
     const char *report_json, *report_junit;
     bool quiet;
 } AsCheckOptions;

@@ -8,6 +8,7 @@
 #include "driver/explain.h"
 #include "driver/inputs_file.h"
 #include "model/inputs.h"
+#include "model/precision.h"
 #include "ref/linear.h"
 
 const char *as_mode_name(AsMode m) { return m == AS_MODE_FREE ? "free" : "teacher"; }
@@ -140,6 +141,8 @@ int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err)
     int rc = as_resolve_model(o->model, o->weight_seed, dir, sizeof dir, o->quiet, err);
     if (!rc)
         rc = as_model_load(dir, o->max_seq, &d->model, err);
+    if (!rc && o->precision != AS_PREC_AUTO && (rc = as_model_set_precision(&d->model, o->precision, err)))
+        as_model_free(&d->model);
     if (rc) {
         free(d);
         return rc;

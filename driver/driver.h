@@ -37,6 +37,7 @@ typedef struct {
     int device;
     int threads;             /* reference threads (0: all cores) */
     bool quiet;              /* no notes on stderr */
+    AsPrecision precision;   /* AS_PREC_AUTO: the config's dtype, else the weights' (model/precision.h) */
     const char *bf16_model;  /* the bf16 source of a quantised model, or NULL: its reference runs
                               * beside, and qerr holds, per layer, the quantisation error itself
                               * (reference on model vs reference on bf16_model; docs/GGUF.md) */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/precision.h"
 #include "model/safetensors.h"
 #include "model/version.h"
 
@@ -72,6 +73,7 @@ AsReport *as_report_new(const char *name, const AsModel *m, const char *checked,
     cJSON *model = cJSON_AddObjectToObject(r->root, "model");
     cJSON_AddStringToObject(model, "weights", m->weights_name);
     cJSON_AddStringToObject(model, "digest", m->digest);
+    cJSON_AddStringToObject(model, "precision", as_precision_name(m->precision));
     char *cfg = as_config_to_json(&m->cfg);
     cJSON *cj = cfg ? cJSON_Parse(cfg) : NULL;
     free(cfg);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dumps/dump.h"
+#include "model/precision.h"
 #include "model/textfile.h"
 
 #define MAX_SCRIPT_BYTES (4 << 20)
@@ -33,7 +34,7 @@ static int resolve(const AsScript *s, const char *p, char *out, size_t n, const 
 
 static const char *known_top[] = {"name", "model", "max_seq", "inputs", "mode", "engine", "inject", "device",
                                   "threads", "steps", "tolerances", "dump", "report", "expect", "comment",
-                                  "bf16_model", NULL};
+                                  "bf16_model", "precision", NULL};
 
 static bool in_list(const char *k, const char *const *list)
 {
@@ -410,6 +411,12 @@ int as_script_parse(const char *text, size_t len, const char *path, AsScript *s,
             goto out;
         }
         s->drv.mode = strcmp(v->valuestring, "free") ? AS_MODE_TEACHER : AS_MODE_FREE;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "precision"))) {
+        if (!cJSON_IsString(v) || as_precision_parse(v->valuestring, true, &s->drv.precision)) {
+            rc = as_err(err, AS_EBADINPUT, "precision: \"auto\" (the model's), \"fp8\" or \"bf16\"");
+            goto out;
+        }
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "engine"))) {
         if (!cJSON_IsString(v) || (strcmp(v->valuestring, "auto") && strcmp(v->valuestring, "off"))) {

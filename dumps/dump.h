@@ -26,6 +26,7 @@ typedef struct {
     const char *config_json;    /* the config as JSON text; NULL: as_config_to_json(cfg) */
     const char *weights_name;   /* NULL = "" */
     const char *weights_digest; /* NULL = "" */
+    const char *precision;      /* "fp8" / "bf16": the precision the run computed in; NULL: not written */
     const char *mode;           /* "teacher", "free", "engine-only", "reference-only", "external" */
     const char *version;        /* NULL: this build's AS_VERSION */
     const char *created;        /* NULL: now, ISO-8601 UTC */
@@ -96,6 +97,7 @@ typedef struct {
     char *path;
     int format_version;
     char *config_json, *weights_name, *weights_digest, *version, *mode, *created;
+    char *precision;            /* the optional "precision" attribute ("fp8" / "bf16"); NULL when absent */
     AsConfig cfg;               /* config_json parsed and validated */
     int input_tokens;           /* rows of /inputs/h0 (0 when absent) */
     int input_first_pos;        /* -1 when absent */

@@ -14,6 +14,7 @@
 #include "dumps/dump_diff.h"
 #include "dumps/h5guard.h"
 #include "dumps/h5io.h"
+#include "model/precision.h"
 
 #define MAX_JSON (1 << 20)
 #define MAX_STR 4096
@@ -34,6 +35,7 @@ static void free_info(AsDumpInfo *in)
     free(in->config_json);
     free(in->weights_name);
     free(in->weights_digest);
+    free(in->precision);
     free(in->version);
     free(in->mode);
     free(in->created);
@@ -500,6 +502,13 @@ static int read_root(AsDumpReader *r, AsError *err)
         if (as_has_control(*strs[i].out, strlen(*strs[i].out))) /* dump-info prints them */
             return as_err(err, AS_EBADINPUT, "dump %s: attribute '%s' holds a control character", in->path,
                           strs[i].name);
+    }
+    if (as_h5_has_attr(r->file, "precision")) {
+        if ((rc = as_h5_get_str(r->file, "precision", MAX_STR, &in->precision, at, err)))
+            return rc;
+        AsPrecision p;
+        if (as_precision_parse(in->precision, false, &p))
+            return as_err(err, AS_EBADINPUT, "dump %s: precision must be \"fp8\" or \"bf16\"", in->path);
     }
     if (!as_dump_mode_ok(in->mode))
         return as_err(err, AS_EBADINPUT,

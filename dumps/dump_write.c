@@ -205,6 +205,8 @@ int as_dump_create(const char *path, const AsDumpMeta *meta, AsDumpWriter **out,
         rc = as_h5_put_str(w->file, "weights_name", meta->weights_name, at, err);
     if (!rc)
         rc = as_h5_put_str(w->file, "weights_digest", meta->weights_digest, at, err);
+    if (!rc && meta->precision)
+        rc = as_h5_put_str(w->file, "precision", meta->precision, at, err);
     if (!rc)
         rc = as_h5_put_str(w->file, "attnscope_version", meta->version ? meta->version : as_version(), at, err);
     if (!rc)

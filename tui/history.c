@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dumps/dump.h"
+#include "model/precision.h"
 
 static size_t run_bytes(const AsRun *r)
 {
@@ -126,7 +127,8 @@ static const char *dump_mode(const AsDriver *d)
 static int create(AsDriver *d, const char *path, AsDumpWriter **w, AsError *err)
 {
     AsDumpMeta meta = {.cfg = &d->model.cfg, .weights_name = d->model.weights_name,
-                       .weights_digest = d->model.digest, .mode = dump_mode(d)};
+                       .weights_digest = d->model.digest, .precision = as_precision_name(d->model.precision),
+                       .mode = dump_mode(d)};
     return as_dump_create(path, &meta, w, err);
 }
 

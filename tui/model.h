@@ -13,6 +13,7 @@
 typedef struct {
     const AsConfig *cfg;
     const char *model_name;     /* shown in the status line */
+    const char *precision;      /* "fp8" / "bf16": what the model runs in, beside its name */
     AsStepInfo cur;             /* step -1: nothing run yet */
     int next_pos;
     AsMode mode;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model/precision.h"
 #include "tui/keys.h"
 #include "tui/model.h"
 
@@ -11,6 +12,7 @@ void tui_data_from_driver(const AsDriver *d, const char *model_name, TuiData *o)
     memset(o, 0, sizeof *o);
     o->cfg = &d->model.cfg;
     o->model_name = model_name ? model_name : d->opt.model;
+    o->precision = as_precision_name(d->model.precision);
     o->cur = d->cur;
     o->next_pos = d->next_pos;
     o->mode = d->opt.mode;
@@ -128,6 +130,8 @@ void tui_model_status(const TuiData *d, int width, TuiLine *o)
         const char *sp = pass == 0 ? "  " : " ";
         tl_clear(&req);
         tl_add(&req, TC_NORMAL, " %s", d->model_name ? d->model_name : "?");
+        if (d->precision)
+            tl_add(&req, TC_NORMAL, " %s", d->precision);
         if (d->cur.step < 0)
             tl_add(&req, TC_NORMAL, "%sno step yet", sp);
         else
