@@ -9,6 +9,7 @@
 #include "engine/internal.h"
 #include "engine/mem_limit.h"
 #include "model/ggml_blocks.h"
+#include "model/precision.h"
 #include "ref/rope.h"
 
 const char *as_cublas_status_name(cublasStatus_t s)
@@ -98,12 +99,14 @@ static int upload_weight(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, bool 
     return rc;
 }
 
-static int upload_vec(AsEngine *e, const AsWTensor *t, float **d, AsError *err)
+/* A vector weight as f32; norm: a norm weight, a bf16 parameter in model.py, so rounded to bf16 first
+ * (as_wt_norm_f32, as the reference holds it); attn_sink stays f32. */
+static int upload_vec(AsEngine *e, const AsWTensor *t, bool norm, float **d, AsError *err)
 {
     *d = NULL;
     if (!t)
         return 0;
-    float *h = as_wt_vec_f32(t);
+    float *h = norm ? as_wt_norm_f32(t) : as_wt_vec_f32(t);
     if (!h)
         return as_err(err, AS_ERUNTIME, "out of host memory reading %s", t->name);
     int64_t n = as_wt_cols(t);
@@ -129,12 +132,23 @@ static int upload_layer(AsEngine *e, int l, AsError *err)
     TRY(upload_weight(e, lw->i_wq_b, &dw->i_wq_b, false, err));
     TRY(upload_weight(e, lw->i_weights_proj, &dw->i_wproj, false, err));
     TRY(upload_weight(e, lw->i_wk, &dw->i_wk, false, err));
-    TRY(upload_vec(e, lw->attn_norm, &dw->attn_norm, err));
-    TRY(upload_vec(e, lw->q_norm, &dw->q_norm, err));
-    TRY(upload_vec(e, lw->kv_norm, &dw->kv_norm, err));
-    TRY(upload_vec(e, lw->c_norm, &dw->c_norm, err));
-    TRY(upload_vec(e, lw->i_k_norm, &dw->k_norm, err));
-    TRY(upload_vec(e, lw->attn_sink, &dw->sink, err));
+    /* fp8 precision: the five fp8 projections' inputs are QDQ'd first (the weights are the same bf16 either
+     * way: bf16(fp8 * scale) exactly); GGUF models are always bf16 precision */
+    const AsWTensor *fp8w[] = {lw->wq_a, lw->wq_b, lw->wkv, lw->wo_b, lw->i_wq_b};
+    AsDevWeight *fp8d[] = {&dw->wq_a, &dw->wq_b, &dw->wkv, &dw->wo_b, &dw->i_wq_b};
+    for (size_t i = 0; i < sizeof fp8w / sizeof fp8w[0]; i++) {
+        fp8d[i]->fp8 = fp8w[i] && as_proj_fp8(e->m, fp8w[i]);
+        if (fp8d[i]->fp8 && (fp8d[i]->type != AS_DW_BF16 || fp8d[i]->in % 32))
+            return as_err(err, AS_EBADINPUT, "%s: an fp8 projection of %d inputs that is not uploaded as bf16 or "
+                          "not in whole blocks of 32", fp8w[i]->name, fp8d[i]->in);
+        e->fp8 |= fp8d[i]->fp8;
+    }
+    TRY(upload_vec(e, lw->attn_norm, true, &dw->attn_norm, err));
+    TRY(upload_vec(e, lw->q_norm, true, &dw->q_norm, err));
+    TRY(upload_vec(e, lw->kv_norm, true, &dw->kv_norm, err));
+    TRY(upload_vec(e, lw->c_norm, true, &dw->c_norm, err));
+    TRY(upload_vec(e, lw->i_k_norm, true, &dw->k_norm, err));
+    TRY(upload_vec(e, lw->attn_sink, false, &dw->sink, err));
     return 0;
 }
 

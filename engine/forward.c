@@ -73,7 +73,7 @@ static int project_kv(Fwd *f, AsError *err)
     int s = f->s, hd = c->head_dim, rd = c->rope_head_dim;
     char what[64];
     snprintf(what, sizeof what, "layer %d wkv", f->l);
-    TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wkv, wk->kv, hd, what, err));
+    TRY(as_dev_proj(e, f->W->wkv.fp8 ? wk->x_q : wk->x, c->dim, s, &f->W->wkv, wk->kv, hd, what, err));
     AsRowPipe p = {.x = wk->kv, .ldx = hd, .y = wk->kv, .ldy = hd, .pre = wk->kv_pre, .rows = s, .heads = 1, .n = hd,
                    .norm_w = f->W->kv_norm, .eps = c->norm_eps, .rd = rd, .pos0 = f->sp, .pos = f->sp_d,
                    .cos_t = f->cos_t, .sin_t = f->sin_t, .quant = AS_KQ_FP8, .post_scale = 1.0f,
@@ -273,6 +273,12 @@ static int project_q_kv(Fwd *f, AsError *err)
     if (!f->x_ready)
         KL(err, as_k_rmsnorm(wk->h, c->dim, f->W->attn_norm, wk->x, c->dim, s, c->dim, c->norm_eps, e->st),
            "layer %d: rmsnorm(h, attn_norm) %dx%d", f->l, s, c->dim);
+    /* fp8 precision: x's QDQ once for wq_a and wkv, before the fork (the kv branch reads it too) */
+    if (f->W->wq_a.fp8 || f->W->wkv.fp8) {
+        snprintf(what, sizeof what, "layer %d wq_a + wkv input", f->l);
+        TRY(as_dev_qdq_fp8(e, wk->x, c->dim, s, c->dim, wk->x_q, what, err));
+    }
+    const as_bf16_t *x_a = f->W->wq_a.fp8 ? wk->x_q : wk->x;
     const bool fork = kv_forks(f);
     /* an indexer on the kv branch reads qr after q_norm: that part of the branch waits for it (ev_qr) */
     const bool late_sel = f->idx_on_kv_branch && f->role->index_source;
@@ -288,10 +294,15 @@ static int project_q_kv(Fwd *f, AsError *err)
                          "fork the kv branch", err));
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
     if (norm_fuses(f, &f->W->wq_a, false)) {
-        TRY(as_dev_proj_norm(e, wk->x, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, f->cap->norm_ctr, what, err));
+        TRY(as_dev_proj_norm(e, x_a, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, f->cap->norm_ctr, what, err));
     } else {
-        TRY(as_dev_proj(e, wk->x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
+        TRY(as_dev_proj(e, x_a, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
         TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, s, qlr, "qr", err));
+    }
+    /* qr's QDQ once for wq_b and indexer.wq_b, before either (and before the kv branch's indexer starts) */
+    if (f->W->wq_b.fp8 || f->W->i_wq_b.fp8) {
+        snprintf(what, sizeof what, "layer %d wq_b input", f->l);
+        TRY(as_dev_qdq_fp8(e, wk->qr, qlr, s, qlr, wk->qr_q, what, err));
     }
     if (f->early_sel)
         TRY(indexer_queries(f, err));
@@ -300,7 +311,8 @@ static int project_q_kv(Fwd *f, AsError *err)
     snprintf(what, sizeof what, "layer %d wq_b + rope(q)", f->l);
     const AsDevRope rope = {.hd = hd, .rd = rd, .pos0 = f->sp, .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t,
                             .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
-    TRY(as_dev_proj_rope(e, wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, &rope, room, what, err));
+    TRY(as_dev_proj_rope(e, f->W->wq_b.fp8 ? wk->qr_q : wk->qr, qlr, s, &f->W->wq_b, wk->q, (int64_t)nh * hd, &rope,
+                         room, what, err));
     if (fork && f->cap &&
         (e->attn_early == AS_EARLY_ALL || (e->attn_early == AS_EARLY_REUSE && !f->role->index_source)))
         TRY(capture_end(f, &f->q_node, err));
@@ -418,7 +430,8 @@ static int indexer_queries(Fwd *f, AsError *err)
     int s = f->s, nhi = c->index_n_heads, ihd = c->index_head_dim;
     char what[64];
     snprintf(what, sizeof what, "layer %d indexer.wq_b", f->l);
-    TRY(as_dev_proj(e, wk->qr, c->q_lora_rank, s, &f->W->i_wq_b, wk->iq, (int64_t)nhi * ihd, what, err));
+    TRY(as_dev_proj(e, f->W->i_wq_b.fp8 ? wk->qr_q : wk->qr, c->q_lora_rank, s, &f->W->i_wq_b, wk->iq,
+                    (int64_t)nhi * ihd, what, err));
     AsRowPipe p = {.x = wk->iq, .ldx = (int64_t)nhi * ihd, .y = wk->iq, .ldy = (int64_t)nhi * ihd, .pre = wk->iq_pre,
                    .rows = s, .heads = nhi, .n = ihd, .rd = c->rope_head_dim, .pos0 = f->sp, .pos = f->sp_d,
                    .cos_t = e->cos_yarn, .sin_t = e->sin_yarn, .quant = AS_KQ_FP4_E8M0, .post_scale = 1.0f};
@@ -539,7 +552,15 @@ static int compressed_branch(Fwd *f, AsError *err)
             TRY(index_keys(f, err));
         TRY(indexer(f, compress_len, err));
     } else if (f->role->index_source) {
+        /* compress_len == 0: the indexer does not run and the layer publishes an EMPTY selection ([s][0]) as
+         * its own (model.py's _compress_topk_idxs), so the layers that reuse it attend no compressed row */
         f->m->k = 0;
+        e->sh.sel_present = true;
+        e->sh.sel_on_device = false;
+        e->sh.sel_s = f->s;
+        e->sh.sel_k = 0;
+        e->sh.sel_from = (AsProvenance){f->l, e->step};
+        f->m->sel_from = e->sh.sel_from;
     } else if (e->sh.sel_present) {
         if (e->sh.sel_s != f->s)
             return as_err(err, AS_EREFUSED, "layer %d: the shared selection (layer %d, step %d) has %d rows, the step %d",
@@ -647,16 +668,22 @@ static int attend_and_project(Fwd *f, AsError *err)
            hd);
     snprintf(what, sizeof what, "layer %d wo_a", f->l);
     TRY(as_dev_proj_grouped(e, wk->o_back, s, &f->W->wo_a, wk->og, what, err));
+    const int ogw = c->o_groups * c->o_lora_rank;
+    const as_bf16_t *og = wk->og;
+    if (f->W->wo_b.fp8) { /* og's QDQ: wo_b's fused stores (residual, the next layer's x) are unchanged */
+        snprintf(what, sizeof what, "layer %d wo_b input", f->l);
+        TRY(as_dev_qdq_fp8(e, wk->og, ogw, s, ogw, wk->og_q, what, err));
+        og = wk->og_q;
+    }
     snprintf(what, sizeof what, "layer %d wo_b", f->l);
     if (f->l + 1 < c->n_layers && norm_fuses(f, &f->W->wo_b, true)) {
         /* the next layer's x = rmsnorm(h, its attn_norm), made by this GEMV's last block */
-        TRY(as_dev_proj_norm(e, wk->og, &f->W->wo_b, wk->out, wk->h, e->w[f->l + 1].attn_norm, wk->x,
+        TRY(as_dev_proj_norm(e, og, &f->W->wo_b, wk->out, wk->h, e->w[f->l + 1].attn_norm, wk->x,
                              f->cap->norm_ctr + 1, what, err));
         e->x_ready = true;
         return 0;
     }
-    return as_dev_proj_residual(e, wk->og, (int64_t)c->o_groups * c->o_lora_rank, s, &f->W->wo_b, wk->out, wk->h,
-                                what, err);
+    return as_dev_proj_residual(e, og, ogw, s, &f->W->wo_b, wk->out, wk->h, what, err);
 }
 
 int as_dev_layer_forward(AsEngine *e, int l, AsError *err)

@@ -112,6 +112,22 @@ int as_dev_proj(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDev
     return rc;
 }
 
+int as_dev_qdq_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, as_bf16_t *y, const char *what,
+                   AsError *err)
+{
+    if (n <= 0 || n % 32)
+        return as_err(err, AS_EBADINPUT, "%s: act_quant of rows of %d values (not whole blocks of 32)", what, n);
+    /* each row as sub-rows of up to 256 values (one a thread), whole quantiser blocks each: the row pipe's
+     * blocks are aligned to the sub-row, so this is the flat quantiser's result, spread over more blocks */
+    int sub = n < 256 ? n : 256;
+    while (n % sub)
+        sub -= 32;
+    AsRowPipe p = {.x = x, .ldx = ldx, .y = y, .ldy = n, .rows = s, .heads = n / sub, .n = sub, .quant = AS_KQ_FP8,
+                   .post_scale = 1.0f};
+    KL(err, as_k_row_pipe(&p, e->st), "%s: act_quant (fp8 e4m3, blocks of 32, QDQ) of the %dx%d input", what, s, n);
+    return 0;
+}
+
 /* y = x W^T, then the residual h = bf16(h + y) (rows of c->dim: h, y rows w->out apart). A bf16 decode
  * GEMV does both in one launch (as_k_gemv_bf16_residual: the same roundings); the rest project, then
  * add (as_k_residual_add). */

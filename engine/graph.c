@@ -191,7 +191,13 @@ static int plan_step(AsEngine *e, int sp, int step, GPlan *p, AsError *err)
                 sh.sel_from = here;
                 L->sel_from = sh.sel_from;
             } else if (role->index_source) {
+                /* compress_len == 0: an empty selection of its own, as the forward publishes it */
                 L->k = 0;
+                sh.sel_present = true;
+                sh.sel_s = s;
+                sh.sel_k = 0;
+                sh.sel_from = here;
+                L->sel_from = sh.sel_from;
             } else if (sh.sel_present) {
                 if (sh.sel_s != s)
                     return as_err(err, AS_EREFUSED, "layer %d: the shared selection (layer %d, step %d) has %d rows, "

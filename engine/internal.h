@@ -22,6 +22,11 @@ typedef struct {
     void *d;
     int out, in;
     AsDevWType type;
+    /* fp8 precision's fp8 linear (as_proj_fp8): the input row is quantised to e4m3 in blocks of 32 and
+     * dequantised (as_dev_qdq_fp8) before this bf16 projection of the exactly dequantised weights reads it;
+     * every scale is a power of two and e4m3 products are exact in f32, so it is act_quant + fp8_gemm up
+     * to the f32 summation order (docs/ENGINE.md, "Precision") */
+    bool fp8;
 } AsDevWeight;
 
 typedef struct {
@@ -67,6 +72,9 @@ typedef struct {
     int cap_s, cap_w, cap_topk;
     as_bf16_t *h, *x, *qr, *q, *kv_pre, *kv, *latent, *latent_pre, *latent_q, *ik_pre, *ik;
     as_bf16_t *iq_pre, *iq, *w, *score, *o, *o_back, *og, *out;
+    /* fp8 precision (AsEngine.fp8, else NULL): the fp8 linears' inputs after act_quant's QDQ, x for wq_a and
+     * wkv, qr for wq_b and indexer.wq_b, og for wo_b; the tensors a run exposes stay the unquantised ones */
+    as_bf16_t *x_q, *qr_q, *og_q;
     float *xf, *ckv, *csc;
     int32_t *widx, *csel, *idx;
     uint8_t *cand;
@@ -136,6 +144,8 @@ struct AsEngine {
     /* a captured layer's wo_b normalised h into x for the next layer (AS_FUSE_NORM): that layer skips its
      * attn_norm */
     bool x_ready;
+    /* some projection runs as the fp8 linear (AsDevWeight.fp8): the work buffers hold the QDQ'd inputs */
+    bool fp8;
     cudaEvent_t ev_x, ev_kv, ev_qr; /* ev_qr: q_norm done, the kv branch's indexer may start (AS_FUSE_KV_SEL) */
     cublasHandle_t cublas;
     AsDevLayerWeights w[AS_MAX_LAYERS];
@@ -185,6 +195,11 @@ int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w
  * in the same launch (as_k_gemv_bf16_norm; bf16 weights, the caller checks). */
 int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
                      const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
+/* The fp8 linear's input (act_quant, then back to bf16: QDQ): y[t] = bf16(e4m3(clamp(x[t] / s)) * s) per
+ * block of 32 of the s rows of n values (x rows ldx apart, y rows n apart), the fp8 KV quantiser's rule
+ * (as_k_row_pipe with AS_KQ_FP8 only). */
+int as_dev_qdq_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, as_bf16_t *y, const char *what,
+                   AsError *err);
 /* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call (what: the
  * messages' name, e.g. "layer 3 wo_a"). */
 int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,

@@ -11,8 +11,8 @@ void as_dev_work_free(AsEngine *e)
 {
     AsDevWork *w = &e->wk;
     void *dev[] = {w->h, w->x, w->qr, w->q, w->kv_pre, w->kv, w->latent, w->latent_pre, w->latent_q, w->ik_pre,
-                   w->ik, w->iq_pre, w->iq, w->w, w->score, w->o, w->o_back, w->og, w->out, w->xf, w->ckv, w->csc,
-                   w->widx, w->csel, w->idx, w->cand, w->bad, w->valid};
+                   w->ik, w->iq_pre, w->iq, w->w, w->score, w->o, w->o_back, w->og, w->out, w->x_q, w->qr_q, w->og_q,
+                   w->xf, w->ckv, w->csc, w->widx, w->csel, w->idx, w->cand, w->bad, w->valid};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
     void *pinned[] = {w->score_h, w->csel_h};
@@ -60,6 +60,11 @@ int as_dev_work_reserve(AsEngine *e, int s, int width, int topk, AsError *err)
     DEV(w->o, S * nh * hd, as_bf16_t);
     DEV(w->o_back, S * nh * hd, as_bf16_t);
     DEV(w->og, S * c->o_groups * c->o_lora_rank, as_bf16_t);
+    if (e->fp8) { /* the fp8 linears' QDQ'd inputs, as many rows as every other work buffer */
+        DEV(w->x_q, S * c->dim, as_bf16_t);
+        DEV(w->qr_q, S * c->q_lora_rank, as_bf16_t);
+        DEV(w->og_q, S * c->o_groups * c->o_lora_rank, as_bf16_t);
+    }
     DEV(w->kv_pre, S * hd, as_bf16_t);
     DEV(w->kv, S * hd, as_bf16_t);
     DEV(w->latent, S * hd, as_bf16_t);
