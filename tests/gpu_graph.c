@@ -13,7 +13,8 @@
  * ones and a new prefill (bigger: the work buffers move, the graphs are captured again); a refusal.
  * flash ($ATTNSCOPE_FLASH_MODEL, a directory written by `attnscope gen --preset flash`): 512-token
  * prefill + 64 steps at max_seq 1024. The first difference is reported with its step, layer, buffer
- * and element, and the test stops there. */
+ * and element, and the test stops there. The tiny checks run in both precisions of the same (fp8)
+ * weights: bf16, and fp8 (the fp8 projections' inputs through act_quant's QDQ first). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 
 #include "engine/internal.h"
 #include "model/inputs.h"
+#include "model/precision.h"
 #include "ref/numerics.h"
 #include "tests/harness.h"
 #include "tests/model_fixture.h"
@@ -39,6 +41,21 @@ typedef struct {
     int steps, first_bad_step;
     uint64_t outs_fnv;      /* FNV-1a over every step's layer outs: runs with other fusions must end equal */
 } Pair;
+
+static const AsPrecision precisions[2] = {AS_PREC_BF16, AS_PREC_FP8};
+
+/* The tiny preset in precision p; NULL, with a failure recorded, where the weights cannot run in it. */
+static AsModel *tiny_in(uint64_t seed, AsPrecision p)
+{
+    AsModel *m = as_test_model("tiny", NULL, seed);
+    AsError err = {0};
+    if (as_model_set_precision(m, p, &err)) {
+        as_test_fail(__FILE__, __LINE__, "the %s precision of tiny: %s", as_precision_name(p), err.msg);
+        as_test_model_free(m);
+        return NULL;
+    }
+    return m;
+}
 
 static void *xmalloc(size_t bytes)
 {
@@ -358,55 +375,95 @@ GPU_TEST(gpu_graph_tiny_300_steps)
                 {"norm,oback", "tiny, norm without the residual: wq_a's RMSNorm alone"},
                 {"kvsel,kvidx,norm", "tiny, every selection on the kv branch"},
                 {"", "tiny, the default fusions"}};
-    uint64_t unfused_fnv = 0;
-    for (size_t run = 0; run < sizeof runs / sizeof runs[0]; run++) {
-        REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", runs[run].env, 1) == 0, "setenv");
-        const char *how = runs[run].how;
-        AsModel *m = as_test_model("tiny", NULL, 7);
-        Pair p;
-        pair_open(&p, m, NULL, 9 + 300 + 1, false);
-        pair_prefill(&p, 9);
-        bool ok = pair_decode(&p, 9, 300, false);
-        CHECK(ok, "%s: the graph and the uncaptured decode differ (first at position %d)", how, p.first_bad_step);
-        if (run == 0)
-            unfused_fnv = p.outs_fnv;
-        else /* each fusion keeps every bit: the same outs as without any, at every layer of every step */
-            CHECK(p.outs_fnv == unfused_fnv, "%s: the 300 steps' layer outs differ from the unfused run's", how);
-        expect_shapes(&p, "tiny prefill 9 + 300 decode", 2);
-        AsDecodeGraphInfo gi;
-        as_decode_graph_info(p.g, &gi);
-        CHECK(gi.replays == p.steps - 2, "%s: %d replays for %d steps", how, gi.replays, p.steps);
-        CHECK(gi.hosts == 0, "%s: %d host nodes in a graph whose selection runs on the device", how, gi.hosts);
-        pair_close(&p);
-        as_test_model_free(m);
-    }
+    /* in each precision; fp8's outs must differ from bf16's (its projections read act_quant's inputs) */
+    uint64_t unfused_fnv[2] = {0, 0};
+    for (int pi = 0; pi < 2; pi++)
+        for (size_t run = 0; run < sizeof runs / sizeof runs[0]; run++) {
+            REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", runs[run].env, 1) == 0, "setenv");
+            char how[128];
+            snprintf(how, sizeof how, "%s (%s)", runs[run].how, as_precision_name(precisions[pi]));
+            AsModel *m = tiny_in(7, precisions[pi]);
+            if (!m)
+                break;
+            Pair p;
+            pair_open(&p, m, NULL, 9 + 300 + 1, false);
+            pair_prefill(&p, 9);
+            bool ok = pair_decode(&p, 9, 300, false);
+            CHECK(ok, "%s: the graph and the uncaptured decode differ (first at position %d)", how, p.first_bad_step);
+            if (run == 0)
+                unfused_fnv[pi] = p.outs_fnv;
+            else /* each fusion keeps every bit: the same outs as without any, at every layer of every step */
+                CHECK(p.outs_fnv == unfused_fnv[pi], "%s: the 300 steps' layer outs differ from the unfused run's",
+                      how);
+            expect_shapes(&p, how, 2);
+            AsDecodeGraphInfo gi;
+            as_decode_graph_info(p.g, &gi);
+            CHECK(gi.replays == p.steps - 2, "%s: %d replays for %d steps", how, gi.replays, p.steps);
+            CHECK(gi.hosts == 0, "%s: %d host nodes in a graph whose selection runs on the device", how, gi.hosts);
+            pair_close(&p);
+            as_test_model_free(m);
+        }
     unsetenv("ATTNSCOPE_DECODE_FUSE");
+    if (unfused_fnv[0] && unfused_fnv[1])
+        CHECK(unfused_fnv[0] != unfused_fnv[1], "tiny: fp8 precision's 300 steps gave bf16's layer outs bit for bit: "
+              "no projection input was quantised");
 }
 
 /* The host selection path (--host-select) through the graph: top-k in host nodes. */
 GPU_TEST(gpu_graph_tiny_host_select)
 {
-    AsModel *m = as_test_model("tiny", NULL, 7);
-    Pair p;
-    pair_open(&p, m, NULL, 9 + 60 + 1, true);
-    pair_prefill(&p, 9);
-    bool ok = pair_decode(&p, 9, 60, false);
-    CHECK(ok, "tiny (host selection): the graph and the uncaptured decode differ (first at position %d)",
-          p.first_bad_step);
-    expect_shapes(&p, "tiny prefill 9 + 60 decode, selection on the host", 2);
-    AsDecodeGraphInfo gi;
-    as_decode_graph_info(p.g, &gi);
-    CHECK(gi.hosts > 0, "tiny (host selection): no host node in the graph");
-    pair_close(&p);
-    as_test_model_free(m);
+    for (int pi = 0; pi < 2; pi++) {
+        const char *prec = as_precision_name(precisions[pi]);
+        AsModel *m = tiny_in(7, precisions[pi]);
+        if (!m)
+            continue;
+        Pair p;
+        pair_open(&p, m, NULL, 9 + 60 + 1, true);
+        pair_prefill(&p, 9);
+        bool ok = pair_decode(&p, 9, 60, false);
+        CHECK(ok, "tiny %s (host selection): the graph and the uncaptured decode differ (first at position %d)", prec,
+              p.first_bad_step);
+        char how[96];
+        snprintf(how, sizeof how, "tiny %s prefill 9 + 60 decode, selection on the host", prec);
+        expect_shapes(&p, how, 2);
+        AsDecodeGraphInfo gi;
+        as_decode_graph_info(p.g, &gi);
+        CHECK(gi.hosts > 0, "tiny %s (host selection): no host node in the graph", prec);
+        pair_close(&p);
+        as_test_model_free(m);
+    }
+}
+
+/* After a 1-token prefill, whose ratio-2 index sources published empty selections (compress_len 0), the
+ * decode steps through the graph equal the uncaptured ones, in both precisions. */
+GPU_TEST(gpu_graph_tiny_prefill1)
+{
+    for (int pi = 0; pi < 2; pi++) {
+        const char *prec = as_precision_name(precisions[pi]);
+        AsModel *m = tiny_in(11, precisions[pi]);
+        if (!m)
+            continue;
+        Pair p;
+        pair_open(&p, m, NULL, 1 + 30 + 1, false);
+        pair_prefill(&p, 1);
+        CHECK(p.a->sh.sel_present && p.a->sh.sel_from.step == 0,
+              "tiny %s prefill 1: no selection published (the empty ones count)", prec);
+        bool ok = pair_decode(&p, 1, 30, false);
+        CHECK(ok, "tiny %s after a 1-token prefill: the graph and the uncaptured decode differ (first at position %d)",
+              prec, p.first_bad_step);
+        char how[64];
+        snprintf(how, sizeof how, "tiny %s prefill 1 + 30 decode", prec);
+        expect_shapes(&p, how, 2);
+        pair_close(&p);
+        as_test_model_free(m);
+    }
 }
 
 /* The graph with an event node around each layer (bench-engine --graph-layers): the same bits as the
  * uncaptured decode, and a device time for every layer of every replay, positive and finite, whose sum
  * stays within the step's. */
-GPU_TEST(gpu_graph_tiny_layer_events)
+static void layer_events_in(AsModel *m, const char *prec)
 {
-    AsModel *m = as_test_model("tiny", NULL, 7);
     const AsConfig *c = &m->cfg;
     Pair p;
     pair_open_events(&p, m, NULL, 9 + 12 + 1, false, true);
@@ -415,7 +472,7 @@ GPU_TEST(gpu_graph_tiny_layer_events)
     int timed = 0;
     for (int i = 0; i < 12; i++) {
         bool ok = pair_decode(&p, 9 + i, 1, false);
-        CHECK(ok, "tiny with layer events: the graph and the uncaptured decode differ at position %d", 9 + i);
+        CHECK(ok, "tiny %s with layer events: the graph and the uncaptured decode differ at position %d", prec, 9 + i);
         if (!ok)
             break;
         AsError err = {0};
@@ -433,8 +490,8 @@ GPU_TEST(gpu_graph_tiny_layer_events)
               gi.last_ms);
         timed++;
     }
-    as_test_note("tiny prefill 9 + 12 decode through a graph with layer events: %d steps timed, identical to the "
-                 "uncaptured ones", timed);
+    as_test_note("tiny %s prefill 9 + 12 decode through a graph with layer events: %d steps timed, identical to "
+                 "the uncaptured ones", prec, timed);
     AsError err = {0};
     AsDecodeGraph *g2 = NULL;
     REQUIRE(as_decode_graph_create(p.a, NULL, &g2, &err) == 0, "decode graph: %s", err.msg);
@@ -442,52 +499,77 @@ GPU_TEST(gpu_graph_tiny_layer_events)
           "a graph without layer events gave layer times ('%s')", err.msg);
     as_decode_graph_destroy(g2);
     pair_close(&p);
-    as_test_model_free(m);
+}
+
+
+GPU_TEST(gpu_graph_tiny_layer_events)
+{
+    for (int pi = 0; pi < 2; pi++) {
+        AsModel *m = tiny_in(7, precisions[pi]);
+        if (m)
+            layer_events_in(m, as_precision_name(precisions[pi]));
+        as_test_model_free(m);
+    }
 }
 
 /* Mixing paths: graph steps, uncaptured steps on the graph engine, graph again (the same graphs), a
- * new and longer prefill (the work buffers are reallocated: captured again), a refusal. */
+ * new and longer prefill (the work buffers are reallocated: captured again), a refusal; in both
+ * precisions. */
 GPU_TEST(gpu_graph_tiny_mixed_and_refusal)
 {
-    AsModel *m = as_test_model("tiny", NULL, 8);
-    const AsConfig *c = &m->cfg;
-    Pair p;
-    pair_open(&p, m, NULL, c->max_seq + 1, false);
-    pair_prefill(&p, 9);
-    bool ok = pair_decode(&p, 9, 10, false) && pair_decode(&p, 19, 3, true) && pair_decode(&p, 22, 10, false);
-    CHECK(ok, "tiny mixed: differ at position %d", p.first_bad_step);
-    expect_shapes(&p, "tiny mixed, before the second prefill", 2);
-    pair_prefill(&p, 40);
-    ok = pair_decode(&p, 40, 20, false);
-    CHECK(ok, "tiny after a second prefill: differ at position %d", p.first_bad_step);
-    expect_shapes(&p, "tiny after a second, longer prefill", 4);
-    /* a step past max_seq is refused before anything runs, and the engine goes on */
-    AsError err = {0};
-    int rc = as_engine_decode_graph(p.g, p.h0, c->max_seq, &err);
-    CHECK(rc == AS_EREFUSED, "decode graph at max_seq: %d (%s), want a refusal", rc, err.msg);
-    if (rc)
-        as_test_note("decode graph at position %d (max_seq): %s", c->max_seq, err.msg);
-    ok = pair_decode(&p, 60, 2, false);
-    CHECK(ok, "tiny after a refusal: differ at position %d", p.first_bad_step);
-    pair_close(&p);
-    as_test_model_free(m);
+    for (int pi = 0; pi < 2; pi++) {
+        const char *prec = as_precision_name(precisions[pi]);
+        AsModel *m = tiny_in(8, precisions[pi]);
+        if (!m)
+            continue;
+        const AsConfig *c = &m->cfg;
+        Pair p;
+        pair_open(&p, m, NULL, c->max_seq + 1, false);
+        pair_prefill(&p, 9);
+        bool ok = pair_decode(&p, 9, 10, false) && pair_decode(&p, 19, 3, true) && pair_decode(&p, 22, 10, false);
+        CHECK(ok, "tiny %s mixed: differ at position %d", prec, p.first_bad_step);
+        char how[96];
+        snprintf(how, sizeof how, "tiny %s mixed, before the second prefill", prec);
+        expect_shapes(&p, how, 2);
+        pair_prefill(&p, 40);
+        ok = pair_decode(&p, 40, 20, false);
+        CHECK(ok, "tiny %s after a second prefill: differ at position %d", prec, p.first_bad_step);
+        snprintf(how, sizeof how, "tiny %s after a second, longer prefill", prec);
+        expect_shapes(&p, how, 4);
+        /* a step past max_seq is refused before anything runs, and the engine goes on */
+        AsError err = {0};
+        int rc = as_engine_decode_graph(p.g, p.h0, c->max_seq, &err);
+        CHECK(rc == AS_EREFUSED, "tiny %s: decode graph at max_seq: %d (%s), want a refusal", prec, rc, err.msg);
+        if (rc)
+            as_test_note("tiny %s: decode graph at position %d (max_seq): %s", prec, c->max_seq, err.msg);
+        ok = pair_decode(&p, 60, 2, false);
+        CHECK(ok, "tiny %s after a refusal: differ at position %d", prec, p.first_bad_step);
+        pair_close(&p);
+        as_test_model_free(m);
+    }
 }
 
-/* Every fault, injected into both engines, acts alike through the graph. */
+/* Every fault, injected into both engines, acts alike through the graph, in both precisions. */
 GPU_TEST(gpu_graph_tiny_faults)
 {
-    AsModel *m = as_test_model("tiny", NULL, 9);
-    for (int f = 1; f < AS_FAULT_COUNT; f++) {
-        Pair p;
-        pair_open(&p, m, as_fault_desc[f].name, 9 + 14 + 1, false);
-        pair_prefill(&p, 9);
-        bool ok = pair_decode(&p, 9, 14, false);
-        CHECK(ok || p.first_bad_step < 0, "fault %s: the graph and the uncaptured decode differ at position %d",
-              as_fault_desc[f].name, p.first_bad_step);
-        as_test_note("fault %-15s: %d decode steps identical through the graph", as_fault_desc[f].name, p.steps);
-        pair_close(&p);
+    for (int pi = 0; pi < 2; pi++) {
+        const char *prec = as_precision_name(precisions[pi]);
+        AsModel *m = tiny_in(9, precisions[pi]);
+        if (!m)
+            continue;
+        for (int f = 1; f < AS_FAULT_COUNT; f++) {
+            Pair p;
+            pair_open(&p, m, as_fault_desc[f].name, 9 + 14 + 1, false);
+            pair_prefill(&p, 9);
+            bool ok = pair_decode(&p, 9, 14, false);
+            CHECK(ok || p.first_bad_step < 0, "%s fault %s: the graph and the uncaptured decode differ at position %d",
+                  prec, as_fault_desc[f].name, p.first_bad_step);
+            as_test_note("%s fault %-15s: %d decode steps identical through the graph", prec, as_fault_desc[f].name,
+                         p.steps);
+            pair_close(&p);
+        }
+        as_test_model_free(m);
     }
-    as_test_model_free(m);
 }
 
 GPU_TEST(gpu_graph_flash_prefill512_decode64)
