@@ -6,7 +6,6 @@
 
 #include "ref/candidates.h"
 #include "ref/indexer.h"
-#include "ref/linear.h"
 
 static bool ok(AsVerdict v) { return v != AS_V_MISMATCH; }
 
@@ -188,7 +187,7 @@ static bool recompute(const AsRefModel *rm, const AsRun *got, const AsExplainCon
     case AS_T_OUT:
         if (!got->t[AS_T_OG].data)
             return false;
-        as_linear(got->t[AS_T_OG].data, s, rm->m->layer[l].wo_b, y, true);
+        as_ref_project_wo_b(rm, l, got->t[AS_T_OG].data, s, y);
         return true;
     default:
         return false;

@@ -557,8 +557,13 @@ int as_ref_project_out(const AsRefModel *rm, int l, const float *o_back, int s, 
     }
     free(slice);
     if (out)
-        project(rm, og, s, w->wo_b, out);
+        as_ref_project_wo_b(rm, l, og, s, out);
     return 0;
+}
+
+void as_ref_project_wo_b(const AsRefModel *rm, int l, const float *og, int s, float *out)
+{
+    project(rm, og, s, rm->m->layer[l].wo_b, out);
 }
 
 /* Steps 7-9: sparse attention with the sink, inverse rotation, grouped wo_a, wo_b. */

@@ -76,5 +76,7 @@ int as_ref_attend(const AsRefModel *rm, int l, const float *q, const float *rows
                   int nb, const int32_t *idx, int topk, int s, float *o);
 void as_ref_rotate_back(const AsRefModel *rm, int l, const float *o, int s, int start_pos, float *o_back);
 int as_ref_project_out(const AsRefModel *rm, int l, const float *o_back, int s, float *og, float *out);
+/* out = wo_b's projection of og, in the model's precision (the last half of step 9). */
+void as_ref_project_wo_b(const AsRefModel *rm, int l, const float *og, int s, float *out);
 
 #endif
