@@ -243,6 +243,25 @@ static int parse_list(const cJSON *root, const ListName *ln, int *out, int cap, 
     return AS_OK;
 }
 
+/* "dtype" of DeepSeek's inference/config.json: "fp8" or "bf16" (model.py's ModelArgs.dtype). */
+static int parse_dtype(const cJSON *root, AsConfig *cfg, AsError *err)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+    cfg->dtype = AS_PREC_AUTO;
+    if (!it)
+        return AS_OK;
+    const char *s = cJSON_IsString(it) ? it->valuestring : NULL;
+    if (s && !strcmp(s, "fp8"))
+        cfg->dtype = AS_PREC_FP8;
+    else if (s && !strcmp(s, "bf16"))
+        cfg->dtype = AS_PREC_BF16;
+    else if (s)
+        return as_err(err, AS_EBADINPUT, "'dtype' = \"%.32s\": must be \"fp8\" or \"bf16\"", s);
+    else
+        return as_err(err, AS_EBADINPUT, "'dtype' must be the string \"fp8\" or \"bf16\", got %s", json_type(it));
+    return AS_OK;
+}
+
 int as_config_parse_json(const char *text, size_t len, AsConfig *cfg, AsError *err)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -250,27 +269,42 @@ int as_config_parse_json(const char *text, size_t len, AsConfig *cfg, AsError *e
     if (!root)
         return as_err(err, AS_EBADINPUT, "not valid JSON");
     int rc = AS_OK;
+    const cJSON *geo = root;
     if (!cJSON_IsObject(root)) {
         rc = as_err(err, AS_EBADINPUT, "must be a JSON object, got %s", json_type(root));
         goto out;
     }
+    /* The Hugging Face config.json nests the geometry in text_config (beside the vision model's);
+     * its dtype there is torch's parameter dtype, not model.py's precision, so only a flat config's
+     * dtype is read. */
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (tc && !cJSON_IsObject(tc)) {
+        rc = as_err(err, AS_EBADINPUT, "'text_config' must be an object, got %s", json_type(tc));
+        goto out;
+    }
+    if (tc)
+        geo = tc;
+    else if ((rc = parse_dtype(root, cfg, err)))
+        goto out;
     for (int i = 0; i < N_FIELDS && !rc; i++)
-        rc = parse_field(root, &fields[i], cfg, err);
+        rc = parse_field(geo, &fields[i], cfg, err);
     if (rc)
         goto out;
     /* The released config lists ratios for the MTP layers after the backbone: cut to n_layers. */
     int n_ratios = 0;
-    if ((rc = parse_list(root, &L_RATIOS, cfg->compress_ratios, cfg->n_layers, &n_ratios, err)))
+    if ((rc = parse_list(geo, &L_RATIOS, cfg->compress_ratios, cfg->n_layers, &n_ratios, err)))
         goto out;
     if (n_ratios < cfg->n_layers) {
         rc = as_err(err, AS_EBADINPUT, "compress_ratios has %d entries but num_hidden_layers (n_layers) is %d",
                     n_ratios, cfg->n_layers);
         goto out;
     }
-    if ((rc = parse_list(root, &L_KV, cfg->kv_sources, AS_MAX_LAYERS, &cfg->n_kv_sources, err)))
+    if ((rc = parse_list(geo, &L_KV, cfg->kv_sources, AS_MAX_LAYERS, &cfg->n_kv_sources, err)))
         goto out;
-    rc = parse_list(root, &L_INDEX, cfg->index_sources, AS_MAX_LAYERS, &cfg->n_index_sources, err);
+    rc = parse_list(geo, &L_INDEX, cfg->index_sources, AS_MAX_LAYERS, &cfg->n_index_sources, err);
 out:
+    if (rc && geo != root)
+        as_err_wrap(err, "text_config");
     cJSON_Delete(root);
     return rc;
 }
@@ -491,28 +525,60 @@ static cJSON *int_list(const int *v, int n)
     return a;
 }
 
-char *as_config_to_json(const AsConfig *cfg)
+static const char *dtype_string(AsPrecision p) { return p == AS_PREC_FP8 ? "fp8" : "bf16"; }
+
+/* The fields in one spelling into obj; the Hugging Face one nests the YaRN fields in rope_scaling. */
+static bool add_item(cJSON *obj, const char *key, cJSON *item)
 {
-    cJSON *root = cJSON_CreateObject();
-    cJSON *rs = cJSON_CreateObject();
-    if (!root || !rs) {
-        cJSON_Delete(root);
-        cJSON_Delete(rs);
-        return NULL;
-    }
-    cJSON_AddStringToObject(rs, "type", "yarn");
-    for (int i = 0; i < N_FIELDS; i++) {
+    if (item && cJSON_AddItemToObject(obj, key, item))
+        return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+static bool add_fields(cJSON *obj, const AsConfig *cfg, bool hf)
+{
+    cJSON *rs = hf ? cJSON_CreateObject() : NULL;
+    bool ok = !hf || (rs && cJSON_AddStringToObject(rs, "type", "yarn"));
+    for (int i = 0; i < N_FIELDS && ok; i++) {
         const Field *f = &fields[i];
         double v = field_get(cfg, f);
         cJSON *item = f->kind == F_INT ? cJSON_CreateNumber(v) : number(v, f->kind == F_FLOAT);
-        const char *dot = strchr(f->hf, '.');
-        cJSON_AddItemToObject(dot ? rs : root, dot ? dot + 1 : f->hf, item);
+        const char *dot = hf ? strchr(f->hf, '.') : NULL;
+        ok = add_item(dot ? rs : obj, dot ? dot + 1 : hf ? f->hf : f->ds, item);
     }
-    cJSON_AddItemToObject(root, "rope_scaling", rs);
-    cJSON_AddItemToObject(root, L_RATIOS.hf, int_list(cfg->compress_ratios, cfg->n_layers));
-    cJSON_AddItemToObject(root, L_KV.hf, int_list(cfg->kv_sources, cfg->n_kv_sources));
-    cJSON_AddItemToObject(root, L_INDEX.hf, int_list(cfg->index_sources, cfg->n_index_sources));
-    char *s = cJSON_Print(root);
+    /* rope_scaling after the scalar fields, where gen has always written it */
+    if (!ok) {
+        cJSON_Delete(rs);
+        return false;
+    }
+    if (rs && !add_item(obj, "rope_scaling", rs))
+        return false;
+    const ListName *lists[3] = {&L_RATIOS, &L_KV, &L_INDEX};
+    const int *vals[3] = {cfg->compress_ratios, cfg->kv_sources, cfg->index_sources};
+    const int counts[3] = {cfg->n_layers, cfg->n_kv_sources, cfg->n_index_sources};
+    for (int k = 0; k < 3 && ok; k++)
+        ok = add_item(obj, hf ? lists[k]->hf : lists[k]->ds, int_list(vals[k], counts[k]));
+    return ok;
+}
+
+char *as_config_to_json_as(const AsConfig *cfg, AsConfigSpelling sp)
+{
+    cJSON *root = cJSON_CreateObject(), *geo = root;
+    bool ok = root != NULL;
+    if (ok && sp == AS_CONFIG_HF_NESTED) {
+        /* a top-level member attnscope does not read, as the released file has many */
+        ok = cJSON_AddStringToObject(root, "generator", "attnscope gen") != NULL;
+        geo = ok ? cJSON_AddObjectToObject(root, "text_config") : NULL;
+        ok = geo != NULL;
+    }
+    ok = ok && add_fields(geo, cfg, sp != AS_CONFIG_DS);
+    /* dtype is model.py's precision in a flat config; text_config's would be torch's */
+    if (ok && sp != AS_CONFIG_HF_NESTED && cfg->dtype != AS_PREC_AUTO)
+        ok = cJSON_AddStringToObject(root, "dtype", dtype_string(cfg->dtype)) != NULL;
+    char *s = ok ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     return s;
 }
+
+char *as_config_to_json(const AsConfig *cfg) { return as_config_to_json_as(cfg, AS_CONFIG_HF); }

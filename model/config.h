@@ -89,8 +89,23 @@ typedef struct {
  * called after any max_seq override. */
 int as_config_parse_json(const char *text, size_t len, AsConfig *cfg, AsError *err);
 int as_config_load(const char *path, AsConfig *cfg, AsError *err);
-/* Writes the config in the Hugging Face spelling (what `gen` writes). Caller frees. */
+/* Parsing: a config whose "text_config" is an object (the Hugging Face config.json of the released
+ * repo) has its geometry read from there and everything outside it ignored; "text_config" of any
+ * other type is refused. A flat config (either spelling) may carry "dtype": "fp8" or "bf16"
+ * (DeepSeek's inference/config.json) -> cfg->dtype; absent: AS_PREC_AUTO; text_config's own dtype
+ * is torch's parameter dtype and is not read. */
+
+/* The spellings the config is written in. */
+typedef enum {
+    AS_CONFIG_HF,        /* flat, Hugging Face names (gen's config.json); dtype when set */
+    AS_CONFIG_HF_NESTED, /* the released repo's config.json: the geometry in "text_config", no dtype */
+    AS_CONFIG_DS,        /* DeepSeek's inference/config.json: flat, SPEC's names; dtype when set */
+} AsConfigSpelling;
+
+/* Writes the config in the Hugging Face spelling (AS_CONFIG_HF). Caller frees. */
 char *as_config_to_json(const AsConfig *cfg);
+/* Writes it in the given spelling; NULL when out of memory. Caller frees. */
+char *as_config_to_json_as(const AsConfig *cfg, AsConfigSpelling sp);
 
 /* Checks every rule of SPEC section 1 and fills cfg->role / cfg->gw; refuses a geometry whose
  * run state exceeds AS_LIMIT_STATE_BYTES. */
@@ -101,6 +116,9 @@ int64_t as_config_state_bytes(const AsConfig *cfg);
 /* Built-in presets: "flash" (the released geometry) and "tiny". */
 int as_config_preset(const char *name, AsConfig *cfg, AsError *err);
 const char *const *as_config_preset_names(void);
+/* The precision gen writes a preset in: AS_PREC_FP8 for flash and tiny (as released), AS_PREC_BF16
+ * for tiny-q; AS_PREC_AUTO for a name that is no preset. */
+AsPrecision as_config_preset_precision(const char *name);
 
 /* One line describing layer l's role, e.g. "20  r1  kv idx cand-src  rows_b<-20  keys<-20  sel<-20"
  * (a reusing layer: "21  r1  -  rows_b<-20  sel<-20 (reuse)"); the header names its columns. */

@@ -360,3 +360,176 @@ TEST(config_load_missing_file_names_the_path)
     snprintf(path, sizeof path, "%s/nope/config.json", as_test_tmpdir());
     CHECK(as_config_load(path, &c, &err) == AS_EBADINPUT && strstr(err.msg, path), "missing config: %s", err.msg);
 }
+
+/* DeepSeek's inference/config.json of DeepSeek-V4.1-Flash as released (revision dba1be0a, a
+ * byte-for-byte copy: nulls, floats, lists, 43 compress ratios, "dtype": "fp8"). */
+static const char *inference_config_json =
+    "{\n    \"vocab_size\": 129280,\n    \"dim\": 5120,\n    \"moe_inter_dim\": 2304,\n    \"n_layers\": 40,\n"
+    "    \"n_mtp_layers\": 3,\n    \"dspark_block_size\": 5,\n    \"dspark_noise_token_id\": 128799,\n"
+    "    \"dspark_target_layer_ids\": [37, 38, 39],\n    \"dspark_markov_rank\": 256,\n"
+    "    \"dspark_n_routed_experts\": 128,\n    \"dspark_n_activated_experts\": 3,\n    \"n_heads\": 64,\n"
+    "    \"n_routed_experts\": 384,\n    \"n_shared_experts\": 1,\n    \"n_activated_experts\": 6,\n"
+    "    \"score_func\": \"sqrtsoftplus\",\n    \"route_scale\": 1.5,\n    \"swiglu_limit\": 10.0,\n"
+    "    \"q_lora_rank\": 1280,\n    \"head_dim\": 512,\n    \"rope_head_dim\": 64,\n    \"norm_eps\": 1e-20,\n"
+    "    \"o_groups\": 8,\n    \"o_lora_rank\": 1024,\n    \"window_size\": 128,\n"
+    "    \"kv_source_layers\": [2, 8, 14, 20],\n    \"index_source_layers\": [2, 8, 14, 20, 24, 28, 32, 36],\n"
+    "    \"original_seq_len\": 65536,\n    \"rope_theta\": 10000,\n    \"rope_factor\": 16,\n    \"beta_fast\": 32,\n"
+    "    \"beta_slow\": 1,\n    \"index_n_heads\": 32,\n    \"index_head_dim\": 128,\n    \"index_topk\": 512,\n"
+    "    \"candidate_source_layer\": 20,\n    \"candidate_topk_blocks\": 2048,\n    \"candidate_block_size\": 8,\n"
+    "    \"hc_mult\": 4,\n    \"hc_sinkhorn_iters\": 20,\n    \"hc_eps\": 1e-06,\n    \"engram_layer_ids\": [1, 14],\n"
+    "    \"engram_vocab_size\": 16000000,\n    \"engram_num_embeddings\": [384006168, 384016682],\n"
+    "    \"engram_max_ngram_size\": 4,\n    \"engram_pad_id\": 2,\n    \"engram_compressed_vocab_size\": 99092,\n"
+    "    \"dtype\": \"fp8\",\n    \"expert_dtype\": \"fp4\",\n    \"compress_rope_theta\": 160000,\n"
+    "    \"compress_ratios\": [0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, "
+    "1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0],\n"
+    "    \"vision_n_layers\": 32,\n    \"vision_dim\": 1024,\n    \"vision_n_heads\": 16,\n"
+    "    \"vision_inter_dim\": 2816,\n    \"vision_patch_size\": 14,\n    \"vision_downsample_ratio\": 3,\n"
+    "    \"vision_max_n_token\": 1024,\n    \"vision_min_pixels\": 295936,\n    \"vision_max_wh_ratio\": null,\n"
+    "    \"image_token_id\": 129264,\n    \"engram_n_heads\": 8,\n    \"engram_head_dim\": 256,\n"
+    "    \"vision_rope_theta\": 10000\n}\n";
+
+TEST(config_released_inference_config_json_parses_with_dtype_fp8)
+{
+    AsConfig got, want;
+    AsError err = {0};
+    REQUIRE(parse_validate(inference_config_json, &got, &err) == AS_OK, "released inference/config.json: %s",
+            err.msg);
+    require_preset("flash", &want);
+    CHECK(got.dtype == AS_PREC_FP8, "\"dtype\": \"fp8\" read as AS_PREC_FP8 (got %d)", (int)got.dtype);
+    CHECK(got.n_layers == 40 && got.compress_ratios[39] == 1 && got.compress_ratios[40] == 0,
+          "43 compress ratios (3 MTP layers) cut to the 40 backbone layers");
+    CHECK(got.max_seq == AS_DEFAULT_MAX_SEQ, "no max_seq_len: the default %d (got %d)", AS_DEFAULT_MAX_SEQ,
+          got.max_seq);
+    got.dtype = AS_PREC_AUTO; /* the presets carry no dtype: gen's precision is its own option */
+    CHECK(!memcmp(&got, &want, sizeof got), "apart from dtype, the released inference/config.json is the flash "
+                                             "preset field for field");
+}
+
+/* released_hf's geometry nested in text_config, under top-level members attnscope does not read:
+ * one of them spelled like a geometry field, a vision config, and torch's dtype in both places. */
+static char *nested(const char *inner)
+{
+    const char *pre = "{\"architectures\": [\"X\"], \"hidden_size\": 7, \"dtype\": \"bfloat16\","
+                      " \"vision_config\": {\"hidden_size\": 1024, \"num_hidden_layers\": 32}, \"text_config\": ";
+    const char *post = ", \"tie_word_embeddings\": false, \"vision_max_wh_ratio\": null}";
+    size_t n = strlen(pre) + strlen(inner) + strlen(post) + 1;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s%s%s", pre, inner, post);
+    return s;
+}
+
+TEST(config_text_config_nested_is_the_geometry)
+{
+    AsConfig got, want;
+    AsError err = {0};
+    require_preset("flash", &want);
+    /* text_config's own dtype is torch's parameter dtype: not read, not refused */
+    char *inner = strdup(released_hf);
+    REQUIRE(inner, "strdup");
+    inner[strlen(inner) - 1] = '\0';
+    size_t n = strlen(inner) + 64;
+    char *with_dtype = malloc(n);
+    REQUIRE(with_dtype, "alloc");
+    snprintf(with_dtype, n, "%s, \"dtype\": \"bfloat16\"}", inner);
+    char *json = nested(with_dtype);
+    REQUIRE(json, "alloc");
+    REQUIRE(parse_validate(json, &got, &err) == AS_OK, "nested config: %s", err.msg);
+    CHECK(!memcmp(&got, &want, sizeof got), "the geometry in text_config is the flash preset field for field "
+                                             "(top-level hidden_size 7 and vision_config ignored)");
+    CHECK(got.dtype == AS_PREC_AUTO, "no dtype read from a Hugging Face config (torch's 'bfloat16' ignored)");
+    free(json);
+    free(with_dtype);
+    free(inner);
+
+    /* a field missing inside text_config is named there; one at the top level does not stand in */
+    json = nested("{\"num_hidden_layers\": 40}");
+    REQUIRE(json, "alloc");
+    CHECK(parse_validate(json, &got, &err) == AS_EBADINPUT && strstr(err.msg, "text_config: missing field hidden_size"),
+          "missing field named inside text_config: %s", err.msg);
+    free(json);
+}
+
+TEST(config_text_config_that_is_not_an_object_is_refused)
+{
+    static const char *const bad[] = {"5", "\"x\"", "[1, 2]", "null", "true"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *json = nested(bad[i]);
+        REQUIRE(json, "alloc");
+        AsConfig c;
+        AsError err = {0};
+        int rc = as_config_parse_json(json, strlen(json), &c, &err);
+        CHECK(rc == AS_EBADINPUT && strstr(err.msg, "'text_config' must be an object") && !strchr(err.msg, '\n'),
+              "text_config = %s: one line naming text_config (rc %d: %s)", bad[i], rc, err.msg);
+        free(json);
+    }
+}
+
+TEST(config_dtype_of_a_flat_config)
+{
+    static const struct {
+        const char *to;
+        AsPrecision want;
+    } ok[] = {{"\"dtype\": \"fp8\", \"dim\": 5120", AS_PREC_FP8}, {"\"dtype\": \"bf16\", \"dim\": 5120", AS_PREC_BF16},
+              {"\"dim\": 5120", AS_PREC_AUTO}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char *json = strdup(released_ds);
+        REQUIRE(json, "strdup");
+        const char *from = "\"dim\": 5120";
+        char *p = strstr(json, from);
+        REQUIRE(p, "fixture has dim");
+        size_t n = strlen(json) + strlen(ok[i].to) + 1;
+        char *s = malloc(n);
+        REQUIRE(s, "alloc");
+        snprintf(s, n, "%.*s%s%s", (int)(p - json), json, ok[i].to, p + strlen(from));
+        AsConfig c;
+        AsError err = {0};
+        CHECK(parse_validate(s, &c, &err) == AS_OK && c.dtype == ok[i].want, "%s: dtype %d (want %d): %s", ok[i].to,
+              (int)c.dtype, (int)ok[i].want, err.msg);
+        free(s);
+        free(json);
+    }
+    /* the Hugging Face spelling, flat, takes dtype too (gen's config.json of a model from --config) */
+    static const char *const bad[] = {"\"bfloat16\"", "\"FP8\"", "8", "null", "true", "[\"fp8\"]", "{}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char to[96];
+        snprintf(to, sizeof to, "\"hidden_size\": 5120, \"dtype\": %s", bad[i]);
+        AsError err = {0};
+        int rc = parse_edited("\"hidden_size\": 5120", to, &err);
+        CHECK(rc == AS_EBADINPUT && strstr(err.msg, "'dtype'") && strstr(err.msg, "\"fp8\" or \"bf16\"") &&
+                  !strchr(err.msg, '\n'),
+              "dtype %s: one line naming dtype (rc %d: %s)", bad[i], rc, err.msg);
+    }
+}
+
+TEST(config_written_in_each_spelling_reads_back)
+{
+    const char *const *names = as_config_preset_names();
+    for (int i = 0; names[i]; i++) {
+        AsConfig c;
+        require_preset(names[i], &c);
+        c.dtype = AS_PREC_FP8;
+        static const struct {
+            AsConfigSpelling sp;
+            const char *has, *lacks;
+            bool keeps_dtype;
+        } sps[] = {{AS_CONFIG_HF, "\"hidden_size\"", "\"text_config\"", true},
+                   {AS_CONFIG_HF_NESTED, "\"text_config\"", "\"dtype\"", false},
+                   {AS_CONFIG_DS, "\"window_size\"", "\"hidden_size\"", true}};
+        for (size_t k = 0; k < sizeof sps / sizeof sps[0]; k++) {
+            char *json = as_config_to_json_as(&c, sps[k].sp);
+            REQUIRE(json, "to_json %s", names[i]);
+            AsConfig back;
+            AsError err = {0};
+            int rc = parse_validate(json, &back, &err);
+            AsConfig want = c;
+            if (!sps[k].keeps_dtype)
+                want.dtype = AS_PREC_AUTO;
+            CHECK(rc == AS_OK && !memcmp(&want, &back, sizeof want), "preset %s, spelling %d: read back identical "
+                  "(dtype %s): %s", names[i], (int)sps[k].sp, sps[k].keeps_dtype ? "kept" : "not written", err.msg);
+            CHECK(strstr(json, sps[k].has) && !strstr(json, sps[k].lacks), "preset %s, spelling %d: has %s, not %s",
+                  names[i], (int)sps[k].sp, sps[k].has, sps[k].lacks);
+            free(json);
+        }
+    }
+}
