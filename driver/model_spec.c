@@ -1,5 +1,6 @@
-/* A model spec is a directory or file, or the name of a built-in preset, generated once
- * into a cache directory so that `attnscope tui` and batch scripts can name "tiny". */
+/* A model spec is a directory or file, or the name of a built-in preset, generated once (in the
+ * preset's precision) into a cache directory so that `attnscope tui` and batch scripts can name
+ * "tiny". */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "driver/driver.h"
 #include "model/gen.h"
+#include "model/precision.h"
 
 static int cache_dir(char *buf, size_t n)
 {
@@ -46,7 +48,11 @@ int as_resolve_model(const char *spec, uint64_t seed, char *dir, size_t n, bool 
     char base[900];
     if (cache_dir(base, sizeof base))
         return as_err(err, AS_EBADINPUT, "cache directory path too long");
-    if (snprintf(dir, n, "%s/%s-s%llu", base, name, (unsigned long long)seed) >= (int)n)
+    /* The precision and the generator's format in the name: a model an older generator (or the
+     * other precision) wrote is never taken for this one. */
+    const AsPrecision prec = as_config_preset_precision(name);
+    if (snprintf(dir, n, "%s/%s-%s-g%d-s%llu", base, name, as_precision_name(prec), AS_GEN_FORMAT,
+                 (unsigned long long)seed) >= (int)n)
         return as_err(err, AS_EBADINPUT, "cache directory path too long");
     char cfgp[1100], wp[1100];
     snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
@@ -54,8 +60,9 @@ int as_resolve_model(const char *spec, uint64_t seed, char *dir, size_t n, bool 
     if (exists(cfgp) && exists(wp))
         return 0;
     if (!quiet)
-        fprintf(stderr, "attnscope: generating the %s preset (seed %llu) into %s\n", name, (unsigned long long)seed, dir);
+        fprintf(stderr, "attnscope: generating the %s preset (%s, seed %llu) into %s\n", name, as_precision_name(prec),
+                (unsigned long long)seed, dir);
     if (as_config_validate(&cfg, err))
         return err->code;
-    return as_gen_model(&cfg, seed, name, dir, !quiet && isatty(2), err);
+    return as_gen_model(&cfg, prec, seed, name, dir, !quiet && isatty(2), err);
 }

@@ -1,13 +1,17 @@
 /* Loading a model: the config, the weight files (one safetensors file or an index and its shards),
  * every tensor a layer's role needs checked for presence, shape and dtype, and the digest.
  *
- * The digest is the SHA-256 of, per file (shards in sorted order): its size (8 bytes, little
- * endian), its header bytes (the 8-byte length and the JSON), and 4 KiB of its data section at
- * every 64 MiB; then, per tensor read (in name order): its name and the first and last 4 KiB of
- * its data. It reads a few MiB of a 10 GB model, and differs between models that differ in any
- * name, shape, dtype or offset, or in the sampled bytes (all of a tiny model, and every tensor's
- * first bytes in a synthetic model of another seed). It does not prove two models are equal
- * byte for byte. */
+ * Only the tensors the attention binds are read: a full checkpoint's other tensors (experts,
+ * hyper-connections, embeddings, MTP layers...) are skipped in the header (model/safetensors.h,
+ * as_st_open_filtered), and a shard the index maps none of the bound names to is not opened.
+ *
+ * The digest is the SHA-256 of, per bound tensor and fp8 block scale (in name order): its name,
+ * dtype name, shape and size, then its data: all of it up to 64 KiB, else 4 KiB at every 64 MiB and
+ * the last 4 KiB. It reads a few MiB of a 10 GB model, does not depend on how the tensors are laid
+ * out in files (one file or shards, other tensors beside them), and differs between models that
+ * differ in any bound tensor's name, shape or dtype, or in the sampled bytes (all of a tiny model,
+ * and every tensor's first bytes in a synthetic model of another seed). It does not prove two
+ * models are equal byte for byte. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -24,8 +28,8 @@
 #include "model/weights.h"
 
 #define DIGEST_SAMPLE 4096
-#define DIGEST_STRIDE ((uint64_t)64 << 20)
-#define FP8_BLOCK 128 /* one scale per 128 x 128 block of an fp8 weight */
+#define DIGEST_WHOLE ((int64_t)64 << 10)    /* tensors up to this size are hashed whole */
+#define DIGEST_STRIDE ((int64_t)64 << 20)
 
 /* ---- which tensors a layer needs ---- */
 
@@ -115,6 +119,30 @@ int as_layer_tensors(const AsConfig *cfg, int l, AsLayerTensor *out)
     return n;
 }
 
+/* The scale shape [ceil(out/b)][ceil(in/b)] of an fp8 weight under block edge b. */
+static void scale_shape(const AsWTensor *t, int64_t b, int64_t out[2])
+{
+    out[0] = (t->shape[0] + b - 1) / b;
+    out[1] = (t->shape[1] + b - 1) / b;
+}
+
+/* The block edge an fp8 weight's scale shape says: 32 (model.py's fp8_block_size) or 128 (older
+ * DeepSeek checkpoints); 0 when it is neither. Both fit only a weight of at most 32 x 32, one block
+ * either way. */
+static int scale_block(const AsWTensor *t, const AsWTensor *s)
+{
+    static const int blocks[2] = {32, 128};
+    if (t->ndim != 2 || s->ndim != 2)
+        return 0;
+    for (int i = 0; i < 2; i++) {
+        int64_t want[2];
+        scale_shape(t, blocks[i], want);
+        if (s->shape[0] == want[0] && s->shape[1] == want[1])
+            return blocks[i];
+    }
+    return 0;
+}
+
 static int check_scale(const AsWTensor *t, AsError *err)
 {
     const AsWTensor *s = t->scale;
@@ -124,13 +152,17 @@ static int check_scale(const AsWTensor *t, AsError *err)
     if (s->dtype != AS_DT_F32 && s->dtype != AS_DT_BF16 && s->dtype != AS_DT_F8_E8M0)
         return as_err(err, AS_EBADINPUT, "%s: dtype %s but a block scale must be F32, BF16 or F8_E8M0", s->name,
                       as_dtype_name(s->dtype));
-    int64_t want[2] = {(t->shape[0] + FP8_BLOCK - 1) / FP8_BLOCK, (t->shape[1] + FP8_BLOCK - 1) / FP8_BLOCK};
-    if (s->ndim != 2 || s->shape[0] != want[0] || s->shape[1] != want[1]) {
-        char got[64], need[64];
+    if (!t->block) {
+        int64_t w32[2], w128[2];
+        scale_shape(t, 32, w32);
+        scale_shape(t, 128, w128);
+        char got[64], a[64], b[64];
         as_shape_str(s->shape, s->ndim, got, sizeof got);
-        as_shape_str(want, 2, need, sizeof need);
-        return as_err(err, AS_EBADINPUT, "%s: shape %s but the F8_E4M3 weight %s needs %s (one per 128x128 block)",
-                      s->name, got, t->name, need);
+        as_shape_str(w32, 2, a, sizeof a);
+        as_shape_str(w128, 2, b, sizeof b);
+        return as_err(err, AS_EBADINPUT,
+                      "%s: shape %s but the F8_E4M3 weight %s needs %s (one scale per 32x32 block) or %s "
+                      "(per 128x128 block)", s->name, got, t->name, a, b);
     }
     return AS_OK;
 }
@@ -244,7 +276,8 @@ const AsWTensor *as_model_find(const AsModel *m, const char *name)
     return bsearch(&key, m->tensors, (size_t)m->n_tensors, sizeof *m->tensors, tensor_cmp);
 }
 
-/* Points every F8_E4M3 "X.weight" at its block scale "X.scale" (or "X.weight_scale_inv"). */
+/* Points every F8_E4M3 "X.weight" at its block scale "X.scale" (or "X.weight_scale_inv") and sets
+ * its block edge from the scale's shape (0 when the shape fits no block size: bind_layers refuses). */
 static void wire_scales(AsModel *m)
 {
     for (int i = 0; i < m->n_tensors; i++) {
@@ -259,64 +292,162 @@ static void wire_scales(AsModel *m)
             snprintf(name, sizeof name, "%s_scale_inv", t->name);
             t->scale = as_model_find(m, name);
         }
+        t->block = t->scale ? scale_block(t, t->scale) : 0;
     }
+}
+
+/* ---- the tensors the attention reads ---- */
+
+/* Every name bind_layers may look up: each layer's role tensors and, for a "X.weight", the two
+ * names of its fp8 block scale. Sorted for bsearch. */
+typedef struct {
+    char (*name)[192];
+    int n;
+} NameSet;
+
+static int cmp_name(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+static int wanted_names(const AsConfig *cfg, NameSet *ns, AsError *err)
+{
+    ns->n = 0;
+    ns->name = malloc((size_t)(cfg->n_layers > 0 ? cfg->n_layers : 1) * AS_LAYER_MAX_TENSORS * 3 * sizeof *ns->name);
+    if (!ns->name)
+        return as_err(err, AS_ERUNTIME, "out of memory");
+    for (int l = 0; l < cfg->n_layers; l++) {
+        AsLayerTensor lt[AS_LAYER_MAX_TENSORS];
+        int k = as_layer_tensors(cfg, l, lt);
+        for (int j = 0; j < k; j++) {
+            size_t len = strlen(lt[j].name);
+            snprintf(ns->name[ns->n++], sizeof *ns->name, "%s", lt[j].name);
+            if (len > 7 && !strcmp(lt[j].name + len - 7, ".weight")) {
+                snprintf(ns->name[ns->n++], sizeof *ns->name, "%.*s.scale", (int)(len - 7), lt[j].name);
+                snprintf(ns->name[ns->n++], sizeof *ns->name, "%.180s_scale_inv", lt[j].name);
+            }
+        }
+    }
+    qsort(ns->name, (size_t)ns->n, sizeof *ns->name, cmp_name);
+    return AS_OK;
+}
+
+static bool is_wanted(void *ctx, const char *name)
+{
+    const NameSet *ns = ctx;
+    return strlen(name) < sizeof *ns->name && bsearch(name, ns->name, (size_t)ns->n, sizeof *ns->name, cmp_name);
 }
 
 /* ---- files ---- */
 
-static int add_file(AsModel *m, const char *path, int *cap, AsError *err)
+static int add_file(AsModel *m, const char *path, const NameSet *want, int *cap, AsError *err)
 {
     AsWeightFile **nf = realloc(m->files, (size_t)(m->n_files + 1) * sizeof *nf);
     if (!nf)
         return as_err(err, AS_ERUNTIME, "out of memory");
     m->files = nf;
-    int rc = as_st_open(path, &m->files[m->n_files], &m->tensors, &m->n_tensors, cap, err);
+    int rc = as_st_open_filtered(path, is_wanted, (void *)want, &m->files[m->n_files], &m->tensors, &m->n_tensors,
+                                 cap, err);
     if (!rc)
         m->n_files++;
     return rc;
 }
 
+/* need[k]: whether the index maps any name the attention reads to shard k. */
+static void shards_needed(const AsStIndex *ix, const NameSet *want, bool *need)
+{
+    for (int i = 0; i < ix->n_entries; i++)
+        if (is_wanted((void *)want, ix->names[i]))
+            need[ix->shard_of[i]] = true;
+}
+
 static int open_weights(AsModel *m, const char *dir, const char *weights, bool is_index, AsError *err)
 {
     int cap = 0, rc;
-    if (!is_index)
-        return add_file(m, weights, &cap, err);
-    AsStIndex ix;
-    if ((rc = as_st_read_index(weights, &ix, err)))
+    NameSet want = {0};
+    if ((rc = wanted_names(&m->cfg, &want, err)))
         return rc;
+    if (!is_index) {
+        rc = add_file(m, weights, &want, &cap, err);
+        free(want.name);
+        return rc;
+    }
+    AsStIndex ix;
+    if ((rc = as_st_read_index(weights, &ix, err))) {
+        free(want.name);
+        return rc;
+    }
+    bool *need = calloc((size_t)ix.n_shards, sizeof *need);
+    if (!need)
+        rc = as_err(err, AS_ERUNTIME, "out of memory");
+    else
+        shards_needed(&ix, &want, need);
     for (int i = 0; i < ix.n_shards && !rc; i++) {
         char path[2048];
+        if (!need[i])
+            continue; /* experts, embeddings, MTP layers...: never opened */
         if (snprintf(path, sizeof path, "%s/%s", dir, ix.shards[i]) >= (int)sizeof path)
             rc = as_err(err, AS_EBADINPUT, "%s: shard path too long", weights);
         else
-            rc = add_file(m, path, &cap, err);
+            rc = add_file(m, path, &want, &cap, err);
     }
+    free(need);
     as_st_index_free(&ix);
+    free(want.name);
     return rc;
 }
 
-static void digest(AsModel *m)
+static void hash_i64(AsSha256 *s, int64_t v) { as_sha256_update(s, &v, 8); /* little-endian host */ }
+
+static void digest_tensor(AsSha256 *s, const AsWTensor *t)
 {
+    const uint8_t *p = t->data;
+    const char *dt = as_dtype_name(t->dtype);
+    as_sha256_update(s, t->name, strlen(t->name) + 1);
+    as_sha256_update(s, dt, strlen(dt) + 1);
+    hash_i64(s, t->ndim);
+    for (int d = 0; d < t->ndim; d++)
+        hash_i64(s, t->shape[d]);
+    hash_i64(s, t->nbytes);
+    if (t->nbytes <= DIGEST_WHOLE) {
+        as_sha256_update(s, p, (size_t)t->nbytes);
+        return;
+    }
+    for (int64_t off = 0; off < t->nbytes; off += DIGEST_STRIDE)
+        as_sha256_update(s, p + off, (size_t)(t->nbytes - off < DIGEST_SAMPLE ? t->nbytes - off : DIGEST_SAMPLE));
+    as_sha256_update(s, p + t->nbytes - DIGEST_SAMPLE, DIGEST_SAMPLE);
+}
+
+static int cmp_tensor_ptr(const void *a, const void *b)
+{
+    return strcmp((*(const AsWTensor *const *)a)->name, (*(const AsWTensor *const *)b)->name);
+}
+
+/* The tensors bind_layers bound and their block scales, hashed in name order (a GGUF's other
+ * tensors are listed in m->tensors but not read). */
+static int digest(AsModel *m, AsError *err)
+{
+    int cap = m->cfg.n_layers * AS_LAYER_MAX_TENSORS * 2, n = 0;
+    const AsWTensor **list = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *list);
+    if (!list)
+        return as_err(err, AS_ERUNTIME, "out of memory");
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const AsWTensor *const *w = (const AsWTensor *const *)&m->layer[l];
+        for (size_t k = 0; k < sizeof m->layer[l] / sizeof *w; k++) {
+            if (!w[k])
+                continue;
+            list[n++] = w[k];
+            if (w[k]->dtype == AS_DT_F8_E4M3 && w[k]->scale)
+                list[n++] = w[k]->scale;
+        }
+    }
+    qsort(list, (size_t)n, sizeof *list, cmp_tensor_ptr);
     AsSha256 s;
     as_sha256_init(&s);
-    for (int i = 0; i < m->n_files; i++) {
-        const AsWeightFile *f = m->files[i];
-        as_sha256_update(&s, &f->size, 8); /* little-endian host */
-        as_sha256_update(&s, f->map, 8 + f->header_len);
-        for (uint64_t off = 0; off < f->data_len; off += DIGEST_STRIDE)
-            as_sha256_update(&s, f->data + off, f->data_len - off < DIGEST_SAMPLE ? f->data_len - off : DIGEST_SAMPLE);
-    }
-    for (int i = 0; i < m->n_tensors; i++) {
-        const AsWTensor *t = &m->tensors[i];
-        const uint8_t *p = t->data;
-        int64_t n = t->nbytes < DIGEST_SAMPLE ? t->nbytes : DIGEST_SAMPLE;
-        as_sha256_update(&s, t->name, strlen(t->name) + 1);
-        as_sha256_update(&s, p, (size_t)n);
-        as_sha256_update(&s, p + t->nbytes - n, (size_t)n);
-    }
+    for (int i = 0; i < n; i++)
+        digest_tensor(&s, list[i]);
+    free(list);
     uint8_t d[32];
     as_sha256_final(&s, d);
     as_sha256_hex(d, m->digest);
+    return AS_OK;
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -446,8 +577,7 @@ int as_model_load(const char *path, int max_seq, AsModel *m, AsError *err)
         goto fail;
     }
     weights_name(m, dir, weights);
-    digest(m);
-    if ((rc = as_model_set_precision(m, AS_PREC_AUTO, err)))
+    if ((rc = digest(m, err)) || (rc = as_model_set_precision(m, AS_PREC_AUTO, err)))
         goto fail;
     return AS_OK;
 fail:

@@ -1,6 +1,8 @@
 /* The built-in geometries: "flash" (SPEC section 1, the released config), "tiny" (every
  * layer role at a size the CPU reference runs in milliseconds) and "tiny-q" (tiny's roles with
- * every projection input a multiple of 256, so that each can be a ggml Q2_K tensor). */
+ * every projection input a multiple of 256, so that each can be a ggml Q2_K tensor), and the
+ * precision gen writes each in: flash and tiny fp8 as released, tiny-q bf16 (the source of the
+ * Q2_K conversion, whose tests pin its bf16 values). */
 #include <string.h>
 
 #include "model/config.h"
@@ -93,7 +95,16 @@ static void tiny_q(AsConfig *c)
 static const struct {
     const char *name;
     void (*fill)(AsConfig *);
-} presets[] = {{"flash", flash}, {"tiny", tiny}, {"tiny-q", tiny_q}};
+    AsPrecision precision;
+} presets[] = {{"flash", flash, AS_PREC_FP8}, {"tiny", tiny, AS_PREC_FP8}, {"tiny-q", tiny_q, AS_PREC_BF16}};
+
+AsPrecision as_config_preset_precision(const char *name)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(name, presets[i].name))
+            return presets[i].precision;
+    return AS_PREC_AUTO;
+}
 
 const char *const *as_config_preset_names(void)
 {

@@ -151,9 +151,30 @@ static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, 
     return AS_OK;
 }
 
+/* An entry the caller does not read: only what keeps the header whole (its span, for the overlap
+ * check). */
+static int parse_unused(const char *path, const cJSON *e, const AsWeightFile *f, AsSpan *sp, AsError *err)
+{
+    const char *name = e->string;
+    if (!cJSON_IsObject(e))
+        return as_err(err, AS_EBADINPUT, "%s: header entry '%.64s' is not an object", path, name);
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    uint64_t b, en;
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_u53(cJSON_GetArrayItem(offs, 0), &b) ||
+        !json_u53(cJSON_GetArrayItem(offs, 1), &en) || b > en)
+        return as_err(err, AS_EBADINPUT, "%s: tensor '%.64s': data_offsets must be [begin, end] with begin <= end",
+                      path, name);
+    if (en > f->data_len)
+        return as_err(err, AS_EBADINPUT,
+                      "%s: tensor '%.64s': data_offsets [%llu, %llu] run past the data section (%llu bytes)", path,
+                      name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)f->data_len);
+    *sp = (AsSpan){b, en, name};
+    return AS_OK;
+}
+
 /* Every entry of a parsed header: appended to *tensors only if all are valid. */
-static int parse_header(const char *path, const cJSON *root, AsWeightFile *f, AsWTensor **tensors, int *n,
-                        int *cap, AsError *err)
+static int parse_header(const char *path, const cJSON *root, AsWeightFile *f, AsStWantFn want, void *want_ctx,
+                        AsWTensor **tensors, int *n, int *cap, AsError *err)
 {
     int n_entries = cJSON_GetArraySize(root);
     AsSpan *spans = malloc(((size_t)n_entries + 1) * sizeof *spans);
@@ -167,6 +188,13 @@ static int parse_header(const char *path, const cJSON *root, AsWeightFile *f, As
                 rc = as_err(err, AS_EBADINPUT, "%s: __metadata__ is not an object", path);
                 break;
             }
+            continue;
+        }
+        if (want && !want(want_ctx, e->string)) {
+            if ((rc = parse_unused(path, e, f, &spans[n_spans], err)))
+                break;
+            n_spans++;
+            f->n_unused++;
             continue;
         }
         if (*n == *cap) {
@@ -198,6 +226,12 @@ static int parse_header(const char *path, const cJSON *root, AsWeightFile *f, As
 }
 
 int as_st_open(const char *path, AsWeightFile **out, AsWTensor **tensors, int *n, int *cap, AsError *err)
+{
+    return as_st_open_filtered(path, NULL, NULL, out, tensors, n, cap, err);
+}
+
+int as_st_open_filtered(const char *path, AsStWantFn want, void *want_ctx, AsWeightFile **out,
+                        AsWTensor **tensors, int *n, int *cap, AsError *err)
 {
     *out = NULL;
     void *map;
@@ -241,7 +275,7 @@ int as_st_open(const char *path, AsWeightFile **out, AsWTensor **tensors, int *n
                 rc = as_err(err, AS_EBADINPUT, "%s: bytes after the header's JSON object (offset %lld)", path,
                             (long long)(p - text) + 8);
         if (!rc)
-            rc = parse_header(path, root, f, tensors, n, cap, err);
+            rc = parse_header(path, root, f, want, want_ctx, tensors, n, cap, err);
     }
     cJSON_Delete(root);
     if (rc) {
@@ -269,7 +303,11 @@ void as_st_index_free(AsStIndex *ix)
 {
     for (int i = 0; i < ix->n_shards; i++)
         free(ix->shards[i]);
+    for (int i = 0; i < ix->n_entries; i++)
+        free(ix->names[i]);
     free(ix->shards);
+    free(ix->names);
+    free(ix->shard_of);
     memset(ix, 0, sizeof *ix);
 }
 
@@ -281,7 +319,8 @@ static int index_from_json(const char *path, const cJSON *root, AsStIndex *ix, A
     int n = cJSON_GetArraySize(wm);
     if (n == 0)
         return as_err(err, AS_EBADINPUT, "%s: weight_map is empty", path);
-    if (!(ix->shards = calloc((size_t)n, sizeof *ix->shards)))
+    if (!(ix->shards = calloc((size_t)n, sizeof *ix->shards)) || !(ix->names = calloc((size_t)n, sizeof *ix->names)) ||
+        !(ix->shard_of = calloc((size_t)n, sizeof *ix->shard_of)))
         return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
     const cJSON *e;
     cJSON_ArrayForEach(e, wm) {
@@ -290,14 +329,34 @@ static int index_from_json(const char *path, const cJSON *root, AsStIndex *ix, A
             return as_err(err, AS_EBADINPUT,
                           "%s: weight_map['%.64s'] must be a plain file name in the same directory", path,
                           e->string);
-        int k = 0;
-        while (k < ix->n_shards && strcmp(ix->shards[k], s))
-            k++;
-        if (k == ix->n_shards && !(ix->shards[ix->n_shards++] = strdup(s)))
+        if (!(ix->names[ix->n_entries++] = strdup(e->string)))
             return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
+        /* the shards in a small sorted list (a checkpoint has tens of them): insert if new */
+        int lo = 0, hi = ix->n_shards;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (strcmp(ix->shards[mid], s) < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == ix->n_shards || strcmp(ix->shards[lo], s)) {
+            char *dup = strdup(s);
+            if (!dup)
+                return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
+            memmove(ix->shards + lo + 1, ix->shards + lo, (size_t)(ix->n_shards - lo) * sizeof *ix->shards);
+            ix->shards[lo] = dup;
+            ix->n_shards++;
+        }
     }
-    /* Sorted, so that the tensor list and the digest do not depend on the JSON's order. */
-    qsort(ix->shards, (size_t)ix->n_shards, sizeof *ix->shards, cmp_str);
+    /* each entry's shard, found in the sorted list (sorted so that the tensor list does not depend
+     * on the JSON's order) */
+    int k = 0;
+    cJSON_ArrayForEach(e, wm) {
+        const char *s = e->valuestring;
+        char *const *hit = bsearch(&s, ix->shards, (size_t)ix->n_shards, sizeof *ix->shards, cmp_str);
+        ix->shard_of[k++] = hit ? (int)(hit - ix->shards) : 0; /* always found: every name was inserted */
+    }
     return AS_OK;
 }
 

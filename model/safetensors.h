@@ -15,6 +15,7 @@
 #ifndef AS_SAFETENSORS_H
 #define AS_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -36,6 +37,7 @@ struct AsWeightFile {
     uint64_t data_len;
     int n_tensors;          /* tensors appended to the caller's array */
     int n_skipped;          /* tensors of dtypes attnscope does not read */
+    int n_unused;           /* tensors the caller does not want (as_st_open_filtered) */
 };
 
 /* "[256, 32]": a shape as messages and listings print it (cut to fit n). */
@@ -47,6 +49,15 @@ const char *as_st_dtype_name(AsDType t);
 /* Maps path and appends its tensors to *tensors (grown with realloc, *n and *cap updated); their
  * data points into the mapping and scale is NULL. On error nothing is appended and *out is NULL. */
 int as_st_open(const char *path, AsWeightFile **out, AsWTensor **tensors, int *n, int *cap, AsError *err);
+/* Which tensors a caller reads: true to keep the tensor named name. */
+typedef bool (*AsStWantFn)(void *ctx, const char *name);
+/* as_st_open keeping only the tensors want accepts (want NULL: all). A tensor it refuses (the rest
+ * of a full checkpoint: experts, hyper-connections, embeddings...) is not appended and its data is
+ * never read: its entry must be an object whose data_offsets lie in the data section without
+ * overlapping another's (the checks the header's integrity needs); its dtype and shape are not
+ * looked at. Counted in n_unused. */
+int as_st_open_filtered(const char *path, AsStWantFn want, void *want_ctx, AsWeightFile **out,
+                        AsWTensor **tensors, int *n, int *cap, AsError *err);
 void as_st_close(AsWeightFile *f);
 
 /* model.safetensors.index.json: {"weight_map": {"tensor": "shard file"}}. Shard names are plain
@@ -54,6 +65,9 @@ void as_st_close(AsWeightFile *f);
 typedef struct {
     int n_shards;
     char **shards;          /* unique, sorted */
+    int n_entries;          /* weight_map entries, in the file's order */
+    char **names;           /* each entry's tensor name */
+    int *shard_of;          /* each entry's shard: an index into shards */
 } AsStIndex;
 
 int as_st_read_index(const char *path, AsStIndex *ix, AsError *err);

@@ -13,7 +13,6 @@
 #include "model/quants.h"
 #include "ref/numerics.h"
 
-#define FP8_SCALE_BLOCK 128 /* one scale per 128 x 128 block of an fp8 weight */
 
 const char *as_dtype_name(AsDType t)
 {
@@ -86,14 +85,38 @@ static void build_e4m3_lut(void)
         e4m3_lut[b] = as_e4m3_from_bits((uint8_t)b);
 }
 
-/* Row r of an fp8 weight: weight = bf16(fp8 * scale), the product in f32. */
+/* The block edge of an fp8 weight's scales: t->block as the loader set it from the scale's shape;
+ * a tensor built by hand (block 0) gets it from its scale's shape the same way, 32 before 128.
+ * Without a scale any edge will do (the scale is 1); 0: the shape fits no block size. */
+static int64_t fp8_block(const AsWTensor *t)
+{
+    if (t->block > 0)
+        return t->block;
+    const AsWTensor *s = t->scale;
+    if (!s)
+        return as_wt_cols(t) > 0 ? as_wt_cols(t) : 1;
+    static const int64_t edges[2] = {32, 128};
+    for (int i = 0; i < 2; i++) {
+        int64_t b = edges[i];
+        if (s->ndim == 2 && s->shape[0] == (as_wt_rows(t) + b - 1) / b && s->shape[1] == (as_wt_cols(t) + b - 1) / b)
+            return b;
+    }
+    return 0;
+}
+
+/* Row r of an fp8 weight: weight = bf16(fp8 * scale), the product in f32; one scale per B x B block. */
 static void fp8_row(const AsWTensor *t, int64_t r, const float *lut, float *dst)
 {
-    const int64_t cols = as_wt_cols(t);
+    const int64_t cols = as_wt_cols(t), b = fp8_block(t);
     const uint8_t *src = (const uint8_t *)t->data + r * cols;
-    for (int64_t c0 = 0; c0 < cols; c0 += FP8_SCALE_BLOCK) {
-        float s = fp8_block_scale(t->scale, r / FP8_SCALE_BLOCK, c0 / FP8_SCALE_BLOCK);
-        int64_t c1 = c0 + FP8_SCALE_BLOCK < cols ? c0 + FP8_SCALE_BLOCK : cols;
+    if (b <= 0) { /* a scale of no block shape: never read out of its bounds */
+        for (int64_t c = 0; c < cols; c++)
+            dst[c] = NAN;
+        return;
+    }
+    for (int64_t c0 = 0; c0 < cols; c0 += b) {
+        float s = fp8_block_scale(t->scale, r / b, c0 / b);
+        int64_t c1 = c0 + b < cols ? c0 + b : cols;
         for (int64_t c = c0; c < c1; c++)
             dst[c] = as_bf16(lut[src[c]] * s);
     }

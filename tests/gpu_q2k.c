@@ -533,7 +533,7 @@ GPU_TEST(gpu_q2k_engine_gguf_tiny_q)
     AsConfig cfg;
     AsError err = {0};
     REQUIRE(as_config_preset("tiny-q", &cfg, &err) == AS_OK, "%s", err.msg);
-    REQUIRE(as_gen_model(&cfg, 1, "tiny-q", dir, false, &err) == AS_OK, "gen tiny-q: %s", err.msg);
+    REQUIRE(as_gen_model(&cfg, AS_PREC_BF16, 1, "tiny-q", dir, false, &err) == AS_OK, "gen tiny-q: %s", err.msg);
     AsModel src;
     REQUIRE(as_model_load(dir, 0, &src, &err) == AS_OK, "load tiny-q: %s", err.msg);
     const struct { AsDType quant; const char *file; } files[] = {{AS_DT_Q2_K, "q2k.gguf"}, {AS_DT_Q8_0, "q80.gguf"}};

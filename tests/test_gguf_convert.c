@@ -33,7 +33,7 @@ static void gen(const char *preset, const char *dir)
     AsConfig c;
     AsError err = {0};
     REQUIRE(as_config_preset(preset, &c, &err) == AS_OK, "%s: %s", preset, err.msg);
-    REQUIRE(as_gen_model(&c, 7, preset, dir, false, &err) == AS_OK, "gen: %s", err.msg);
+    REQUIRE(as_gen_model(&c, as_config_preset_precision(preset), 7, preset, dir, false, &err) == AS_OK, "gen: %s", err.msg);
 }
 
 static bool same_config(const AsConfig *a, const AsConfig *b)

@@ -1,5 +1,6 @@
 /* Model loading: paths, roles bound to tensors, every missing / misshapen / mistyped tensor
  * refused by name, fp8 weights wired to their block scales, sharded models. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,17 +11,21 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "ref/numerics.h"
+#include "tests/cli_util.h"
 #include "tests/harness.h"
 
 static void path_in(char *buf, size_t n, const char *rel) { snprintf(buf, n, "%s/%s", as_test_tmpdir(), rel); }
 
-static void gen_tiny(const char *dir, uint64_t seed)
+static void gen_tiny_as(const char *dir, uint64_t seed, AsPrecision prec)
 {
     AsConfig c;
     AsError err = {0};
     REQUIRE(as_config_preset("tiny", &c, &err) == AS_OK, "tiny: %s", err.msg);
-    REQUIRE(as_gen_model(&c, seed, "tiny", dir, false, &err) == AS_OK, "gen: %s", err.msg);
+    REQUIRE(as_gen_model(&c, prec, seed, "tiny", dir, false, &err) == AS_OK, "gen: %s", err.msg);
 }
+
+/* The bf16 tiny: the edits below replace its BF16 projections with fp8 ones of their own. */
+static void gen_tiny(const char *dir, uint64_t seed) { gen_tiny_as(dir, seed, AS_PREC_BF16); }
 
 /* A model's tensors as write specs (data pointing into m's mapping), with room for more. */
 typedef struct {
@@ -228,11 +233,13 @@ TEST(model_load_refuses_missing_misshapen_mistyped_tensors)
     }
 }
 
-/* fp8 wq_b of layer 0 ([256, 32]: two row blocks) with per-block scales; codes cycle 0..125. */
+/* fp8 wq_b of layer 0 ([256, 32]) with per-block scales; codes cycle 0..125. With 128 x 128 blocks
+ * the scale is [2, 1] (0.5, 4); with 32 x 32 blocks [8, 1] (2^-1, 2^-2, ..., 2^-8). */
 static uint8_t fp8_codes[256 * 32];
 static float scale_f32[2] = {0.5f, 4.0f};
 static uint16_t scale_bf16[2] = {0x3f00 /* 0.5 */, 0x4080 /* 4.0 */};
 static uint8_t scale_e8m0[2] = {126 /* 0.5 */, 129 /* 4.0 */};
+static uint8_t scale_e8m0_32[8] = {126, 125, 124, 123, 122, 121, 120, 119};
 
 static void put_fp8(Specs *sp, AsDType scale_dt, const char *scale_suffix, int64_t s0)
 {
@@ -245,13 +252,15 @@ static void put_fp8(Specs *sp, AsDType scale_dt, const char *scale_suffix, int64
         return;
     char name[192];
     snprintf(name, sizeof name, "layers.0.attn.wq_b.%s", scale_suffix);
-    const void *data = scale_dt == AS_DT_F32 ? (const void *)scale_f32
-                       : scale_dt == AS_DT_F8_E8M0 ? (const void *)scale_e8m0 : (const void *)scale_bf16;
+    const void *data = scale_dt == AS_DT_F32       ? (const void *)scale_f32
+                       : scale_dt == AS_DT_F8_E8M0 ? (s0 == 8 ? (const void *)scale_e8m0_32 : (const void *)scale_e8m0)
+                                                   : (const void *)scale_bf16;
     add(sp, name, scale_dt, s0, 1, data);
 }
 static void e_fp8_f32(Specs *sp) { put_fp8(sp, AS_DT_F32, "scale", 2); }
 static void e_fp8_bf16_inv(Specs *sp) { put_fp8(sp, AS_DT_BF16, "weight_scale_inv", 2); }
 static void e_fp8_e8m0(Specs *sp) { put_fp8(sp, AS_DT_F8_E8M0, "scale", 2); }
+static void e_fp8_e8m0_32(Specs *sp) { put_fp8(sp, AS_DT_F8_E8M0, "scale", 8); }
 static void e_fp8_noscale(Specs *sp) { put_fp8(sp, AS_DT_F32, NULL, 0); }
 static void e_fp8_badshape(Specs *sp) { put_fp8(sp, AS_DT_F32, "scale", 1); }
 static void e_fp8_f16scale(Specs *sp) { put_fp8(sp, AS_DT_F16, "scale", 2); }
@@ -262,10 +271,12 @@ TEST(model_load_wires_fp8_block_scales)
         const char *what;
         Edit edit;
         AsDType scale_dt;
+        int block;
     } ok[] = {
-        {"F32 .scale", e_fp8_f32, AS_DT_F32},
-        {"BF16 .weight_scale_inv", e_fp8_bf16_inv, AS_DT_BF16},
-        {"F8_E8M0 .scale", e_fp8_e8m0, AS_DT_F8_E8M0},
+        {"F32 .scale, 128-blocks", e_fp8_f32, AS_DT_F32, 128},
+        {"BF16 .weight_scale_inv, 128-blocks", e_fp8_bf16_inv, AS_DT_BF16, 128},
+        {"F8_E8M0 .scale, 128-blocks", e_fp8_e8m0, AS_DT_F8_E8M0, 128},
+        {"F8_E8M0 .scale, 32-blocks", e_fp8_e8m0_32, AS_DT_F8_E8M0, 32},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         AsModel m;
@@ -275,14 +286,18 @@ TEST(model_load_wires_fp8_block_scales)
         if (rc)
             continue;
         const AsWTensor *w = m.layer[0].wq_b;
+        int64_t rows = ok[i].block == 32 ? 8 : 2;
         CHECK(w->dtype == AS_DT_F8_E4M3 && w->scale && w->scale->dtype == ok[i].scale_dt &&
-                  w->scale->shape[0] == 2 && w->scale->shape[1] == 1,
-              "%s: layer 0 wq_b wired to its [2, 1] scale", ok[i].what);
-        /* rows 5 and 200 lie in the two row blocks: scales 0.5 and 4 */
+                  w->scale->shape[0] == rows && w->scale->shape[1] == 1 && w->block == ok[i].block,
+              "%s: layer 0 wq_b wired to its [%lld, 1] scale, block %d (got %d)", ok[i].what, (long long)rows,
+              ok[i].block, w->block);
+        /* rows 5, 100 and 200: row blocks 0, 0, 1 of 128 (0.5, 0.5, 4); 0, 3, 6 of 32 (2^-1, 2^-4, 2^-7) */
         float row[32];
-        for (int r = 5; w->scale && r <= 200; r += 195) {
+        static const int rs[3] = {5, 100, 200};
+        for (int k = 0; w->scale && k < 3; k++) {
+            int r = rs[k];
             as_wt_rows_f32(w, r, 1, row);
-            float s = r < 128 ? 0.5f : 4.0f;
+            float s = ok[i].block == 32 ? ldexpf(1.0f, -1 - r / 32) : r < 128 ? 0.5f : 4.0f;
             int bad = -1;
             for (int c = 0; c < 32 && bad < 0; c++)
                 if (row[c] != as_bf16(as_e4m3_from_bits(fp8_codes[r * 32 + c]) * s))
@@ -297,31 +312,81 @@ TEST(model_load_wires_fp8_block_scales)
         Edit edit;
         const char *says;
     } bad[] = {
-        {"no scale", e_fp8_noscale, "layers.0.attn.wq_b.weight: F8_E4M3 without its block scale"},
-        {"scale of the wrong shape", e_fp8_badshape, "layers.0.attn.wq_b.scale: shape [1, 1] but the F8_E4M3 weight"},
+        {"no scale", e_fp8_noscale,
+         "layers.0.attn.wq_b.weight: F8_E4M3 without its block scale (layers.0.attn.wq_b.scale or "
+         "layers.0.attn.wq_b.weight_scale_inv)"},
+        {"scale of neither block shape", e_fp8_badshape,
+         "layers.0.attn.wq_b.scale: shape [1, 1] but the F8_E4M3 weight layers.0.attn.wq_b.weight needs [8, 1] (one "
+         "scale per 32x32 block) or [2, 1] (per 128x128 block)"},
         {"F16 scale", e_fp8_f16scale, "layers.0.attn.wq_b.scale: dtype F16 but a block scale"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         AsError err = {0};
         int rc = load_edited(bad[i].edit, NULL, &err);
-        CHECK(rc == AS_EBADINPUT && strstr(err.msg, bad[i].says), "%s: refused with '%s' (rc %d: %s)", bad[i].what,
-              bad[i].says, rc, err.msg);
+        CHECK(rc == AS_EBADINPUT && strstr(err.msg, bad[i].says) && !strchr(err.msg, '\n'),
+              "%s: refused in one line with '%s' (rc %d: %s)", bad[i].what, bad[i].says, rc, err.msg);
     }
+}
+
+/* gen's fp8 tiny: every fp8 projection bound with its 32 x 32 e8m0 scale, nothing else fp8. */
+TEST(model_load_fp8_tiny_binds_32_block_scales)
+{
+    char dir[512];
+    path_in(dir, sizeof dir, "tiny8");
+    gen_tiny_as(dir, 3, AS_PREC_FP8);
+    AsModel m;
+    AsError err = {0};
+    REQUIRE(as_model_load(dir, 0, &m, &err) == AS_OK, "load fp8 tiny: %s", err.msg);
+    CHECK(m.precision == AS_PREC_FP8, "runs in fp8 (the weights say so): %d", (int)m.precision);
+    int expected = 0, fp8 = 0;
+    for (int l = 0; l < m.cfg.n_layers; l++) {
+        const AsLayerWeights *w = &m.layer[l];
+        const AsWTensor *proj[5] = {w->wq_a, w->wq_b, w->wkv, w->wo_b, w->i_wq_b};
+        for (int k = 0; k < 5; k++) {
+            if (!proj[k])
+                continue;
+            const AsWTensor *t = proj[k], *sc = t->scale;
+            CHECK(t->dtype == AS_DT_F8_E4M3 && sc && sc->dtype == AS_DT_F8_E8M0 && t->block == 32 &&
+                      sc->shape[0] == (t->shape[0] + 31) / 32 && sc->shape[1] == (t->shape[1] + 31) / 32,
+                  "%s: F8_E4M3 with an F8_E8M0 scale per 32x32 block", t->name);
+            fp8++;
+        }
+        const AsWTensor *other[4] = {w->wo_a, w->i_weights_proj, w->i_wk, w->c_wkv};
+        for (int k = 0; k < 4; k++)
+            CHECK(!other[k] || other[k]->dtype != AS_DT_F8_E4M3, "%s is not fp8", other[k] ? other[k]->name : "-");
+        AsLayerTensor lt[AS_LAYER_MAX_TENSORS];
+        expected += as_layer_tensors(&m.cfg, l, lt);
+    }
+    CHECK(m.n_tensors == expected + fp8, "the role tensors and one scale per fp8 projection: %d, want %d + %d",
+          m.n_tensors, expected, fp8);
+    as_model_free(&m);
 }
 
 static uint16_t junk[4];
 static void e_extra(Specs *sp)
 {
     add(sp, "layers.0.ffn.experts.0.w1.weight", AS_DT_BF16, 2, 2, junk);
+    add(sp, "layers.3.hc_attn_fn", AS_DT_F32, 2, 1, junk);
+    add(sp, "layers.10.attn.wq_a.weight", AS_DT_BF16, 2, 2, junk); /* an MTP layer after the backbone */
+    add(sp, "mtp.0.attn.wkv.weight", AS_DT_F8_E4M3, 4, 2, junk);   /* fp8 without a scale: never looked at */
     add(sp, "embed.weight", AS_DT_BF16, 4, 0, junk);
 }
 
 TEST(model_load_ignores_tensors_it_does_not_need)
 {
-    AsModel m;
+    AsModel m, base;
     AsError err = {0};
-    REQUIRE(load_edited(e_extra, &m, &err) == AS_OK, "model with MoE and embedding tensors: %s", err.msg);
-    CHECK(as_model_find(&m, "embed.weight") != NULL, "extra tensors listed but not bound");
+    REQUIRE(load_edited(e_extra, &m, &err) == AS_OK, "model with MoE, hc, MTP and embedding tensors: %s", err.msg);
+    char dir[512];
+    path_in(dir, sizeof dir, "base");
+    REQUIRE(as_model_load(dir, 0, &base, &err) == AS_OK, "base: %s", err.msg);
+    CHECK(!as_model_find(&m, "embed.weight") && !as_model_find(&m, "layers.0.ffn.experts.0.w1.weight") &&
+              !as_model_find(&m, "mtp.0.attn.wkv.weight") && !as_model_find(&m, "layers.10.attn.wq_a.weight"),
+          "tensors the attention does not read are not listed");
+    CHECK(m.n_tensors == base.n_tensors && m.files[0]->n_unused == 5, "the same %d tensors as without them (%d), "
+          "5 counted unused (%d)", base.n_tensors, m.n_tensors, m.files[0]->n_unused);
+    CHECK(!strcmp(m.digest, base.digest), "the digest reads only the bound tensors: %s vs %s", m.digest, base.digest);
+    as_model_free(&base);
     as_model_free(&m);
 }
 
@@ -397,4 +462,166 @@ TEST(model_load_sharded_model)
     write_sharded(dir, false, true);
     CHECK(as_model_load(dir, 0, &m, &err) == AS_EBADINPUT && strstr(err.msg, "model-00003-of-00002.safetensors"),
           "a shard named by the index but absent is named: %s", err.msg);
+}
+
+static void gen_released(const char *dir, uint64_t seed, AsPrecision prec, int shards)
+{
+    AsConfig c;
+    AsError err = {0};
+    REQUIRE(as_config_preset("tiny", &c, &err) == AS_OK, "tiny: %s", err.msg);
+    AsGenOptions o = {.precision = prec, .layout = AS_GEN_LAYOUT_RELEASED, .shards = shards, .seed = seed,
+                      .label = "tiny"};
+    REQUIRE(as_gen_model_opts(&c, &o, dir, &err) == AS_OK, "gen released: %s", err.msg);
+}
+
+/* The released layout: the geometry in text_config, several shards and their index, tensors the
+ * attention does not read beside the attention's (and a shard of nothing else, never opened). */
+TEST(model_load_released_layout_reads_only_the_attention)
+{
+    char dir[512], single[512], path[700];
+    path_in(dir, sizeof dir, "released");
+    path_in(single, sizeof single, "single");
+    gen_released(dir, 4, AS_PREC_FP8, 5);
+    gen_tiny_as(single, 4, AS_PREC_FP8);
+    AsModel m, s;
+    AsError err = {0};
+    REQUIRE(as_model_load(dir, 0, &m, &err) == AS_OK, "released layout: %s", err.msg);
+    REQUIRE(as_model_load(single, 0, &s, &err) == AS_OK, "single file: %s", err.msg);
+    AsConfig want;
+    REQUIRE(as_config_preset("tiny", &want, &err) == AS_OK, "tiny");
+    CHECK(!memcmp(&m.cfg, &want, sizeof want), "the text_config geometry is tiny's, field for field");
+    CHECK(m.n_files == 4 && strstr(m.weights_name, "model.safetensors.index.json"),
+          "4 of the 5 shards opened (the last holds no attention tensor): %d files, %s", m.n_files, m.weights_name);
+    int unused = 0;
+    for (int i = 0; i < m.n_files; i++)
+        unused += m.files[i]->n_unused;
+    CHECK(unused == 10 * 6, "each layer's stand-ins (norm, hc, router, expert and its scale) skipped: %d", unused);
+    CHECK(!as_model_find(&m, "layers.3.ffn_norm.weight") && !as_model_find(&m, "layers.3.ffn.experts.0.w1.scale") &&
+              !as_model_find(&m, "embed.weight") && !as_model_find(&m, "mtp.0.attn.wq_a.weight"),
+          "no tensor the attention does not read is listed");
+    CHECK(m.n_tensors == s.n_tensors && m.precision == AS_PREC_FP8, "the single file's %d tensors (%d), fp8",
+          s.n_tensors, m.n_tensors);
+    bool same = m.n_tensors == s.n_tensors;
+    for (int i = 0; i < m.n_tensors && same; i++)
+        same = !strcmp(m.tensors[i].name, s.tensors[i].name) && m.tensors[i].nbytes == s.tensors[i].nbytes &&
+               m.tensors[i].block == s.tensors[i].block &&
+               !memcmp(m.tensors[i].data, s.tensors[i].data, (size_t)m.tensors[i].nbytes);
+    CHECK(same, "every tensor as the single file holds it, byte for byte");
+    CHECK(m.layer[0].wq_a && m.layer[9].wo_b && m.layer[9].i_wq_b && m.layer[9].i_wq_b->scale,
+          "layers of the first and the last shard bound");
+    CHECK(!strcmp(m.digest, s.digest), "the same digest as the single file (%s, %s)", m.digest, s.digest);
+    as_model_free(&m);
+
+    /* the last shard is never opened: garbage there, or none at all, changes nothing */
+    snprintf(path, sizeof path, "%s/model-00005-of-00005.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f, "overwrite %s", path);
+    fputs("not a safetensors file", f);
+    fclose(f);
+    REQUIRE(as_model_load(dir, 0, &m, &err) == AS_OK, "with the extras shard garbage: %s", err.msg);
+    CHECK(!strcmp(m.digest, s.digest), "the same model");
+    as_model_free(&m);
+    REQUIRE(unlink(path) == 0, "remove %s", path);
+    REQUIRE(as_model_load(dir, 0, &m, &err) == AS_OK, "with the extras shard gone: %s", err.msg);
+    as_model_free(&m);
+    /* a shard holding attention tensors is opened and checked as ever */
+    snprintf(path, sizeof path, "%s/model-00002-of-00005.safetensors", dir);
+    REQUIRE(truncate(path, 16) == 0, "truncate %s", path);
+    CHECK(as_model_load(dir, 0, &m, &err) == AS_EBADINPUT && strstr(err.msg, "model-00002-of-00005"),
+          "a broken shard of layers is refused naming it: %s", err.msg);
+    as_model_free(&s);
+}
+
+TEST(model_load_released_layout_in_bf16)
+{
+    char dir[512];
+    path_in(dir, sizeof dir, "released16");
+    gen_released(dir, 4, AS_PREC_BF16, 0);
+    AsModel m;
+    AsError err = {0};
+    REQUIRE(as_model_load(dir, 0, &m, &err) == AS_OK, "released layout in bf16: %s", err.msg);
+    CHECK(m.n_files == 3 && m.precision == AS_PREC_BF16 && m.layer[0].wq_a->dtype == AS_DT_BF16,
+          "the default 4 shards, 3 opened; bf16 projections (%d files, precision %d)", m.n_files, (int)m.precision);
+    as_model_free(&m);
+}
+
+/* A flat config's dtype decides the precision: bf16 over fp8 weights runs them dequantised. */
+TEST(model_load_config_dtype_sets_the_precision)
+{
+    char dir[512], path[700];
+    path_in(dir, sizeof dir, "tiny8");
+    gen_tiny_as(dir, 2, AS_PREC_FP8);
+    AsConfig c;
+    AsError err = {0};
+    REQUIRE(as_config_preset("tiny", &c, &err) == AS_OK, "tiny");
+    c.dtype = AS_PREC_BF16;
+    char *json = as_config_to_json_as(&c, AS_CONFIG_DS);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f && json, "write %s", path);
+    fputs(json, f);
+    fclose(f);
+    free(json);
+    AsModel m;
+    REQUIRE(as_model_load(dir, 0, &m, &err) == AS_OK, "fp8 weights, dtype bf16: %s", err.msg);
+    CHECK(m.cfg.dtype == AS_PREC_BF16 && m.precision == AS_PREC_BF16 && m.layer[0].wq_a->dtype == AS_DT_F8_E4M3,
+          "dtype bf16 read, the fp8 weights run in bf16 (precision %d)", (int)m.precision);
+    as_model_free(&m);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    REQUIRE(f, "create %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Runs info and convert on dir: both exit 2 with one line naming what, and convert writes nothing. */
+static void cli_refuses(const char *dir, const char *what, const char *says)
+{
+    AsCliResult *r = malloc(sizeof *r);
+    REQUIRE(r, "alloc");
+    char out[700];
+    snprintf(out, sizeof out, "%s/out.gguf", as_test_tmpdir());
+    as_cli_run(r, AS_ARGS("info", dir));
+    int lines = 0;
+    for (const char *p = r->err; *p; p++)
+        lines += *p == '\n';
+    CHECK(r->status == 2 && lines == 1 && strstr(r->err, says), "%s: info exits 2 with one line naming '%s' "
+          "(exit %d: %s)", what, says, r->status, r->err);
+    as_cli_run(r, AS_ARGS("convert", "--to", "gguf", "--quant", "bf16", dir, out));
+    CHECK(r->status == 2 && strstr(r->err, says) && access(out, F_OK) != 0,
+          "%s: convert exits 2 naming '%s', writes nothing (exit %d: %s)", what, says, r->status, r->err);
+    free(r);
+}
+
+TEST(model_load_bad_fp8_and_config_refused_by_the_cli)
+{
+    AsError err = {0};
+    char dir[512], path[700];
+    path_in(dir, sizeof dir, "edited");
+    CHECK(load_edited(e_fp8_badshape, NULL, &err) == AS_EBADINPUT, "bad scale shape");
+    cli_refuses(dir, "a scale of neither block shape", "layers.0.attn.wq_b.scale: shape [1, 1]");
+    CHECK(load_edited(e_fp8_noscale, NULL, &err) == AS_EBADINPUT, "no scale");
+    cli_refuses(dir, "an fp8 weight without its scale", "layers.0.attn.wq_b.weight: F8_E4M3 without its block scale");
+
+    /* the configs: a dtype other than fp8 / bf16, a text_config that is not an object */
+    path_in(dir, sizeof dir, "cfg");
+    gen_tiny_as(dir, 1, AS_PREC_FP8);
+    AsConfig c;
+    REQUIRE(as_config_preset("tiny", &c, &err) == AS_OK, "tiny");
+    char *json = as_config_to_json_as(&c, AS_CONFIG_DS);
+    REQUIRE(json, "json");
+    char *brace = strrchr(json, '}');
+    REQUIRE(brace, "object");
+    *brace = '\0';
+    char text[8192];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    snprintf(text, sizeof text, "%s, \"dtype\": \"fp16\"}", json);
+    write_file(path, text);
+    cli_refuses(dir, "dtype fp16", "'dtype' = \"fp16\"");
+    write_file(path, "{\"text_config\": [1, 2], \"hidden_size\": 64}");
+    cli_refuses(dir, "text_config an array", "'text_config' must be an object, got an array");
+    free(json);
 }

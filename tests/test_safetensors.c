@@ -352,3 +352,91 @@ TEST(safetensors_index_lists_plain_shard_names)
               "index %s refused with '%s': %s", bad[i].json, bad[i].says, err.msg);
     }
 }
+
+static bool want_w(void *ctx, const char *name)
+{
+    (void)ctx;
+    return name[0] == 'w';
+}
+
+static int open_filtered(const char *path, Opened *o, AsError *err)
+{
+    memset(o, 0, sizeof *o);
+    return as_st_open_filtered(path, want_w, NULL, &o->f, &o->t, &o->n, &o->cap, err);
+}
+
+/* Tensors the caller does not want (names not starting with 'w' here): never read, their dtype and
+ * shape not looked at, only their span checked; the wanted ones as strictly as ever. */
+TEST(safetensors_filtered_open_skips_unwanted_tensors)
+{
+    char path[512];
+    tmp_path(path, sizeof path, "full.safetensors");
+    /* x: a dtype attnscope does not know and a size that fits no shape; y: a shape of 9 dims;
+     * z: no dtype, no shape at all */
+    write_raw(path,
+              H("{\"w1\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+                "\"x.experts\":{\"dtype\":\"F4_E2M1FN_X2\",\"shape\":[3],\"data_offsets\":[8,13]},"
+                "\"y.hc\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[13,20]},"
+                "\"z\":{\"data_offsets\":[20,24]},"
+                "\"w2\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[24,28]}}  "),
+              28);
+    Opened o;
+    AsError err = {0};
+    REQUIRE(open_filtered(path, &o, &err) == AS_OK, "a header whose unwanted entries are not tensors attnscope "
+                                                    "reads: %s", err.msg);
+    CHECK(o.n == 2 && find(&o, "w1") && find(&o, "w2") && !find(&o, "x.experts") && o.f->n_unused == 3 &&
+              o.f->n_skipped == 0,
+          "w1 and w2 kept, 3 unused not listed (%d kept, %d unused)", o.n, o.f->n_unused);
+    close_st(&o);
+    Opened all;
+    CHECK(open_st(path, &all, &err) == AS_EBADINPUT && strstr(err.msg, "unknown dtype"),
+          "unfiltered, the same file is refused as before: %s", err.msg);
+    close_st(&all);
+
+    static const struct {
+        const char *what, *header, *says;
+    } bad[] = {
+        {"unwanted tensor past the data",
+         "{\"w1\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]},\"x\":{\"data_offsets\":[4,400]}}",
+         "run past the data section"},
+        {"unwanted tensor overlapping a wanted one",
+         "{\"w1\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]},\"x\":{\"data_offsets\":[2,6]}}",
+         "overlap"},
+        {"unwanted entry without offsets", "{\"x\":{\"dtype\":\"F32\",\"shape\":[1]}}", "data_offsets"},
+        {"unwanted entry not an object", "{\"x\":[0,4]}", "not an object"},
+        {"wanted tensor of the wrong size", "{\"w1\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+         "hold 4 bytes but BF16 [4] needs 8"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_raw(path, strlen(bad[i].header), bad[i].header, 16);
+        int rc = open_filtered(path, &o, &err);
+        CHECK(rc == AS_EBADINPUT && strstr(err.msg, bad[i].says) && strstr(err.msg, path),
+              "%s: refused with '%s' (rc %d: %s)", bad[i].what, bad[i].says, rc, err.msg);
+        CHECK(o.n == 0 && !o.f, "%s: nothing opened", bad[i].what);
+        close_st(&o);
+    }
+}
+
+TEST(safetensors_index_maps_each_tensor_to_its_shard)
+{
+    char path[512];
+    tmp_path(path, sizeof path, "model.safetensors.index.json");
+    FILE *f = fopen(path, "w");
+    REQUIRE(f, "create");
+    fputs("{\"metadata\": {\"total_size\": 1}, \"weight_map\": {\"a\": \"m-3.safetensors\", "
+          "\"b\": \"m-1.safetensors\", \"c\": \"m-3.safetensors\", \"d\": \"m-2.safetensors\"}}",
+          f);
+    fclose(f);
+    AsStIndex ix;
+    AsError err = {0};
+    REQUIRE(as_st_read_index(path, &ix, &err) == AS_OK, "index: %s", err.msg);
+    static const char *const names[4] = {"a", "b", "c", "d"};
+    static const int shard[4] = {2, 0, 2, 1};
+    CHECK(ix.n_shards == 3 && ix.n_entries == 4, "3 shards, 4 entries (%d, %d)", ix.n_shards, ix.n_entries);
+    for (int i = 0; i < 4 && i < ix.n_entries; i++)
+        CHECK(!strcmp(ix.names[i], names[i]) && ix.shard_of[i] == shard[i] &&
+                  !strcmp(ix.shards[ix.shard_of[i]], i == 1 ? "m-1.safetensors" : i == 3 ? "m-2.safetensors"
+                                                                                          : "m-3.safetensors"),
+              "entry %d: %s in shard %d (%s)", i, ix.names[i], ix.shard_of[i], ix.shards[ix.shard_of[i]]);
+    as_st_index_free(&ix);
+}

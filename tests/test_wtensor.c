@@ -129,3 +129,70 @@ TEST(wtensor_fp8_block_scales)
     free(w);
     free(out);
 }
+
+/* 32 x 32 and 128 x 128 block scales, each value worked out by hand. A 64 x 160 weight:
+ *   32-blocks: scale [2][5]; 128-blocks: scale [1][2].
+ * e4m3 codes: 0x38 = 1.0, 0x7e = 448, 0xb8 = -1.0, 0x01 = 2^-9 (the smallest subnormal),
+ * 0x3c = 1.5, 0x39 = 1.125. */
+TEST(wtensor_fp8_block_32_and_128_hand_values)
+{
+    enum { R = 64, C = 160 };
+    static uint8_t w[R * C];
+    memset(w, 0x38, sizeof w);
+    w[0 * C + 0] = 0x7e;     /* block32 (0,0), block128 (0,0) */
+    w[33 * C + 40] = 0xb8;   /* block32 (1,1), block128 (0,0) */
+    w[63 * C + 159] = 0x01;  /* block32 (1,4), block128 (0,1): the last column, a short 128-block */
+    w[10 * C + 130] = 0x3c;  /* block32 (0,4), block128 (0,1) */
+    w[40 * C + 100] = 0x39;  /* block32 (1,3), block128 (0,0) */
+    /* e8m0 32-block scales, codes e -> 2^(e-127) */
+    static const uint8_t s32[2 * 5] = {127 - 2, 127, 127, 127, 127 + 3,   /* 2^-2, 1, 1, 1, 2^3 */
+                                       127, 127 + 1, 127, 127 - 4, 127 - 1}; /* 1, 2, 1, 2^-4, 2^-1 */
+    AsWTensor sc32 = tensor(AS_DT_F8_E8M0, 2, 5, s32);
+    AsWTensor t = tensor(AS_DT_F8_E4M3, R, C, w);
+    t.scale = &sc32;
+    t.block = 32;
+    static float out[R * C];
+    as_wt_rows_f32(&t, 0, R, out);
+    CHECK(out[0] == 112.0f, "32: 448 * 2^-2 = 112, got %g", out[0]);
+    CHECK(out[33 * C + 40] == -2.0f, "32: -1 * 2 = -2, got %g", out[33 * C + 40]);
+    CHECK(out[63 * C + 159] == 0x1p-10f, "32: 2^-9 * 2^-1 = 2^-10, got %a", out[63 * C + 159]);
+    CHECK(out[10 * C + 130] == 12.0f, "32: 1.5 * 2^3 = 12, got %g", out[10 * C + 130]);
+    CHECK(out[40 * C + 100] == 0.0703125f, "32: 1.125 * 2^-4 = 0.0703125, got %g", out[40 * C + 100]);
+    CHECK(out[5 * C + 31] == 0.25f && out[5 * C + 32] == 1.0f && out[31 * C + 0] == 0.25f && out[32 * C + 0] == 1.0f,
+          "32: block edges at column 32 and row 32: %g %g %g %g", out[5 * C + 31], out[5 * C + 32], out[31 * C + 0],
+          out[32 * C + 0]);
+    /* the same tensor built without a block (as a caller by hand would): the scale's shape says 32 */
+    t.block = 0;
+    float row[C];
+    as_wt_rows_f32(&t, 33, 1, row);
+    CHECK(row[40] == -2.0f && row[0] == 1.0f && row[159] == 0.5f, "block 0: inferred 32 from [2, 5]: %g %g %g",
+          row[40], row[0], row[159]);
+
+    /* 128-blocks: scale [1][2], F32 this time (2^-1 and 0.1: the product is rounded to bf16) */
+    static const float s128[2] = {0.5f, 0.1f};
+    AsWTensor sc128 = tensor(AS_DT_F32, 1, 2, s128);
+    t.scale = &sc128;
+    t.block = 128;
+    as_wt_rows_f32(&t, 0, R, out);
+    CHECK(out[0] == 224.0f && out[33 * C + 40] == -0.5f && out[40 * C + 100] == 0.5625f,
+          "128: 448 * 0.5 = 224, -1 * 0.5, 1.125 * 0.5 = 0.5625: %g %g %g", out[0], out[33 * C + 40],
+          out[40 * C + 100]);
+    /* 1.5 * f32(0.1) = 0.150000006 -> bf16 0.150390625 (0x3e1a); 1.0 * f32(0.1) -> bf16 0.10009765625 */
+    CHECK(out[10 * C + 130] == 0.150390625f && out[0 * C + 128] == 0.10009765625f,
+          "128: bf16(1.5 * 0.1) = 0.150390625, bf16(0.1) = 0.10009765625: %.11g %.11g", out[10 * C + 130],
+          out[0 * C + 128]);
+    /* 2^-9 * f32(0.1): bf16 of 1.953125e-4 * 1.00000001 = 1.95503235e-4 (0x394d) */
+    CHECK(out[63 * C + 159] == as_bf16_to_f32(0x394d), "128: bf16(2^-9 * 0.1) = %.9g, got %.9g",
+          as_bf16_to_f32(0x394d), out[63 * C + 159]);
+    CHECK(out[5 * C + 127] == 0.5f && out[5 * C + 128] == as_bf16(0.1f), "128: the block edge at column 128");
+    t.block = 0;
+    as_wt_rows_f32(&t, 63, 1, row);
+    CHECK(row[159] == as_bf16_to_f32(0x394d) && row[0] == 0.5f, "block 0: inferred 128 from [1, 2]");
+
+    /* a scale whose shape fits neither block size: NaN, nothing read beyond it */
+    static const uint8_t s_bad[3] = {127, 127, 127};
+    AsWTensor sc_bad = tensor(AS_DT_F8_E8M0, 1, 3, s_bad);
+    t.scale = &sc_bad;
+    as_wt_rows_f32(&t, 0, 1, row);
+    CHECK(isnan(row[0]) && isnan(row[C - 1]), "a [1, 3] scale for [64, 160]: the row decodes to NaN");
+}
