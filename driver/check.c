@@ -144,7 +144,7 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
             AsLayerDiff d;
             memset(&d, 0, sizeof d);
             as_compare_layer(&got, &ref, &cmp, &d);
-            as_explain_downstream(&k.rm, &got, NULL, &cmp, &d);
+            as_explain_downstream(&k.rm, &got, &ref, NULL, &cmp, &d);
             d.layer = l;
             d.step = step;
             as_report_layer(rep, &stinfo, l, &d);

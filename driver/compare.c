@@ -9,21 +9,54 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/candidates.h"
+#include "ref/indexer.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
 
 const char *as_verdict_name(AsVerdict v)
 {
     static const char *const names[AS_V_COUNT] = {
-        [AS_V_NOT_RUN] = "not-run", [AS_V_ABSENT] = "absent",     [AS_V_PASS] = "pass",
-        [AS_V_FLIPS] = "flips",     [AS_V_NEAR_TIE] = "near-tie", [AS_V_MISMATCH] = "MISMATCH",
+        [AS_V_NOT_RUN] = "not-run",     [AS_V_ABSENT] = "absent",       [AS_V_PASS] = "pass",
+        [AS_V_FLIPS] = "flips",         [AS_V_NEAR_TIE] = "near-tie",   [AS_V_TIE_ORDER] = "tie-order",
+        [AS_V_INHERITED] = "inherited", [AS_V_MISMATCH] = "MISMATCH",
     };
     return (unsigned)v < AS_V_COUNT ? names[v] : "?";
 }
 
 bool as_verdict_ok(AsVerdict v)
 {
-    return v == AS_V_PASS || v == AS_V_FLIPS || v == AS_V_NEAR_TIE || v == AS_V_ABSENT;
+    return v == AS_V_PASS || v == AS_V_FLIPS || v == AS_V_NEAR_TIE || v == AS_V_TIE_ORDER || v == AS_V_INHERITED ||
+           v == AS_V_ABSENT;
+}
+
+const char *as_cause_name(AsCause c)
+{
+    static const char *const names[AS_CAUSE_COUNT] = {
+        [AS_CAUSE_NONE] = "none",           [AS_CAUSE_FLIP] = "flip",           [AS_CAUSE_NEAR_TIE] = "near-tie",
+        [AS_CAUSE_TIE_ORDER] = "tie-order", [AS_CAUSE_INHERITED] = "inherited", [AS_CAUSE_REAL] = "real",
+    };
+    return (unsigned)c < AS_CAUSE_COUNT ? names[c] : "?";
+}
+
+static int first_fit(AsTieFit fit)
+{
+    for (int i = 0; i < AS_TIES_COUNT; i++)
+        if (fit & (1u << i))
+            return i;
+    return -1;
+}
+
+const char *as_tie_fit_what(AsTieFit fit)
+{
+    int i = first_fit(fit);
+    return i < 0 ? "none of cpu, lowest, highest" : as_tie_order_what((AsTieOrder)i);
+}
+
+const char *as_tie_fit_name(AsTieFit fit)
+{
+    int i = first_fit(fit);
+    return i < 0 ? "none" : as_tie_order_name((AsTieOrder)i);
 }
 
 void as_compare_options_default(AsCompareOptions *o)
@@ -326,6 +359,7 @@ static void compare_values(const AsRun *got, const AsRun *want, AsTensorId id, A
     }
     out->max_rel = want_max > 0 ? out->max_abs / want_max : out->max_abs > 0 ? INFINITY : 0;
     out->verdict = out->n_bad ? AS_V_MISMATCH : out->n_flips ? AS_V_FLIPS : AS_V_PASS;
+    out->cause = out->n_bad ? AS_CAUSE_REAL : out->n_flips ? AS_CAUSE_FLIP : AS_CAUSE_NONE;
 }
 
 /* ---- selections ------------------------------------------------------------------------ */
@@ -335,6 +369,7 @@ static int cmp_i32(const void *a, const void *b)
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
 }
+static int cmp_i32_s(const void *a, const void *b) { return cmp_i32(a, b); }
 
 static int cmp_desc_f(const void *a, const void *b)
 {
@@ -403,27 +438,39 @@ static void note_ulp(double *margin, int64_t u)
         *margin = m;
 }
 
-/* Compressed selection entries (values p + rows_a_len) in the symmetric difference: a near-tie
- * when, on both sides, each one's score is within one bf16 ulp of that side's k-th largest
- * score of the row. Returns near-tie; fills the margin. */
-static bool explain_compressed(const AsRun *got, const AsRun *want, int64_t t, const int32_t *vals, int64_t nv,
-                               int near_ulps, double *margin)
+/* How a differing query of a selection is explained. */
+typedef enum { SEL_REAL, SEL_NEAR_TIE, SEL_TIE_ORDER } SelWhy;
+
+/* Compressed selection entries (values p + rows_a_len) in the symmetric difference, judged by the
+ * index scores of each side: a tie-order difference when, on both sides, each one scores exactly that
+ * side's k-th largest score of the row (SPEC 5, 6: which of equal scores a top-k keeps is its
+ * convention); a near-tie when each one is within one bf16 ulp of it (and the rows differ: identical
+ * rows under different selections are real, the tie order being deterministic). A side that stores no
+ * scores (a partial dump) is judged by the reference's, standing in for its own. Fills the margin
+ * (the largest ulp distance to a boundary). */
+static SelWhy explain_compressed(const AsRun *got, const AsRun *want, int64_t t, const int32_t *vals, int64_t nv,
+                                 int near_ulps, double *margin)
 {
     int64_t wg = 0, ww = 0;
-    const float *rg = score_row(got, t, &wg), *rw = score_row(want, t, &ww);
-    if (!rg || !rw || rows_identical(rg, wg, rw, ww))
-        return false;
-    const AsRun *side[2] = {got, want};
+    const float *rw = score_row(want, t, &ww), *rg = score_row(got, t, &wg);
+    if (!rw)
+        return SEL_REAL;
+    const AsRun *gs = got;
+    bool stand_in = !rg;
+    if (stand_in)
+        rg = rw, wg = ww, gs = want;
+    bool identical = !stand_in && rows_identical(rg, wg, rw, ww);
+    const AsRun *side[2] = {gs, want};
     const float *row[2] = {rg, rw};
     int64_t width[2] = {wg, ww};
-    bool ok = true;
+    bool ok = true, exact = true;
     for (int s = 0; s < 2; s++) {
         int k = side[s]->k;
         if (k <= 0 || k > width[s])
-            return false;
+            return SEL_REAL;
         float *tmp = malloc((size_t)width[s] * sizeof *tmp);
         if (!tmp)
-            return false;
+            return SEL_REAL;
         memcpy(tmp, row[s], (size_t)width[s] * sizeof *tmp);
         qsort(tmp, (size_t)width[s], sizeof *tmp, cmp_desc_f);
         float boundary = tmp[k - 1];
@@ -436,24 +483,64 @@ static bool explain_compressed(const AsRun *got, const AsRun *want, int64_t t, c
             }
             int64_t u = as_bf16_ulp_distance(row[s][p], boundary);
             note_ulp(margin, u);
+            if (u > 0)
+                exact = false;
             if (u > near_ulps)
                 ok = false;
         }
     }
-    return ok;
+    if (ok && exact)
+        return SEL_TIE_ORDER;
+    return ok && !identical ? SEL_NEAR_TIE : SEL_REAL;
 }
 
-/* Candidate mask row t: blocks kept on one side only are a near-tie when, on both sides, their
- * block maximum is within one bf16 ulp of the weakest kept block (the k-th largest block
- * maximum when nothing was dropped). The newest visible block is pinned to +inf. */
-static bool explain_cand(const AsRun *got, const AsRun *want, int64_t t, int bs, int near_ulps, double *margin)
+static int cmp_i32_s(const void *a, const void *b);
+
+/* Which tie conventions give the checked side's compressed row (k entries: p + offset, -1 for a pick
+ * at or beyond the query's visible length) from the scores it is judged by. */
+static AsTieFit fit_compressed(const AsRun *got, const AsRun *want, int64_t t, const int32_t *gsel, int64_t k)
+{
+    int64_t w = 0;
+    const float *row = score_row(got, t, &w);
+    if (!row)
+        row = score_row(want, t, &w);
+    if (!row || k <= 0 || k > w || want->ratio <= 0)
+        return 0;
+    int32_t *mine = malloc(sizeof(int32_t) * (size_t)k * 2);
+    if (!mine)
+        return 0;
+    int32_t *cand = mine + k;
+    memcpy(mine, gsel, sizeof(int32_t) * (size_t)k);
+    qsort(mine, (size_t)k, sizeof *mine, cmp_i32_s);
+    int cl = want->start_pos == 0 ? (int)((t + 1) / want->ratio) : (int)w;
+    AsTieFit fit = 0;
+    for (int c = 0; c < AS_TIES_COUNT; c++) {
+        if (as_index_topk_ties(row, 1, (int)w, (int)k, &cl, want->rows_a_len, cand, (AsTieOrder)c))
+            continue;
+        qsort(cand, (size_t)k, sizeof *cand, cmp_i32_s);
+        if (!memcmp(cand, mine, sizeof(int32_t) * (size_t)k))
+            fit |= (AsTieFit)(1u << c);
+    }
+    free(mine);
+    return fit;
+}
+
+/* Candidate mask row t: blocks kept on one side only are a tie-order difference when, on both sides,
+ * their block maximum equals the weakest kept block's (the k-th largest block maximum when nothing was
+ * dropped), a near-tie when within one bf16 ulp of it. The newest visible block is pinned to +inf. A
+ * side without scores is judged by the reference's. */
+static SelWhy explain_cand(const AsRun *got, const AsRun *want, int64_t t, int bs, int near_ulps, double *margin)
 {
     if (bs <= 0)
-        return false;
+        return SEL_REAL;
     int64_t wg = 0, ww = 0;
     const float *rg = score_row(got, t, &wg), *rw = score_row(want, t, &ww);
-    if (!rg || !rw || wg != ww || rows_identical(rg, wg, rw, ww))
-        return false;
+    bool stand_in = !rg;
+    if (stand_in)
+        rg = rw, wg = ww;
+    if (!rg || !rw || wg != ww)
+        return SEL_REAL;
+    bool identical = !stand_in && rows_identical(rg, wg, rw, ww);
     int64_t width = wg, nb = (width + bs - 1) / bs;
     const AsRun *side[2] = {got, want};
     const float *row[2] = {rg, rw};
@@ -462,19 +549,19 @@ static bool explain_cand(const AsRun *got, const AsRun *want, int64_t t, int bs,
     if (!bmax || !kept) {
         free(bmax);
         free(kept);
-        return false;
+        return SEL_REAL;
     }
-    bool ok = true;
+    bool ok = true, exact = true;
     float boundary[2];
     for (int s = 0; s < 2 && ok; s++) {
         const AsRun *r = side[s];
         const AsHostTensor *c = &r->t[AS_T_CAND];
-        if (!c->data || c->ndim != 2 || c->shape[1] != width || r->ratio <= 0) {
+        if (!c->data || c->ndim != 2 || c->shape[1] != width || want->ratio <= 0) {
             ok = false;
             break;
         }
         const uint8_t *mask = (const uint8_t *)c->data + t * width;
-        int64_t cl = r->start_pos == 0 ? (t + 1) / r->ratio : width;
+        int64_t cl = want->start_pos == 0 ? (t + 1) / want->ratio : width;
         int64_t pinned = cl >= 1 ? (cl - 1) / bs : -1; /* floor division: cl == 0 pins nothing */
         boundary[s] = INFINITY;
         bool any = false;
@@ -503,13 +590,39 @@ static bool explain_cand(const AsRun *got, const AsRun *want, int64_t t, int bs,
         for (int s = 0; s < 2; s++) {
             int64_t u = as_bf16_ulp_distance(bmax[s * nb + b], boundary[s]);
             note_ulp(margin, u);
+            if (u > 0)
+                exact = false;
             if (u > near_ulps)
                 ok = false;
         }
     }
     free(bmax);
     free(kept);
-    return ok;
+    if (ok && exact)
+        return SEL_TIE_ORDER;
+    return ok && !identical ? SEL_NEAR_TIE : SEL_REAL;
+}
+
+/* Which tie conventions give the checked side's candidate mask row from the scores it is judged by. */
+static AsTieFit fit_cand(const AsRun *got, const AsRun *want, int64_t t, const uint8_t *gmask, int bs, int topk_blocks)
+{
+    int64_t w = 0;
+    const float *row = score_row(got, t, &w);
+    if (!row)
+        row = score_row(want, t, &w);
+    if (!row || bs <= 0 || topk_blocks <= 0 || want->ratio <= 0)
+        return 0;
+    uint8_t *m = malloc((size_t)w);
+    if (!m)
+        return 0;
+    int cl = want->start_pos == 0 ? (int)((t + 1) / want->ratio) : (int)w;
+    AsTieFit fit = 0;
+    for (int c = 0; c < AS_TIES_COUNT; c++)
+        if (!as_select_candidate_blocks_ties(row, 1, (int)w, &cl, bs, topk_blocks, m, (AsTieOrder)c) &&
+            !memcmp(m, gmask, (size_t)w))
+            fit |= (AsTieFit)(1u << c);
+    free(m);
+    return fit;
 }
 
 static void compare_selection(const AsRun *got, const AsRun *want, AsTensorId id, const AsCompareOptions *opt,
@@ -524,6 +637,7 @@ static void compare_selection(const AsRun *got, const AsRun *want, AsTensorId id
     int32_t *tmp = malloc((size_t)(rlen > 0 ? rlen : 1) * 4 * sizeof *tmp);
     if (!tmp) {
         out->verdict = AS_V_MISMATCH; /* cannot say why: report the difference as real */
+        out->cause = AS_CAUSE_REAL;
         out->n_real = out->n_rows_differ = 1;
         return;
     }
@@ -545,7 +659,8 @@ static void compare_selection(const AsRun *got, const AsRun *want, AsTensorId id
             }
         }
         AsSelDiff sd = {.query = t};
-        bool near = false;
+        SelWhy why = SEL_REAL;
+        AsTieFit fit = 0;
         if (id == AS_T_CAND) {
             const uint8_t *a = (const uint8_t *)gr, *b = (const uint8_t *)wr;
             for (int64_t c = 0; c < rlen; c++) {
@@ -554,7 +669,9 @@ static void compare_selection(const AsRun *got, const AsRun *want, AsTensorId id
                 if (!a[c] && b[c] && sd.n_only_want++ < 8)
                     sd.only_want[sd.n_only_want - 1] = (int32_t)c;
             }
-            near = explain_cand(got, want, t, opt->cand_block, near_ulps, &sd.margin);
+            why = explain_cand(got, want, t, opt->cand_block, near_ulps, &sd.margin);
+            if (why == SEL_TIE_ORDER)
+                fit = fit_cand(got, want, t, a, opt->cand_block, opt->cand_topk_blocks);
         } else {
             const int32_t *a = (const int32_t *)gr, *b = (const int32_t *)wr;
             int64_t n_sym = 0;
@@ -568,19 +685,32 @@ static void compare_selection(const AsRun *got, const AsRun *want, AsTensorId id
             if (window_same) {
                 AsSelDiff scratch = {0};
                 index_set_diff(a + c0, b + c0, rlen - c0, tmp, &scratch, tmp + 2 * rlen, &n_sym);
-                near = explain_compressed(got, want, t, tmp + 2 * rlen, n_sym, near_ulps, &sd.margin);
+                why = explain_compressed(got, want, t, tmp + 2 * rlen, n_sym, near_ulps, &sd.margin);
+                if (why == SEL_TIE_ORDER)
+                    fit = fit_compressed(got, want, t, a + c0, rlen - c0);
             }
         }
-        sd.near_tie = near;
-        if (near)
+        sd.near_tie = why == SEL_NEAR_TIE;
+        sd.tie_order = why == SEL_TIE_ORDER;
+        if (why == SEL_NEAR_TIE)
             out->n_near_tie++;
-        else
+        else if (why == SEL_TIE_ORDER) {
+            out->tie_fit = out->n_tie_order ? (AsTieFit)(out->tie_fit & fit) : fit;
+            out->n_tie_order++;
+        } else
             out->n_real++;
         if (out->n_seldiffs < AS_MAX_SELDIFFS)
             out->seldiff[out->n_seldiffs++] = sd;
     }
     free(tmp);
-    out->verdict = !out->n_rows_differ ? AS_V_PASS : out->n_real ? AS_V_MISMATCH : AS_V_NEAR_TIE;
+    out->verdict = !out->n_rows_differ ? AS_V_PASS
+                   : out->n_real      ? AS_V_MISMATCH
+                   : out->n_tie_order ? AS_V_TIE_ORDER
+                                      : AS_V_NEAR_TIE;
+    out->cause = !out->n_rows_differ ? AS_CAUSE_NONE
+                 : out->n_real      ? AS_CAUSE_REAL
+                 : out->n_tie_order ? AS_CAUSE_TIE_ORDER
+                                    : AS_CAUSE_NEAR_TIE;
 }
 
 /* ---- entry points ---------------------------------------------------------------------- */
@@ -595,21 +725,27 @@ void as_compare_tensor(const AsRun *got, const AsRun *want, AsTensorId id, const
         as_compare_options_default(&def);
         opt = &def;
     }
+    out->from = (AsProvenance){-1, -1};
     const AsHostTensor *g = &got->t[id], *w = &want->t[id];
     out->absent_got = !g->data;
     out->absent_want = !w->data;
+    bool required = (opt->require >> id) & 1;
     if (!g->data && !w->data) {
         out->verdict = AS_V_ABSENT;
         return;
     }
     if (!g->data || !w->data) {
-        out->verdict = AS_V_MISMATCH;
+        /* stored on one side only: in a partial comparison, not judged (unless required) */
+        bool partial = !g->data ? opt->got_partial : opt->want_partial;
+        out->verdict = partial && !required ? AS_V_ABSENT : AS_V_MISMATCH;
+        out->cause = out->verdict == AS_V_MISMATCH ? AS_CAUSE_REAL : AS_CAUSE_NONE;
         return;
     }
     out->numel = as_ht_numel(w);
     if (!same_shape(g, w) || g->ndim < 1 || g->ndim > 3) {
         out->shape_differs = true;
         out->verdict = AS_V_MISMATCH;
+        out->cause = AS_CAUSE_REAL;
         return;
     }
     if (as_tensor_desc[id].selection) {
@@ -640,6 +776,7 @@ static void judge_index_path_by_selections(AsLayerDiff *out)
         AsTensorDiff *d = &out->t[index_path[i]];
         if (d->verdict == AS_V_MISMATCH && !d->shape_differs && !d->absent_got && !d->absent_want) {
             d->verdict = AS_V_PASS;
+            d->cause = AS_CAUSE_NONE;
             d->explained = true;
             d->explained_max_abs = d->max_abs;
         }
@@ -700,6 +837,14 @@ void as_tensor_diff_line(AsTensorId id, const AsTensorDiff *d, char *buf, int n)
         snprintf(buf, (size_t)n, "%s: %s absent in %s", name, v, d->absent_got ? "got" : "want");
         return;
     }
+    if (d->cause == AS_CAUSE_INHERITED && d->from.layer >= 0) {
+        char inner[400];
+        AsTensorDiff plain = *d;
+        plain.cause = AS_CAUSE_NONE;
+        as_tensor_diff_line(id, &plain, inner, sizeof inner);
+        snprintf(buf, (size_t)n, "%s (inherited from layer %d step %d)", inner, d->from.layer, d->from.step);
+        return;
+    }
     if (d->shape_differs) {
         snprintf(buf, (size_t)n, "%s: %s shapes differ", name, v);
         return;
@@ -718,10 +863,13 @@ void as_tensor_diff_line(AsTensorId id, const AsTensorDiff *d, char *buf, int n)
             fmt_set(sg, sizeof sg, d->seldiff[0].only_got, d->seldiff[0].n_only_got);
             fmt_set(sw, sizeof sw, d->seldiff[0].only_want, d->seldiff[0].n_only_want);
         }
+        char ties[64] = "";
+        if (d->n_tie_order)
+            snprintf(ties, sizeof ties, ", %lld tie-order: %s", (long long)d->n_tie_order, as_tie_fit_what(d->tie_fit));
         snprintf(buf, (size_t)n,
-                 "%s: %s %lld rows differ (%lld near-tie, %lld real), first at %s: got %g want %g; "
+                 "%s: %s %lld rows differ (%lld near-tie, %lld real%s), first at %s: got %g want %g; "
                  "query %lld only got %s only want %s, margin %g ulp",
-                 name, v, (long long)d->n_rows_differ, (long long)d->n_near_tie, (long long)d->n_real, where,
+                 name, v, (long long)d->n_rows_differ, (long long)d->n_near_tie, (long long)d->n_real, ties, where,
                  d->worst_got, d->worst_want, d->n_seldiffs ? (long long)d->seldiff[0].query : -1LL, sg, sw,
                  d->n_seldiffs ? d->seldiff[0].margin : 0.0);
         return;
@@ -743,4 +891,54 @@ void as_tensor_diff_line(AsTensorId id, const AsTensorDiff *d, char *buf, int n)
     snprintf(buf, (size_t)n, "%s: %s max_abs %.4g %s tol %.4g (rel %.4g) at %s: got %.6g want %.6g (%s); %lld bad, %lld flips",
              name, v, d->max_abs, d->max_abs <= d->tol ? "<=" : ">", d->tol, d->max_rel, where, d->worst_got,
              d->worst_want, ulp, (long long)d->n_bad, (long long)d->n_flips);
+}
+
+/* ---- causes ------------------------------------------------------------------------------ */
+
+void as_tensor_cause(const AsLayerDiff *d, AsTensorId id, char *why, int n)
+{
+    if (n <= 0)
+        return;
+    const AsTensorDiff *t = &d->t[id];
+    switch (t->cause) {
+    case AS_CAUSE_TIE_ORDER:
+        snprintf(why, (size_t)n, "tie-order (%s)", as_tie_fit_what(t->tie_fit));
+        return;
+    case AS_CAUSE_INHERITED:
+        if (t->from.layer >= 0 && (t->from.layer != d->layer || t->from.step != d->step)) {
+            snprintf(why, (size_t)n, "inherited from layer %d step %d", t->from.layer, t->from.step);
+            return;
+        }
+        /* from a difference upstream in the same layer: name the first one */
+        for (int i = 0; i < (int)id; i++)
+            if (d->t[i].verdict > AS_V_PASS && d->t[i].verdict != AS_V_MISMATCH) {
+                snprintf(why, (size_t)n, "inherited from %s (%s) in this layer", as_tensor_desc[i].name,
+                         as_verdict_name(d->t[i].verdict));
+                return;
+            }
+        snprintf(why, (size_t)n, "inherited (follows from its inputs in this layer)");
+        return;
+    case AS_CAUSE_NONE:
+        snprintf(why, (size_t)n, "%s", t->verdict == AS_V_MISMATCH ? "real" : as_verdict_name(t->verdict));
+        return;
+    default:
+        snprintf(why, (size_t)n, "%s", as_cause_name(t->cause));
+        return;
+    }
+}
+
+AsTensorId as_layer_cause(const AsLayerDiff *d, char *why, int n)
+{
+    /* a mismatching layer: its first mismatch (what does not follow from its inputs); else the
+     * first tensor out of rule */
+    AsVerdict at = d->verdict == AS_V_MISMATCH ? AS_V_MISMATCH : AS_V_FLIPS;
+    for (int i = 0; i < AS_T_COUNT; i++)
+        if (d->t[i].verdict >= at) {
+            if (why)
+                as_tensor_cause(d, (AsTensorId)i, why, n);
+            return (AsTensorId)i;
+        }
+    if (why && n > 0)
+        why[0] = '\0';
+    return AS_T_COUNT;
 }

@@ -150,6 +150,7 @@ int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err)
     const AsConfig *cfg = &d->model.cfg;
     as_compare_options_default(&d->cmp);
     d->cmp.cand_block = cfg->candidate_block_size;
+    d->cmp.cand_topk_blocks = cfg->candidate_topk_blocks;
     d->cmp.quantised = d->model.quantised;
     if (o->threads > 0)
         as_ref_set_threads(o->threads);
@@ -365,7 +366,7 @@ int as_driver_step_layer(AsDriver *d, AsError *err)
     if (got) {
         as_compare_layer(got, &d->ref_run[l], &d->cmp, &d->diff[l]);
         d->xc.diff = d->diff;
-        as_explain_downstream(&d->ref.rm, got, &d->xc, &d->cmp, &d->diff[l]);
+        as_explain_downstream(&d->ref.rm, got, &d->ref_run[l], &d->xc, &d->cmp, &d->diff[l]);
         remember_published(d, l, got);
     } else
         d->diff[l].verdict = AS_V_NOT_RUN;
@@ -425,17 +426,7 @@ int as_driver_decode(AsDriver *d, int n, AsError *err)
     return 0;
 }
 
-static int verdict_rank(AsVerdict v)
-{
-    switch (v) {
-    case AS_V_MISMATCH: return 5;
-    case AS_V_NEAR_TIE: return 4;
-    case AS_V_FLIPS: return 3;
-    case AS_V_PASS: return 2;
-    case AS_V_ABSENT: return 1;
-    default: return 0;
-    }
-}
+static int verdict_rank(AsVerdict v) { return as_verdict_rank(v); }
 
 AsVerdict as_driver_step_verdict(const AsDriver *d, int *layer, AsTensorId *tensor)
 {

@@ -4,12 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/precision.h"
 #include "ref/candidates.h"
+#include "ref/fp8_linear.h"
 #include "ref/indexer.h"
+#include "ref/linear.h"
 
 static bool ok(AsVerdict v) { return v != AS_V_MISMATCH; }
 
-/* The worst verdict among the tensors before `id` in forward order. */
+static const AsProvenance NONE = {-1, -1};
+
+/* The worst verdict among the tensors before `id` in forward order (at least pass). */
 static AsVerdict upstream(const AsLayerDiff *d, AsTensorId id)
 {
     AsVerdict worst = AS_V_PASS;
@@ -17,37 +22,30 @@ static AsVerdict upstream(const AsLayerDiff *d, AsTensorId id)
         AsVerdict v = d->t[i].verdict;
         if (v == AS_V_MISMATCH)
             return v;
-        if (v == AS_V_NEAR_TIE || (v == AS_V_FLIPS && worst != AS_V_NEAR_TIE))
+        if (v > worst)
             worst = v;
     }
     return worst;
 }
 
+/* The layer and step of the first tensor before id inherited from another layer, or NONE. */
+static AsProvenance upstream_from(const AsLayerDiff *d, AsTensorId id)
+{
+    for (int i = 0; i < (int)id; i++)
+        if (d->t[i].verdict == AS_V_INHERITED && d->t[i].from.layer >= 0)
+            return d->t[i].from;
+    return NONE;
+}
+
 static void rejudge(AsLayerDiff *d)
 {
-    static const int rank[AS_V_COUNT] = {[AS_V_NOT_RUN] = 0, [AS_V_ABSENT] = 1, [AS_V_PASS] = 2,
-                                         [AS_V_FLIPS] = 3,   [AS_V_NEAR_TIE] = 4, [AS_V_MISMATCH] = 5};
     d->verdict = AS_V_ABSENT;
     d->worst_tensor = AS_T_COUNT;
     for (int i = 0; i < AS_T_COUNT; i++)
-        if (rank[d->t[i].verdict] > rank[d->verdict]) {
+        if (d->t[i].verdict > d->verdict) {
             d->verdict = d->t[i].verdict;
             d->worst_tensor = (AsTensorId)i;
         }
-}
-
-/* Marks tensor id explained (inherited) when got matches the recomputation held in `redo`. */
-static bool settle(const AsRun *got, const AsRun *redo, AsTensorId id, const AsCompareOptions *opt, AsLayerDiff *d)
-{
-    AsTensorDiff again;
-    as_compare_tensor(got, redo, id, opt, &again);
-    if (again.verdict == AS_V_MISMATCH || again.shape_differs || again.absent_got || again.absent_want)
-        return false;
-    AsTensorDiff *t = &d->t[id];
-    t->explained = true;
-    t->explained_max_abs = again.max_abs;
-    t->verdict = upstream(d, id) == AS_V_NEAR_TIE ? AS_V_NEAR_TIE : AS_V_FLIPS;
-    return true;
 }
 
 /* The layer's index geometry by SPEC 3's rules (never the checked side's own claims: a faulty
@@ -76,13 +74,107 @@ static int *compress_lens(const AsRun *got, int width, int ratio)
     return cl;
 }
 
-/* Recomputes stage id from the checked side's own inputs into redo; false when it cannot. */
-static bool recompute(const AsRefModel *rm, const AsRun *got, const AsExplainContext *ctx, AsTensorId id, AsRun *redo)
+/* The stages that only consume earlier tensors, in forward order. */
+static const AsTensorId stages[] = {AS_T_ISCORE, AS_T_CAND, AS_T_CSEL, AS_T_IDX, AS_T_O, AS_T_O_BACK, AS_T_OG, AS_T_OUT};
+
+static bool is_stage(AsTensorId id)
 {
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
+        if (stages[i] == id)
+            return true;
+    return false;
+}
+
+/* The checked side as its stages see it: its own tensors, the stages it does not store recomputed from
+ * them (in `filled`), the reference's values for anything else it does not store. */
+typedef struct {
+    const AsRefModel *rm;
+    const AsRun *got, *want;
+    const AsExplainContext *ctx;
+    const AsLayerDiff *diff;
+    AsRun filled;
+    const AsHostTensor *eff[AS_T_COUNT];
+    AsProvenance from[AS_T_COUNT];   /* the layer a filled stage inherited from (NONE: none) */
+    bool busy[AS_T_COUNT];
+} Side;
+
+static bool recompute(Side *c, AsTensorId id, AsRun *redo, AsProvenance *from);
+
+/* Tensor id as the checked side's next stage gets it (NULL: nobody has it). A cross-layer origin
+ * it carries is noted in *from (when from is not set yet). */
+static const AsHostTensor *input(Side *c, AsTensorId id, AsProvenance *from)
+{
+    if (c->got->t[id].data) {
+        const AsTensorDiff *t = &c->diff->t[id];
+        if (from && from->layer < 0 && t->verdict == AS_V_INHERITED && t->from.layer >= 0)
+            *from = t->from;
+        return &c->got->t[id];
+    }
+    if (!c->eff[id]) {
+        c->from[id] = NONE;
+        c->eff[id] = &c->want->t[id];
+        if (is_stage(id) && c->want->t[id].data && !c->busy[id]) {
+            c->busy[id] = true;
+            AsProvenance f = NONE;
+            if (recompute(c, id, &c->filled, &f)) {
+                c->eff[id] = &c->filled.t[id];
+                c->from[id] = f;
+            }
+            c->busy[id] = false;
+        }
+    }
+    if (from && from->layer < 0 && c->from[id].layer >= 0)
+        *from = c->from[id];
+    return c->eff[id]->data ? c->eff[id] : NULL;
+}
+
+static bool same_bytes(const AsHostTensor *a, const void *b, size_t bytes)
+{
+    return a && a->data && (size_t)as_ht_numel(a) * (a->type == AS_VT_U8 ? 1 : 4) == bytes &&
+           memcmp(a->data, b, bytes) == 0;
+}
+
+/* Whether the publisher's difference in tensor id (this step) was explained: not a mismatch (a
+ * selection not stored there: its idx). */
+static bool publisher_ok(const Side *c, int src, AsTensorId id)
+{
+    if (!c->ctx->diff)
+        return true;
+    const AsLayerDiff *pd = &c->ctx->diff[src];
+    AsVerdict v = pd->t[id].verdict;
+    if (v == AS_V_ABSENT && id == AS_T_CSEL)
+        v = pd->t[AS_T_IDX].verdict;
+    return ok(v);
+}
+
+/* The candidate mask a user layer applied on the checked side: its publisher's (by the reference's
+ * provenance), else (no context: a replay without it) the mask the run says it applied. */
+static const uint8_t *applied_mask(Side *c, int64_t n, AsProvenance *from)
+{
+    const AsRun *want = c->want;
+    int src = want->cand_from.layer >= 0 ? want->cand_from.layer : c->rm->m->cfg.candidate_source;
+    if (c->ctx) {
+        if (src < 0 || want->cand_from.step != want->step || !c->ctx->pub_cand[src] || c->ctx->pub_cand_n[src] != n ||
+            !publisher_ok(c, src, AS_T_CAND))
+            return NULL;
+        if (!same_bytes(&want->t[AS_T_CAND], c->ctx->pub_cand[src], (size_t)n))
+            *from = (AsProvenance){src, want->cand_from.step};
+        return c->ctx->pub_cand[src];
+    }
+    const AsHostTensor *g = &c->got->t[AS_T_CAND];
+    return g->data && as_ht_numel(g) == n ? g->data : NULL;
+}
+
+/* Recomputes stage id from the checked side's inputs into redo; false when it cannot. *from gets the
+ * layer and step of a published input that differs from the reference's (or that an input carries). */
+static bool recompute(Side *c, AsTensorId id, AsRun *redo, AsProvenance *from)
+{
+    const AsRefModel *rm = c->rm;
+    const AsRun *got = c->got, *want = c->want;
     const AsConfig *cfg = &rm->m->cfg;
     const AsLayerRole *role = &cfg->role[got->layer];
     int l = got->layer, s = got->s;
-    const AsHostTensor *g = &got->t[id];
+    const AsHostTensor *g = got->t[id].data ? &got->t[id] : &want->t[id];
     if (!g->data)
         return false;
     void *y = as_run_shape(redo, id, g->ndim, g->shape[0], g->shape[1], g->shape[2]);
@@ -91,20 +183,13 @@ static bool recompute(const AsRefModel *rm, const AsRun *got, const AsExplainCon
     switch (id) {
     case AS_T_ISCORE: {
         Rules r;
-        const AsHostTensor *iq = &got->t[AS_T_IQ], *k = &got->t[AS_T_KEYS], *w = &got->t[AS_T_W];
-        if (!rules(cfg, got, &r) || !iq->data || !k->data || !w->data || k->shape[0] != r.width)
+        const AsHostTensor *iq = input(c, AS_T_IQ, from), *k = input(c, AS_T_KEYS, from), *w = input(c, AS_T_W, from);
+        if (!rules(cfg, got, &r) || !iq || !k || !w || k->shape[0] != r.width)
             return false;
         /* a candidate user's mask is the one its source published (by the rule, not the run's claim) */
         const uint8_t *cand = NULL;
-        if (role->uses_candidates) {
-            int src = cfg->candidate_source;
-            if (ctx && ctx->pub_cand[src] && ctx->pub_cand_n[src] == (int64_t)s * r.width)
-                cand = ctx->pub_cand[src];
-            else if (!ctx && got->t[AS_T_CAND].data && as_ht_numel(&got->t[AS_T_CAND]) == (int64_t)s * r.width)
-                cand = got->t[AS_T_CAND].data; /* a dump replay: the mask the dump says it applied */
-            else
-                return false;
-        }
+        if (role->uses_candidates && !(cand = applied_mask(c, (int64_t)s * r.width, from)))
+            return false;
         int *cl = compress_lens(got, r.width, role->ratio);
         bool fine = cl && !as_index_scores(iq->data, k->data, w->data, s, cfg->index_n_heads, cfg->index_head_dim,
                                            r.width, y);
@@ -122,95 +207,158 @@ static bool recompute(const AsRefModel *rm, const AsRun *got, const AsExplainCon
         if (!rules(cfg, got, &r))
             return false;
         if (role->candidate_source) {
-            const AsHostTensor *sc = &got->t[AS_T_ISCORE];
+            const AsHostTensor *sc = input(c, AS_T_ISCORE, from);
             int *cl = compress_lens(got, r.width, role->ratio);
-            bool fine = cl && sc->data &&
+            bool fine = cl && sc &&
                         !as_select_candidate_blocks(sc->data, s, r.width, cl, cfg->candidate_block_size,
                                                     cfg->candidate_topk_blocks, y);
             free(cl);
             return fine;
         }
         /* a user applies the mask its source published in this step */
-        int src = cfg->candidate_source;
-        if (!ctx || src < 0 || !ctx->pub_cand[src] || ctx->pub_cand_n[src] != as_ht_numel(g) ||
-            (ctx->diff && !ok(ctx->diff[src].t[AS_T_CAND].verdict)))
+        if (!c->ctx)
             return false;
-        memcpy(y, ctx->pub_cand[src], (size_t)as_ht_numel(g));
+        const uint8_t *m = applied_mask(c, as_ht_numel(g), from);
+        if (!m)
+            return false;
+        memcpy(y, m, (size_t)as_ht_numel(g));
         return true;
     }
     case AS_T_CSEL: {
         if (role->index_source) {
             Rules r;
-            const AsHostTensor *sc = &got->t[AS_T_ISCORE];
-            if (!rules(cfg, got, &r) || !sc->data || g->shape[1] != r.k)
+            const AsHostTensor *sc = input(c, AS_T_ISCORE, from);
+            if (!rules(cfg, got, &r) || !sc || g->shape[1] != r.k)
                 return false;
             int *cl = compress_lens(got, r.width, role->ratio);
             bool fine = cl && !as_index_topk(sc->data, s, r.width, r.k, cl, r.rows_a_len, y);
             free(cl);
             return fine;
         }
-        /* a reusing layer attends the selection its source published in this step */
-        int src = got->sel_from.layer;
-        if (!ctx || src < 0 || !ctx->pub_sel[src] || ctx->pub_sel_n[src] != as_ht_numel(g) ||
-            (ctx->diff && !ok(ctx->diff[src].t[AS_T_CSEL].verdict)))
+        /* a reusing layer attends the selection its source published (the reference's provenance) */
+        int src = want->sel_from.layer;
+        int64_t n = as_ht_numel(g);
+        if (!c->ctx || src < 0 || want->sel_from.step != want->step || !c->ctx->pub_sel[src] ||
+            c->ctx->pub_sel_n[src] != n || !publisher_ok(c, src, AS_T_CSEL))
             return false;
-        memcpy(y, ctx->pub_sel[src], sizeof(int32_t) * (size_t)as_ht_numel(g));
+        memcpy(y, c->ctx->pub_sel[src], sizeof(int32_t) * (size_t)n);
+        if (!same_bytes(&want->t[AS_T_CSEL], c->ctx->pub_sel[src], sizeof(int32_t) * (size_t)n) && from->layer < 0)
+            *from = want->sel_from;
         return true;
     }
     case AS_T_IDX: {
-        const AsHostTensor *w = &got->t[AS_T_WIDX], *c = &got->t[AS_T_CSEL];
+        const AsHostTensor *w = input(c, AS_T_WIDX, from);
+        const AsHostTensor *cs = got->k ? input(c, AS_T_CSEL, from) : NULL;
         int cols = got->start_pos == 0 ? (got->s < cfg->window ? got->s : cfg->window) : cfg->window;
-        if (!w->data || got->cols != cols || got->cols + got->k != got->topk || (got->k && !c->data))
+        if (!w || got->cols != cols || got->cols + got->k != got->topk || (got->k && !cs) ||
+            as_ht_numel(w) != (int64_t)s * got->cols || (cs && as_ht_numel(cs) != (int64_t)s * got->k))
             return false;
         for (int t = 0; t < s; t++) {
             memcpy((int32_t *)y + (size_t)t * got->topk, (int32_t *)w->data + (size_t)t * got->cols,
                    sizeof(int32_t) * (size_t)got->cols);
             if (got->k)
-                memcpy((int32_t *)y + (size_t)t * got->topk + got->cols, (int32_t *)c->data + (size_t)t * got->k,
+                memcpy((int32_t *)y + (size_t)t * got->topk + got->cols, (int32_t *)cs->data + (size_t)t * got->k,
                        sizeof(int32_t) * (size_t)got->k);
         }
         return true;
     }
     case AS_T_O: {
-        const AsHostTensor *q = &got->t[AS_T_Q], *ra = &got->t[AS_T_ROWS_A], *rb = &got->t[AS_T_ROWS_B];
-        return q->data && ra->data && got->t[AS_T_IDX].data &&
-               !as_ref_attend(rm, l, q->data, ra->data, got->rows_a_len, rb->data, rb->data ? got->rows_b_len : 0,
-                              got->t[AS_T_IDX].data, got->topk, s, y);
+        const AsHostTensor *q = input(c, AS_T_Q, from), *ra = input(c, AS_T_ROWS_A, from);
+        const AsHostTensor *rb = got->rows_b_len ? input(c, AS_T_ROWS_B, from) : NULL;
+        const AsHostTensor *ix = input(c, AS_T_IDX, from);
+        if (!q || !ra || !ix || (got->rows_b_len && !rb) || as_ht_numel(ix) != (int64_t)s * got->topk ||
+            as_ht_numel(ra) != (int64_t)got->rows_a_len * cfg->head_dim ||
+            (rb && as_ht_numel(rb) != (int64_t)got->rows_b_len * cfg->head_dim))
+            return false;
+        return !as_ref_attend(rm, l, q->data, ra->data, got->rows_a_len, rb ? rb->data : NULL,
+                              rb ? got->rows_b_len : 0, ix->data, got->topk, s, y);
     }
-    case AS_T_O_BACK:
-        if (!got->t[AS_T_O].data)
+    case AS_T_O_BACK: {
+        const AsHostTensor *o = input(c, AS_T_O, from);
+        if (!o)
             return false;
-        as_ref_rotate_back(rm, l, got->t[AS_T_O].data, s, got->start_pos, y);
+        as_ref_rotate_back(rm, l, o->data, s, got->start_pos, y);
         return true;
-    case AS_T_OG:
-        return got->t[AS_T_O_BACK].data && !as_ref_project_out(rm, l, got->t[AS_T_O_BACK].data, s, y, NULL);
-    case AS_T_OUT:
-        if (!got->t[AS_T_OG].data)
+    }
+    case AS_T_OG: {
+        const AsHostTensor *ob = input(c, AS_T_O_BACK, from);
+        return ob && !as_ref_project_out(rm, l, ob->data, s, y, NULL);
+    }
+    case AS_T_OUT: {
+        const AsHostTensor *og = input(c, AS_T_OG, from);
+        if (!og)
             return false;
-        as_ref_project_wo_b(rm, l, got->t[AS_T_OG].data, s, y);
+        const AsWTensor *wo_b = rm->m->layer[l].wo_b;
+        if (as_proj_fp8(rm->m, wo_b)) /* the fp8 projection in fp8 precision, as the forward runs it */
+            as_fp8_linear(og->data, s, wo_b, y);
+        else
+            as_linear(og->data, s, wo_b, y, true);
         return true;
+    }
     default:
         return false;
     }
 }
 
-void as_explain_downstream(const AsRefModel *rm, const AsRun *got, const AsExplainContext *ctx,
+/* Marks tensor id explained (inherited) when got matches the recomputation held in `redo`. */
+static bool settle(const AsRun *got, const AsRun *redo, AsTensorId id, AsProvenance from, const AsCompareOptions *opt,
+                   AsLayerDiff *d)
+{
+    AsTensorDiff again;
+    AsCompareOptions exact = *opt;
+    exact.got_partial = exact.want_partial = false;
+    as_compare_tensor(got, redo, id, &exact, &again);
+    if (again.verdict == AS_V_MISMATCH || again.shape_differs || again.absent_got || again.absent_want)
+        return false;
+    AsTensorDiff *t = &d->t[id];
+    t->explained = true;
+    t->explained_max_abs = again.max_abs;
+    t->cause = AS_CAUSE_INHERITED;
+    if (from.layer < 0)
+        from = upstream_from(d, id);
+    if (from.layer >= 0) {
+        t->verdict = AS_V_INHERITED;
+        t->from = from;
+    } else {
+        AsVerdict u = upstream(d, id);
+        t->verdict = u > AS_V_FLIPS ? u : AS_V_FLIPS;
+        t->from = NONE;
+    }
+    return true;
+}
+
+void as_explain_downstream(const AsRefModel *rm, const AsRun *got, const AsRun *want, const AsExplainContext *ctx,
                            const AsCompareOptions *opt, AsLayerDiff *diff)
 {
-    /* the stages that only consume earlier tensors, in forward order */
-    static const AsTensorId stages[] = {AS_T_ISCORE, AS_T_CAND, AS_T_CSEL, AS_T_IDX,
-                                        AS_T_O,      AS_T_O_BACK, AS_T_OG, AS_T_OUT};
+    AsCompareOptions def;
+    if (!opt) {
+        as_compare_options_default(&def);
+        opt = &def;
+    }
+    Side *c = calloc(1, sizeof *c);
+    if (!c)
+        return; /* out of memory: the diff stays as compared */
+    c->rm = rm, c->got = got, c->want = want, c->ctx = ctx, c->diff = diff;
+    as_run_init(&c->filled);
+    c->filled.layer = got->layer;
+    c->filled.s = got->s;
     AsRun redo;
     as_run_init(&redo);
     redo.layer = got->layer;
     redo.s = got->s;
+    bool changed = false;
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         AsTensorId id = stages[i];
         if (diff->t[id].verdict != AS_V_MISMATCH)
             continue; /* passes on its own (or absent) */
-        if (!ok(upstream(diff, id)) || !recompute(rm, got, ctx, id, &redo) || !settle(got, &redo, id, opt, diff))
+        AsProvenance from = NONE;
+        if (!ok(upstream(diff, id)) || !recompute(c, id, &redo, &from) || !settle(got, &redo, id, from, opt, diff))
             break; /* a real mismatch: what follows it cannot be told apart */
+        changed = true;
     }
     as_run_free(&redo);
-    rejudge(diff);
+    as_run_free(&c->filled);
+    free(c);
+    if (changed)
+        rejudge(diff);
 }

@@ -44,12 +44,7 @@ struct AsReport {
     AsTensorId qerr_tensor;
 };
 
-static int rank(AsVerdict v)
-{
-    static const int r[AS_V_COUNT] = {[AS_V_NOT_RUN] = 0, [AS_V_ABSENT] = 1, [AS_V_PASS] = 2,
-                                      [AS_V_FLIPS] = 3,   [AS_V_NEAR_TIE] = 4, [AS_V_MISMATCH] = 5};
-    return r[v];
-}
+static int rank(AsVerdict v) { return as_verdict_rank(v); }
 
 AsReport *as_report_new(const char *name, const AsModel *m, const char *checked, const char *mode, const char *note)
 {

@@ -2,8 +2,11 @@
  * flags int64 0/1, verdicts strings (as_verdict_name), so h5py and h5dump read them plainly. */
 #include "dumps/dump_diff.h"
 
+#include "model/config.h"
+
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +136,18 @@ static int put_tensor(hid_t diff, AsTensorId id, const AsTensorDiff *d, char *pa
         if (!rc)
             rc = as_h5_put_f64(g, "explained_max_abs", d->explained_max_abs, at, err);
     }
+    /* optional: why it is not a pass (driver/compare.h AsCause), where it was inherited from, tie-order */
+    if (!rc && d->cause != AS_CAUSE_NONE)
+        rc = as_h5_put_str(g, "cause", as_cause_name(d->cause), at, err);
+    if (!rc && d->cause == AS_CAUSE_INHERITED && d->from.layer >= 0) {
+        int64_t from[2] = {d->from.layer, d->from.step};
+        rc = as_h5_put_i64s(g, "from", from, 2, at, err);
+    }
+    if (!rc && d->n_tie_order) {
+        rc = as_h5_put_i64(g, "n_tie_order", d->n_tie_order, at, err);
+        if (!rc)
+            rc = as_h5_put_str(g, "tie_order", as_tie_fit_name(d->tie_fit), at, err);
+    }
     if (!rc)
         rc = as_h5_put_i64s(g, "worst_coord", d->worst_coord, ndim, at, err);
     if (!rc)
@@ -161,6 +176,14 @@ int as_dump_diff_put(hid_t layer_group, const AsLayerDiff *d, const char *got_si
         rc = as_h5_put_str(g, "got_side", got_side ? got_side : "", at, err);
     if (!rc)
         rc = as_h5_put_str(g, "want_side", want_side ? want_side : "", at, err);
+    if (!rc && d->verdict > AS_V_PASS) { /* optional: the first tensor out of rule and why */
+        char why[160];
+        AsTensorId c = as_layer_cause(d, why, sizeof why);
+        if (c != AS_T_COUNT)
+            rc = as_h5_put_str(g, "cause_tensor", as_tensor_desc[c].name, at, err);
+        if (!rc && c != AS_T_COUNT)
+            rc = as_h5_put_str(g, "cause", why, at, err);
+    }
     for (int i = 0; !rc && i < AS_T_COUNT; i++)
         if (d->t[i].verdict != AS_V_NOT_RUN && d->t[i].verdict != AS_V_ABSENT)
             rc = put_tensor(g, (AsTensorId)i, &d->t[i], path, sizeof path, at, err);
@@ -272,6 +295,41 @@ static int get_tensor(hid_t diff, AsTensorId id, AsTensorDiff *d, const char *dp
         d->explained = v != 0;
         if (!rc)
             rc = as_h5_get_f64(g, "explained_max_abs", &d->explained_max_abs, at, err);
+    }
+    d->from = (AsProvenance){-1, -1};
+    if (!rc && as_h5_has_attr(g, "cause")) {
+        char *c = NULL;
+        rc = as_h5_get_str(g, "cause", 32, &c, at, err);
+        int k = AS_CAUSE_COUNT;
+        for (int i = 0; !rc && i < AS_CAUSE_COUNT; i++)
+            if (!strcmp(c, as_cause_name((AsCause)i)))
+                k = i;
+        if (!rc && k == AS_CAUSE_COUNT)
+            rc = as_err(err, AS_EBADINPUT, "dump %s: %s: cause '%s' is not one of the format's", at.file, at.path, c);
+        d->cause = rc ? AS_CAUSE_NONE : (AsCause)k;
+        free(c);
+    }
+    if (!rc && as_h5_has_attr(g, "from")) {
+        int64_t f[2];
+        rc = as_h5_get_i64s(g, "from", f, 2, at, err);
+        if (!rc && (f[0] < -1 || f[0] >= AS_MAX_LAYERS || f[1] < -1 || f[1] > INT32_MAX))
+            rc = as_err(err, AS_EBADINPUT, "dump %s: %s: from = [%lld, %lld] is not a [layer, step] pair", at.file,
+                        at.path, (long long)f[0], (long long)f[1]);
+        if (!rc)
+            d->from = (AsProvenance){(int)f[0], (int)f[1]};
+    }
+    if (!rc && as_h5_has_attr(g, "n_tie_order")) {
+        rc = as_h5_get_i64(g, "n_tie_order", &d->n_tie_order, at, err);
+        char *c = NULL;
+        if (!rc)
+            rc = as_h5_get_str(g, "tie_order", 16, &c, at, err);
+        AsTieOrder t = AS_TIES_CPU;
+        if (!rc && strcmp(c, "none") && as_tie_order_parse(c, &t))
+            rc = as_err(err, AS_EBADINPUT, "dump %s: %s: tie_order '%s' (cpu, lowest, highest or none)", at.file,
+                        at.path, c);
+        else if (!rc)
+            d->tie_fit = strcmp(c, "none") ? (AsTieFit)(1u << t) : 0;
+        free(c);
     }
     if (!rc)
         rc = as_h5_get_i64s(g, "worst_coord", d->worst_coord, as_tensor_desc[id].ndim, at, err);

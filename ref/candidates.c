@@ -9,6 +9,13 @@
 int as_select_candidate_blocks(const float *score, int s, int width, const int *compress_lens, int bs,
                                int topk_blocks, uint8_t *mask)
 {
+    return as_select_candidate_blocks_ties(score, s, width, compress_lens, bs, topk_blocks, mask,
+                                           as_topk_reference_ties());
+}
+
+int as_select_candidate_blocks_ties(const float *score, int s, int width, const int *compress_lens, int bs,
+                                    int topk_blocks, uint8_t *mask, AsTieOrder ties)
+{
     int nblocks = (width + bs - 1) / bs;
     int kb = topk_blocks < nblocks ? topk_blocks : nblocks;
     float *blk = malloc(sizeof(float) * (size_t)(nblocks > 0 ? nblocks : 1));
@@ -31,7 +38,7 @@ int as_select_candidate_blocks(const float *score, int s, int width, const int *
         int pin = as_pinned_block(compress_lens[t], bs);
         if (pin >= 0 && pin < nblocks)
             blk[pin] = INFINITY;
-        as_topk_torch_set(blk, nblocks, kb, kept, scratch);
+        as_topk_set_ties(blk, nblocks, kb, kept, scratch, ties);
         uint8_t *mrow = mask + (size_t)t * width;
         for (int j = 0; j < kb; j++) {
             int b = kept[j];

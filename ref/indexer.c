@@ -51,6 +51,12 @@ void as_index_visibility(float *score, int s, int width, const int *compress_len
 int as_index_topk(const float *score, int s, int width, int k, const int *compress_lens, int offset,
                   int32_t *sel)
 {
+    return as_index_topk_ties(score, s, width, k, compress_lens, offset, sel, as_topk_reference_ties());
+}
+
+int as_index_topk_ties(const float *score, int s, int width, int k, const int *compress_lens, int offset,
+                       int32_t *sel, AsTieOrder ties)
+{
     int fail = 0;
 #pragma omp parallel reduction(| : fail)
     {
@@ -62,7 +68,7 @@ int as_index_topk(const float *score, int s, int width, int k, const int *compre
             if (!scratch)
                 continue;
             int32_t *row = sel + (size_t)t * k;
-            as_topk_torch_set(score + (size_t)t * width, width, k, row, scratch);
+            as_topk_set_ties(score + (size_t)t * width, width, k, row, scratch, ties);
             for (int j = 0; j < k; j++)
                 row[j] = row[j] < compress_lens[t] ? row[j] + offset : -1;
         }

@@ -335,8 +335,9 @@ TEST(compare_selection_near_tie_and_real)
     CHECK(d.verdict == AS_V_MISMATCH && d.n_real == 1, "identical scores, different picks: %s", as_verdict_name(d.verdict));
     as_run_free(&g);
 
-    /* -inf ties: the picks among -inf differ, and the rows differ elsewhere (one ulp at
-     * position 0): a near-tie; with identical rows the same picks would be a real mismatch */
+    /* -inf ties: the picks among -inf differ, at scores exactly equal to the k-th on both sides: a
+     * tie-order difference (SPEC 5, 6), whether the rows differ elsewhere (one ulp at position 0) or
+     * are identical */
     float ninf = -INFINITY;
     float wi[8] = {5, ninf, ninf, ninf, ninf, ninf, ninf, ninf}, gi[8] = {5.03125f, ninf, ninf, ninf, ninf, ninf, ninf, ninf};
     REQUIRE(as_bf16_ulp_distance(5.0f, 5.03125f) == 1, "5.03125 is one ulp above 5");
@@ -344,12 +345,13 @@ TEST(compare_selection_near_tie_and_real)
     sel_run(&w2, wi, (int32_t[]){0, 1});
     sel_run(&g, gi, (int32_t[]){0, 2});
     d = cmp1(&g, &w2, AS_T_CSEL);
-    CHECK(d.verdict == AS_V_NEAR_TIE && d.seldiff[0].margin == 0, "-inf tie with rows that differ: %s margin %g",
-          as_verdict_name(d.verdict), d.seldiff[0].margin);
+    CHECK(d.verdict == AS_V_TIE_ORDER && d.seldiff[0].margin == 0 && d.seldiff[0].tie_order && d.n_tie_order == 1,
+          "-inf tie with rows that differ: %s margin %g", as_verdict_name(d.verdict), d.seldiff[0].margin);
     as_run_free(&g);
     sel_run(&g, wi, (int32_t[]){0, 2});
     d = cmp1(&g, &w2, AS_T_CSEL);
-    CHECK(d.verdict == AS_V_MISMATCH, "-inf tie with identical rows: %s", as_verdict_name(d.verdict));
+    CHECK(d.verdict == AS_V_TIE_ORDER && d.cause == AS_CAUSE_TIE_ORDER, "-inf tie with identical rows: %s",
+          as_verdict_name(d.verdict));
     as_run_free(&g);
     as_run_free(&w2);
 

@@ -62,7 +62,7 @@ TEST(explain_inherited_flip_vs_real_error)
     as_test_note("kv[0][%d] one grid step up: kv %s (%ld flips), o MISMATCH (max |diff| %.4g > tol %.4g)", best,
                  as_verdict_name(d.t[AS_T_KV].verdict), (long)d.t[AS_T_KV].n_flips, d.t[AS_T_O].max_abs,
                  d.t[AS_T_O].tol);
-    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
+    as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
     CHECK(d.t[AS_T_O].explained && d.t[AS_T_O].verdict == AS_V_FLIPS, "o explained by the flip: verdict %s",
           as_verdict_name(d.t[AS_T_O].verdict));
     CHECK(d.verdict != AS_V_MISMATCH, "the layer is no longer a mismatch (worst %s in %s)", as_verdict_name(d.verdict),
@@ -72,7 +72,7 @@ TEST(explain_inherited_flip_vs_real_error)
     /* a genuine error in o on top of the flip: not explained */
     ((float *)got.t[AS_T_O].data)[5] += 0.75f;
     as_compare_layer(&got, &ref, &opt, &d);
-    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
+    as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
     CHECK(d.t[AS_T_O].verdict == AS_V_MISMATCH && !d.t[AS_T_O].explained, "a real error in o stays a mismatch");
 
     /* an upstream mismatch (q) is never explained away downstream */
@@ -80,7 +80,7 @@ TEST(explain_inherited_flip_vs_real_error)
     ((float *)got.t[AS_T_Q].data)[0] += 1.0f;
     ((float *)got.t[AS_T_O].data)[0] += 1.0f;
     as_compare_layer(&got, &ref, &opt, &d);
-    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
+    as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
     CHECK(d.t[AS_T_Q].verdict == AS_V_MISMATCH && d.t[AS_T_O].verdict == AS_V_MISMATCH && !d.t[AS_T_O].explained,
           "with q out of tolerance, o is not re-judged");
     as_run_free(&ref), as_run_free(&got);
@@ -154,7 +154,7 @@ TEST(explain_index_path_inherited_from_a_query_flip)
     as_test_note("iq element %d one fp4 step down: iq flips, iscore %s, csel %s (%ld queries differ, %ld real)", found,
                  as_verdict_name(d.t[AS_T_ISCORE].verdict), as_verdict_name(d.t[AS_T_CSEL].verdict),
                  (long)d.t[AS_T_CSEL].n_rows_differ, (long)d.t[AS_T_CSEL].n_real);
-    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
+    as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
     CHECK(d.verdict != AS_V_MISMATCH, "the layer is explained (worst %s in %s)", as_verdict_name(d.verdict),
           d.worst_tensor == AS_T_COUNT ? "-" : as_tensor_desc[d.worst_tensor].name);
     CHECK(d.t[AS_T_CSEL].explained, "csel explained by the scores it came from");
@@ -162,7 +162,7 @@ TEST(explain_index_path_inherited_from_a_query_flip)
     int32_t *csel = got.t[AS_T_CSEL].data;
     csel[0] = csel[0] == -1 ? got.rows_a_len : -1;
     as_compare_layer(&got, &ref, &opt, &d);
-    as_explain_downstream(&k.rm, &got, NULL, &opt, &d);
+    as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
     CHECK(d.t[AS_T_CSEL].verdict == AS_V_MISMATCH && !d.t[AS_T_CSEL].explained, "a selection not from the scores: %s",
           as_verdict_name(d.t[AS_T_CSEL].verdict));
     as_run_free(&ref), as_run_free(&got);

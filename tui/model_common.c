@@ -58,6 +58,8 @@ TuiColor tui_verdict_color(AsVerdict v)
     case AS_V_PASS: return TC_PASS;
     case AS_V_FLIPS: return TC_FLIPS;
     case AS_V_NEAR_TIE: return TC_NEARTIE;
+    case AS_V_TIE_ORDER: return TC_NEARTIE;
+    case AS_V_INHERITED: return TC_FLIPS;
     case AS_V_MISMATCH: return TC_MISMATCH;
     case AS_V_ABSENT: return TC_DIM;
     default: return TC_DIM;
@@ -155,10 +157,8 @@ void tui_model_status(const TuiData *d, int width, TuiLine *o)
     if (d->cur.step >= 0 && d->got) {
         int wl = -1;
         AsVerdict worst = AS_V_NOT_RUN;
-        static const int rank[AS_V_COUNT] = {[AS_V_MISMATCH] = 5, [AS_V_NEAR_TIE] = 4, [AS_V_FLIPS] = 3,
-                                             [AS_V_PASS] = 2, [AS_V_ABSENT] = 1};
         for (int l = 0; l < d->cfg->n_layers; l++)
-            if (d->done[l] && rank[d->diff[l].verdict] > rank[worst])
+            if (d->done[l] && as_verdict_rank(d->diff[l].verdict) > as_verdict_rank(worst))
                 worst = d->diff[l].verdict, wl = l;
         if (wl >= 0) {
             AsTensorId wt = d->diff[wl].worst_tensor;
