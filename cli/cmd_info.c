@@ -27,6 +27,15 @@ static int skipped(const AsModel *m)
     return n;
 }
 
+/* Tensors of the full model the attention does not use (experts, hyper-connections, ...): not read. */
+static int unused(const AsModel *m)
+{
+    int n = 0;
+    for (int i = 0; i < m->n_files; i++)
+        n += m->files[i]->n_unused;
+    return n;
+}
+
 /* Why the model runs in its precision: --precision, the config's dtype, or the weights. */
 static const char *precision_why(const AsModel *m, AsPrecision asked)
 {
@@ -65,12 +74,33 @@ static int norms_rounded(const AsModel *m)
     return n;
 }
 
+/* Each fp8 projection once, from the first layer that has it (indexer.wq_b: the first index source). */
+static int first_projections(const AsModel *m, const AsWTensor *out[5], const char *names[5])
+{
+    int n = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const AsWTensor *p[5];
+        const char *nm[5];
+        int k = as_fp8_projections(m, l, p, nm);
+        for (int i = 0; i < k; i++) {
+            bool seen = false;
+            for (int j = 0; j < n; j++)
+                seen |= !strcmp(names[j], nm[i]);
+            if (!seen && n < 5) {
+                out[n] = p[i];
+                names[n++] = nm[i];
+            }
+        }
+    }
+    return n;
+}
+
 static void print_precision(const AsModel *m, AsPrecision asked)
 {
     printf("precision  %s (%s)\n", as_precision_name(m->precision), precision_why(m, asked));
     const AsWTensor *p[5];
     const char *names[5];
-    int n = as_fp8_projections(m, 0, p, names);
+    int n = first_projections(m, p, names);
     char line[160];
     for (int i = 0; i < n; i++) {
         proj_line(m, p[i], true, line, sizeof line);
@@ -126,6 +156,9 @@ static void print_text(const AsModel *m, AsPrecision asked)
     int sk = skipped(m);
     if (sk)
         printf("; %d tensors of dtypes attnscope does not read not listed", sk);
+    int un = unused(m);
+    if (un)
+        printf("; %d tensors the attention does not use skipped unread", un);
     printf("\n");
 }
 
@@ -141,7 +174,7 @@ static cJSON *precision_json(const AsModel *m, AsPrecision asked)
     cJSON_AddStringToObject(o, "why", precision_why(m, asked));
     const AsWTensor *p[5];
     const char *names[5];
-    int n = as_fp8_projections(m, 0, p, names);
+    int n = first_projections(m, p, names);
     for (int i = 0; i < n; i++) {
         cJSON *q = cJSON_CreateObject();
         cJSON_AddStringToObject(q, "dtype", as_dtype_name(p[i]->dtype));
@@ -210,6 +243,7 @@ static int print_json(const AsModel *m, AsPrecision asked)
     cJSON_AddItemToObject(root, "tensors", tensors);
     cJSON_AddNumberToObject(root, "total_bytes", (double)total_bytes(m));
     cJSON_AddNumberToObject(root, "skipped_tensors", skipped(m));
+    cJSON_AddNumberToObject(root, "unused_tensors", unused(m));
     char *s = cJSON_Print(root);
     cJSON_Delete(root);
     if (!s) {
