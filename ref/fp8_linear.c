@@ -142,23 +142,30 @@ static void fp8_gemv(const float *xq, const float *sx, const AsWTensor *w, int64
 
 /* ---- prefill: panels of W rows, one sgemm per K block ---- */
 
-#define PANEL 128
+/* W rows per panel: wide panels repack each K block of x fewer times (one sgemm per panel and
+ * block), but every thread needs a panel: at least two panels a thread where the rows allow. */
+static int64_t panel_rows(int64_t nout, int nt)
+{
+    int64_t p = (nout / (2 * (int64_t)nt) + 15) & ~(int64_t)15;
+    return p < 64 ? 64 : p > 512 ? 512 : p;
+}
 
 static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTensor *w, int64_t o0, int64_t nout,
                      float *y, int64_t ldy)
 {
     const int64_t cols = as_wt_cols(w), nk = cols / KB;
-    const int64_t npanel = (nout + PANEL - 1) / PANEL;
+    const int nt = as_ref_threads();
+    const int64_t prow = panel_rows(nout, nt), npanel = (nout + prow - 1) / prow;
     as_blas_serial();
-#pragma omp parallel num_threads(as_ref_threads())
+#pragma omp parallel num_threads(nt)
     {
-        float *panel = xmalloc(sizeof(float) * (size_t)(PANEL * cols));
-        float *ws = xmalloc(sizeof(float) * (size_t)(PANEL * nk));
+        float *panel = xmalloc(sizeof(float) * (size_t)(prow * cols));
+        float *ws = xmalloc(sizeof(float) * (size_t)(prow * nk));
         float *scale_row = xmalloc(sizeof(float) * (size_t)as_wt_cols(w->scale));
-        float *pk = xmalloc(sizeof(float) * (size_t)(s * PANEL));
+        float *pk = xmalloc(sizeof(float) * (size_t)(s * prow));
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < npanel; j++) {
-            const int64_t p = j * PANEL, np = nout - p < PANEL ? nout - p : PANEL;
+            const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
             for (int64_t r = 0; r < np; r++) {
                 const uint8_t *wr = (const uint8_t *)w->data + (o0 + p + r) * cols;
                 for (int64_t i = 0; i < cols; i++)
