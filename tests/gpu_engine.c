@@ -271,22 +271,27 @@ GPU_TEST(gpu_engine_tiny_free_mode)
     as_driver_close(d);
 }
 
-GPU_TEST(gpu_engine_flash_prefill512_decode64)
+/* The released geometry ($ATTNSCOPE_FLASH_MODEL: `attnscope gen --preset flash`, fp8 as released)
+ * in one precision: 512-token prefill + 64 decode steps, engine against reference. */
+static void flash_regime(AsPrecision precision)
 {
     const char *dir = getenv("ATTNSCOPE_FLASH_MODEL");
     if (!dir || !*dir)
         as_test_skip("ATTNSCOPE_FLASH_MODEL not set (a directory written by attnscope gen --preset flash)");
-    AsDriver *d = open_engine(dir, 1024);
+    AsDriver *d = open_engine_in(dir, 1024, false, precision);
     /* ATTNSCOPE_FLASH_DECODE shortens the decode for a quick look (64 is the regime the engine
      * issue asks for) */
     const char *nd = getenv("ATTNSCOPE_FLASH_DECODE");
     int decode = nd && atoi(nd) > 0 && atoi(nd) <= 64 ? atoi(nd) : 64;
-    char name[64];
-    snprintf(name, sizeof name, "flash prefill 512 + %d decode", decode);
+    char name[96];
+    snprintf(name, sizeof name, "flash (%s) prefill 512 + %d decode", as_precision_name(d->model.precision), decode);
     Tally t;
     run_regime(d, name, 512, decode, &t);
     as_driver_close(d);
 }
+
+GPU_TEST(gpu_engine_flash_prefill512_decode64_fp8) { flash_regime(AS_PREC_FP8); }
+GPU_TEST(gpu_engine_flash_prefill512_decode64_bf16) { flash_regime(AS_PREC_BF16); }
 
 /* Every named fault injected into the engine is caught where it first acts, in both precisions. */
 GPU_TEST(gpu_engine_faults_caught)

@@ -572,7 +572,9 @@ GPU_TEST(gpu_graph_tiny_faults)
     }
 }
 
-GPU_TEST(gpu_graph_flash_prefill512_decode64)
+/* The decode graph against the uncaptured decode at the released geometry, bit for bit, in one
+ * precision. */
+static void graph_flash(AsPrecision precision)
 {
     const char *dir = getenv("ATTNSCOPE_FLASH_MODEL");
     if (!dir || !*dir)
@@ -581,6 +583,8 @@ GPU_TEST(gpu_graph_flash_prefill512_decode64)
     REQUIRE(m, "out of host memory");
     AsError err = {0};
     REQUIRE(as_model_load(dir, 1024, m, &err) == 0, "load %s: %s", dir, err.msg);
+    REQUIRE(as_model_set_precision(m, precision, &err) == 0, "%s in %s precision: %s", dir,
+            as_precision_name(precision), err.msg);
     Pair p;
     pair_open(&p, m, NULL, 512 + 64 + 1, false);
     pair_prefill(&p, 512);
@@ -591,3 +595,6 @@ GPU_TEST(gpu_graph_flash_prefill512_decode64)
     as_model_free(m);
     free(m);
 }
+
+GPU_TEST(gpu_graph_flash_prefill512_decode64_fp8) { graph_flash(AS_PREC_FP8); }
+GPU_TEST(gpu_graph_flash_prefill512_decode64_bf16) { graph_flash(AS_PREC_BF16); }
