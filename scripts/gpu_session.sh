@@ -8,6 +8,10 @@
 #     tests     every GPU test at tiny (kernel twins, engine vs reference, faults) + examples with the engine
 #     flash     generate the flash model there, engine vs reference at flash (prefill 512 + 64 decode),
 #               then the decode graph against the uncaptured decode at flash (bit for bit, 64 steps)
+#               in both precisions (the fp8 model as released, and its bf16 precision)
+#     fixtures  torch's values for the reference's numerics (tests/torch/make_fixtures.py): $OUT/torch_kernels.json
+#     benchprec bench-engine at flash in each precision (fp8 model) and, with AS_BIN_B (another build's binary,
+#               run with this bundle's libraries), this build against it on a bf16 flash model, alternated
 #     flashscript  examples/gpu_flash_prefill512_decode64.json with the engine
 #     bench     bench-engine at flash (decode at 4K context, prefill 4096), with its chart
 #     benchdecode  bench-engine's decode half alone (quick A/B of a switch)
@@ -176,8 +180,28 @@ for p in "$@"; do
     flash)
         need_flash
         export ATTNSCOPE_FLASH_MODEL=$FLASH
-        phase gpu_flash 240 "$B/attnscope_tests" 'gpu_engine_flash*'
-        phase gpu_graph_flash 240 "$B/attnscope_tests" 'gpu_graph_flash*' ;;
+        phase gpu_flash 420 "$B/attnscope_tests" 'gpu_engine_flash*'
+        phase gpu_graph_flash 300 "$B/attnscope_tests" 'gpu_graph_flash*' ;;
+    fixtures)
+        phase fixtures 120 python3 tests/torch/make_fixtures.py "$OUT/torch_kernels.json" ;;
+    benchprec)
+        need_flash
+        for prec in fp8 bf16; do
+            phase "bench_$prec" 180 "$B/attnscope" bench-engine "$FLASH" --precision "$prec" --context 4096 --steps 20 \
+                --prefill 4096 --json "$OUT/bench_$prec.json"
+            grep -E "all 40 layers|\*\*graph\*\*|^\| \*\*all\*\*" "$(logf "bench_$prec")" | tee -a "$SUM"
+        done
+        if [ -n "${AS_BIN_B:-}" ]; then
+            FLASH_BF16=${FLASH}-bf16
+            [ -f "$FLASH_BF16/model.safetensors" ] ||
+                phase gen_flash_bf16 200 "$B/attnscope" gen --preset flash --precision bf16 --seed 1 -o "$FLASH_BF16"
+            for run in a1 b1 a2 b2; do
+                bin=$B/attnscope
+                case $run in b*) bin="env LD_LIBRARY_PATH=$B/lib $ROOT/$AS_BIN_B" ;; esac
+                phase "benchab_$run" 180 $bin bench-engine "$FLASH_BF16" --context 4096 --steps 20 --prefill 4096
+                grep -E "all 40 layers|\*\*graph\*\*|^\| \*\*all\*\*" "$(logf "benchab_$run")" | tee -a "$SUM"
+            done
+        fi ;;
     flashscript)
         need_flash
         mkdir -p models && ln -sfn "$FLASH" models/flash   # the example names ../models/flash
