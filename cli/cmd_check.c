@@ -6,11 +6,12 @@
 #include "cli/command.h"
 #include "cli/signals.h"
 #include "driver/check.h"
+#include "dumps/dump.h"
 
 static int cmd_check(int argc, char **argv)
 {
     AsCheckOptions o = {0};
-    const char *mode = "teacher", *precision = NULL;
+    const char *mode = "teacher", *precision = NULL, *require = NULL, *ties = NULL;
     const char *pos[1];
     int n_pos = 0;
     const AsOpt opts[] = {
@@ -19,6 +20,8 @@ static int cmd_check(int argc, char **argv)
         {"--mode", NULL, AS_OPT_STR, &mode, 0, 0},
         {"--ignore-digest", NULL, AS_OPT_FLAG, &o.ignore_digest, 0, 0},
         {"--precision", NULL, AS_OPT_STR, &precision, 0, 0},
+        {"--require", NULL, AS_OPT_STR, &require, 0, 0},
+        {"--tie-order", NULL, AS_OPT_STR, &ties, 0, 0},
         {"--report-json", NULL, AS_OPT_STR, &o.report_json, 0, 0},
         {"--junit", NULL, AS_OPT_STR, &o.report_junit, 0, 0},
         {"--quiet", "-q", AS_OPT_FLAG, &o.quiet, 0, 0},
@@ -32,18 +35,31 @@ static int cmd_check(int argc, char **argv)
     o.mode = strcmp(mode, "free") ? AS_MODE_TEACHER : AS_MODE_FREE;
     if ((rc = as_cli_precision("check", precision, &o.precision)))
         return rc;
+    if (ties && as_tie_order_parse(ties, &o.ties))
+        return as_cli_usage_error("check", "--tie-order: cpu, lowest or highest, not '%s'", ties);
+    AsError err = {0};
+    if (require && (as_dump_parse_tensor_list(require, &o.require, &err) || !o.require))
+        return as_cli_usage_error("check", "--require: %s", o.require ? err.msg : "name tensors (x,q,idx...)");
     o.dump = pos[0];
     as_cli_install_abort_handlers(NULL);
-    AsError err = {0};
     return as_cli_verdict_exit("check", as_check_dump(&o, &err), &err);
 }
 
 AS_COMMAND(check, cmd_check, "replay a dump written by another engine through the reference and diff it",
-           "check DUMP.h5 [--model DIR] [--side NAME] [--mode teacher|free] [--ignore-digest]\n"
-           "             [--precision fp8|bf16] [--report-json F] [--junit F] [--quiet]\n"
+           "check DUMP.h5 [--model DIR] [--side NAME] [--mode teacher|free] [--require T,...]\n"
+           "             [--tie-order cpu|lowest|highest] [--ignore-digest] [--precision fp8|bf16]\n"
+           "             [--report-json F] [--junit F] [--quiet]\n"
            "  Runs the reference over the dump's inputs and steps (docs/DUMP_FORMAT.md) and compares every\n"
-           "  layer the dump stores a side for (default: the first side that is not \"ref\"). In teacher mode\n"
-           "  each layer gets the dump's own input x where stored. The model defaults to the dump's weights\n"
-           "  name beside the dump; its geometry and digest must match. The reference runs in the dump's\n"
-           "  \"precision\" attribute where it has one, else in the model's own (--precision overrides:\n"
-           "  bf16 dequantises fp8 weights; fp8 needs fp8 weights). Exit codes as for run.")
+           "  layer the dump stores a side for (default: the first side that is not \"ref\"), tensor by tensor\n"
+           "  as the checked side stores them: a tensor it does not store is absent (listed, not judged);\n"
+           "  --require makes the named ones mandatory. In teacher mode each layer gets the dump's own input x\n"
+           "  where stored. A dump that starts mid-run replays from its state_in group, else from inputs that\n"
+           "  begin at position 0. The model: --model, else the preset cache entry with the dump's weights\n"
+           "  digest, else the dump's weights name beside it; its geometry must be the dump's and its digest the\n"
+           "  dump's (--ignore-digest runs anyway; a dump with no digest is checked with a note). Differences\n"
+           "  are explained where they can be (flips, near-ties, tie-order, inherited from an earlier layer's\n"
+           "  published selection or mask); --tie-order makes the reference break exact ties lowest or highest\n"
+           "  index first instead of torch's CPU order, for an engine that documents its convention. The\n"
+           "  reference runs in the dump's \"precision\" attribute where it has one, else in the model's own\n"
+           "  (--precision overrides). Exit codes as for run: 0 within tolerance, 1 a mismatch, 2 bad input,\n"
+           "  3 runtime failure.")

@@ -86,6 +86,7 @@ static double finding_score(const AsTensorDiff *d)
 typedef struct {
     int64_t n_steps, n_layers, n_tensors, by_verdict[AS_V_COUNT];
     int64_t only_a, only_b; /* layers present in one dump */
+    uint64_t compared, absent_a, absent_b; /* tensors compared; stored on one side only (not judged) */
     int n_listed;
     Finding listed[MAX_LISTED];
     bool have_worst;
@@ -133,18 +134,22 @@ static int compare_layer(AsDumpReader *a, AsDumpReader *b, const AsDumpStepInfo 
         rc = as_dump_read_run(a, sa->step, la->layer, ga, &got, err);
     if (!rc)
         rc = as_dump_read_run(b, sa->step, lb->layer, gb, &want, err);
-    if (!rc && common) /* only the tensors both sides store (an external writer keeps a few) */
-        for (int i = 0; i < AS_T_COUNT; i++)
-            if (!got.t[i].data || !want.t[i].data) {
-                as_run_clear(&got, (AsTensorId)i);
-                as_run_clear(&want, (AsTensorId)i);
-            }
+    (void)common; /* the default now: a tensor stored on one side only is listed, not judged */
     if (!rc) {
         as_compare_layer(&got, &want, opt, ld);
         sum->n_layers++;
-        for (int i = 0; i < AS_T_COUNT; i++)
-            if (ld->t[i].verdict != AS_V_ABSENT && ld->t[i].verdict != AS_V_NOT_RUN)
-                note(sum, sa->step, la->layer, (AsTensorId)i, &ld->t[i]);
+        for (int i = 0; i < AS_T_COUNT; i++) {
+            const AsTensorDiff *t = &ld->t[i];
+            if (t->verdict != AS_V_ABSENT && t->verdict != AS_V_NOT_RUN) {
+                sum->compared |= AS_DUMP_TENSOR_BIT(i);
+                note(sum, sa->step, la->layer, (AsTensorId)i, t);
+            } else if (t->verdict == AS_V_ABSENT && t->absent_got != t->absent_want) {
+                if (t->absent_got)
+                    sum->absent_a |= AS_DUMP_TENSOR_BIT(i);
+                else
+                    sum->absent_b |= AS_DUMP_TENSOR_BIT(i);
+            }
+        }
     }
     free(ld);
     as_run_free(&got);
@@ -187,6 +192,17 @@ static void print_inputs(AsDumpReader *a, AsDumpReader *b)
     }
     free(ha);
     free(hb);
+}
+
+static void print_mask(const char *lead, uint64_t m, const char *tail)
+{
+    printf("%s", lead);
+    if (!m)
+        printf(" none");
+    for (int i = 0; i < AS_T_COUNT; i++)
+        if (m & AS_DUMP_TENSOR_BIT(i))
+            printf(" %s", as_tensor_desc[i].name);
+    printf("%s\n", tail);
 }
 
 static int run_diff(AsDumpReader *a, AsDumpReader *b, const char *side_a, const char *side_b, bool common,
@@ -240,7 +256,13 @@ static int run_diff(AsDumpReader *a, AsDumpReader *b, const char *side_a, const 
            (long long)sum->n_layers, sum->n_layers == 1 ? "" : "s", (long long)sum->n_tensors);
     if (sum->only_a || sum->only_b)
         printf(" (layers only in A: %lld, only in B: %lld, not compared)", (long long)sum->only_a, (long long)sum->only_b);
-    printf("\nverdicts  ");
+    printf("\n");
+    print_mask("tensors   ", sum->compared, "");
+    if (sum->absent_a)
+        print_mask("absent     ", sum->absent_a, " (stored in B only: not judged)");
+    if (sum->absent_b)
+        print_mask("absent     ", sum->absent_b, " (stored in A only: not judged)");
+    printf("verdicts  ");
     for (int v = AS_V_PASS; v < AS_V_COUNT; v++)
         printf(" %s %lld%s", as_verdict_name((AsVerdict)v), (long long)sum->by_verdict[v], v + 1 < AS_V_COUNT ? "," : "\n");
     int64_t not_pass = sum->by_verdict[AS_V_FLIPS] + sum->by_verdict[AS_V_NEAR_TIE] + sum->by_verdict[AS_V_MISMATCH];
@@ -259,7 +281,7 @@ static int run_diff(AsDumpReader *a, AsDumpReader *b, const char *side_a, const 
 
 static int cmd_diff(int argc, char **argv)
 {
-    const char *side_a = NULL, *side_b = NULL, *tol_rel = NULL, *tol_abs = NULL;
+    const char *side_a = NULL, *side_b = NULL, *tol_rel = NULL, *tol_abs = NULL, *require = NULL;
     bool common = false;
     const AsOpt opts[] = {
         {"--common", NULL, AS_OPT_FLAG, &common, 0, 0},
@@ -267,6 +289,7 @@ static int cmd_diff(int argc, char **argv)
         {"--side-b", NULL, AS_OPT_STR, &side_b, 0, 0},
         {"--tol-rel", NULL, AS_OPT_STR, &tol_rel, 0, 0},
         {"--tol-abs", NULL, AS_OPT_STR, &tol_abs, 0, 0},
+        {"--require", NULL, AS_OPT_STR, &require, 0, 0},
         {0},
     };
     const char *pos[2];
@@ -283,6 +306,12 @@ static int cmd_diff(int argc, char **argv)
         return as_cli_usage_error(CMD, "--tol-abs: '%s' is not a non-negative number", tol_abs);
     for (int i = 0; i < AS_T_COUNT; i++)
         opt.tol[i] = (AsTolerance){rel, abs_};
+    /* what each side stores is compared; a tensor stored on one side only is absent (not judged)
+     * unless --require names it */
+    opt.got_partial = opt.want_partial = true;
+    AsError perr = {0};
+    if (require && (as_dump_parse_tensor_list(require, &opt.require, &perr) || !opt.require))
+        return as_cli_usage_error(CMD, "--require: %s", opt.require ? perr.msg : "name tensors (x,q,idx...)");
 
     AsDumpReader *a = NULL, *b = NULL;
     AsError err = {0};
@@ -297,6 +326,7 @@ static int cmd_diff(int argc, char **argv)
         rc = as_cli_fail(CMD, &err);
     } else {
         opt.cand_block = as_dump_info(b)->cfg.candidate_block_size;
+        opt.cand_topk_blocks = as_dump_info(b)->cfg.candidate_topk_blocks;
         rc = run_diff(a, b, side_a, side_b, common, &opt, &err);
         if (rc && rc != AS_EMISMATCH)
             rc = as_cli_fail(CMD, &err);
@@ -308,19 +338,20 @@ static int cmd_diff(int argc, char **argv)
 
 static const AsCommand diff_command = {
     "diff", cmd_diff, "compare two dumps tensor by tensor (SPEC 6 tolerances)",
-    "diff A B [--side-a NAME] [--side-b NAME] [--tol-rel X] [--tol-abs Y] [--common]\n\n"
+    "diff A B [--side-a NAME] [--side-b NAME] [--tol-rel X] [--tol-abs Y] [--require T,...]\n\n"
     "Compares the runs stored in dump A (got) with those in dump B (want) for every step and layer\n"
     "present in both, by the rules of SPEC section 6: tensors within max|want| * rel + abs,\n"
     "quantisation flips counted apart, selections exact (differences explained as near-ties or\n"
-    "called real). Both dumps must have the same geometry. Prints the verdict counts, the first\n"
-    "findings and the worst one with its coordinates.\n\n"
+    "called real). Both dumps must have the same geometry. Prints the tensors compared and absent,\n"
+    "the verdict counts, the first findings and the worst one with its coordinates.\n\n"
     "options:\n"
     "  --side-a NAME   side of A to compare (default: engine, else the layer's only side)\n"
     "  --side-b NAME   side of B to compare (same default)\n"
     "  --tol-rel X     relative tolerance for every tensor (default 2^-7 = 0.0078125)\n"
     "  --tol-abs Y     absolute floor (default 1e-4)\n"
-    "  --common        compare only the tensors both sides store (default: a tensor stored on\n"
-    "                  one side only is a mismatch)\n"
+    "  --require T,... tensors both sides must store (a tensor stored on one side only is\n"
+    "                  otherwise listed as absent and not judged)\n"
+    "  --common        accepted for older scripts: comparing what both sides store is the default\n"
     "exit status: 0 all within tolerance, 1 a mismatch, 2 bad input (unreadable dump, different\n"
     "geometry, no layer in common), 3 runtime failure\n"};
 

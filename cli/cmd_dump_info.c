@@ -63,6 +63,9 @@ static void print_text(AsDumpReader *r)
         printf("inputs     h0: %d tokens from position %d\n", in->input_tokens, in->input_first_pos);
     else
         printf("inputs     none\n");
+    if (in->has_state_in)
+        printf("state_in   the state before step %d (position %d)%s%s, every layer\n", in->state_in.step,
+               in->state_in.start_pos, in->state_in.side[0] ? ", side " : "", in->state_in.side);
     printf("steps      %d\n", in->n_steps);
     for (int s = 0; s < in->n_steps; s++) {
         const AsDumpStepInfo *si = &in->steps[s];
@@ -119,6 +122,12 @@ static int print_json(AsDumpReader *r)
         cJSON_AddNumberToObject(inp, "first_pos", in->input_first_pos);
     } else {
         cJSON_AddNullToObject(root, "inputs");
+    }
+    if (in->has_state_in) {
+        cJSON *si = cJSON_AddObjectToObject(root, "state_in");
+        cJSON_AddNumberToObject(si, "step", in->state_in.step);
+        cJSON_AddNumberToObject(si, "start_pos", in->state_in.start_pos);
+        cJSON_AddStringToObject(si, "side", in->state_in.side);
     }
     cJSON *steps = cJSON_AddArrayToObject(root, "steps");
     for (int s = 0; steps && s < in->n_steps; s++) {

@@ -1,33 +1,16 @@
 #include "driver/check.h"
 
-#include <libgen.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "driver/explain.h"
+#include "driver/model_find.h"
 #include "driver/report.h"
+#include "driver/state_io.h"
 #include "dumps/dump.h"
 #include "model/precision.h"
-
-/* The model to replay with: --model, else the dump's weights name beside the dump or in the cwd. */
-static int find_model(const AsCheckOptions *o, const AsDumpInfo *info, char *dir, size_t n, AsError *err)
-{
-    if (o->model)
-        return as_resolve_model(o->model, 1, dir, n, o->quiet, err);
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", o->dump);
-    const char *base = dirname(tmp);
-    const char *cands[2] = {base, "."};
-    struct stat st;
-    for (int i = 0; i < 2; i++) {
-        if (snprintf(dir, n, "%s/%s", cands[i], info->weights_name) < (int)n && stat(dir, &st) == 0)
-            return 0;
-    }
-    return as_err(err, AS_EBADINPUT, "%s names weights '%s', not found beside it or here: give --model", o->dump,
-                  info->weights_name);
-}
 
 /* The side to check in a layer: the one asked for, else the first that is not the reference. */
 static const char *pick_side(const AsDumpLayerInfo *li, const char *want)
@@ -48,6 +31,110 @@ static bool same_geometry(const AsConfig *a, const AsConfig *b)
     return same;
 }
 
+/* What the checked side published in this step, for the layers after it (driver/explain.h). */
+typedef struct {
+    AsExplainContext xc;
+    int32_t *sel[AS_MAX_LAYERS];
+    uint8_t *cand[AS_MAX_LAYERS];
+} Published;
+
+static void published_reset(Published *p, int n_layers)
+{
+    for (int l = 0; l < n_layers; l++)
+        p->xc.pub_sel_n[l] = p->xc.pub_cand_n[l] = -1;
+}
+
+static void published_free(Published *p)
+{
+    for (int l = 0; l < AS_MAX_LAYERS; l++)
+        free(p->sel[l]), free(p->cand[l]);
+}
+
+/* An index source's selection as the checked side stores it: csel, else the compressed columns of
+ * idx; the candidate source's mask. */
+static void publish(Published *p, const AsConfig *cfg, int l, const AsRun *got)
+{
+    const AsLayerRole *role = &cfg->role[l];
+    if (role->index_source) {
+        const AsHostTensor *cs = &got->t[AS_T_CSEL], *ix = &got->t[AS_T_IDX];
+        int64_t s = got->s, k = got->k, n = s * k;
+        int32_t *c = realloc(p->sel[l], sizeof(int32_t) * (size_t)(n + 1));
+        if (c) {
+            p->sel[l] = c;
+            if (cs->data && as_ht_numel(cs) == n) {
+                memcpy(c, cs->data, sizeof(int32_t) * (size_t)n);
+                p->xc.pub_sel_n[l] = n;
+            } else if (ix->data && got->topk == got->cols + got->k && as_ht_numel(ix) == s * got->topk) {
+                for (int64_t t = 0; t < s; t++)
+                    memcpy(c + t * k, (const int32_t *)ix->data + t * got->topk + got->cols, sizeof(int32_t) * (size_t)k);
+                p->xc.pub_sel_n[l] = n;
+            }
+            p->xc.pub_sel[l] = c;
+        }
+    }
+    if (role->candidate_source && got->t[AS_T_CAND].data) {
+        int64_t n = as_ht_numel(&got->t[AS_T_CAND]);
+        uint8_t *c = realloc(p->cand[l], (size_t)(n + 1));
+        if (c) {
+            memcpy(c, got->t[AS_T_CAND].data, (size_t)n);
+            p->cand[l] = c;
+            p->xc.pub_cand[l] = c;
+            p->xc.pub_cand_n[l] = n;
+        }
+    }
+}
+
+static void note(AsReport *rep, bool quiet, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(AsReport *rep, bool quiet, const char *fmt, ...)
+{
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (rep)
+        as_report_note(rep, line);
+    if (!quiet) {
+        char safe[700];
+        as_text_escape(line, safe, sizeof safe);
+        fprintf(stderr, "attnscope check: %s\n", safe);
+    }
+}
+
+/* Where the replay starts: step 0 (a prefill of s0 tokens), or (a dump with a state_in group) the
+ * decode step the state precedes. */
+typedef struct {
+    int step, pos, s0;
+    bool from_state;
+} Plan;
+
+static int plan_replay(const AsCheckOptions *o, const AsDumpInfo *info, Plan *p, AsError *err)
+{
+    const AsDumpStepInfo *f = &info->steps[0];
+    memset(p, 0, sizeof *p);
+    if (info->has_state_in) {
+        const AsDumpStateIn *st = &info->state_in;
+        if (st->step > f->step || f->start_pos != st->start_pos + (f->step - st->step))
+            return as_err(err, AS_EBADINPUT, "%s: /state_in precedes step %d at position %d, which does not lead to the "
+                          "first step stored (step %d at position %d)", o->dump, st->step, st->start_pos, f->step,
+                          f->start_pos);
+        p->step = st->step, p->pos = st->start_pos, p->from_state = true;
+        return 0;
+    }
+    if (f->step == 0) {
+        p->s0 = f->tokens;
+        return 0;
+    }
+    /* step S > 0 at position P without the state before it: the steps before it are a prefill and S - 1
+     * decode steps, so the prefill held P - (S - 1) tokens; it is replayed from the inputs */
+    int s0 = f->start_pos - (f->step - 1);
+    if (s0 < 1)
+        return as_err(err, AS_EBADINPUT, "%s: the first step stored is step %d at position %d, which no prefill and "
+                      "decode steps lead to", o->dump, f->step, f->start_pos);
+    p->s0 = s0;
+    return 0;
+}
+
 int as_check_dump(const AsCheckOptions *o, AsError *err)
 {
     AsDumpReader *rd = NULL;
@@ -55,7 +142,7 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
     if (rc)
         return rc;
     const AsDumpInfo *info = as_dump_info(rd);
-    char dir[2048];
+    char dir[2048], how[1200];
     AsModel m;
     memset(&m, 0, sizeof m);
     AsRefStack k;
@@ -65,7 +152,17 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
     AsRun got, ref;
     as_run_init(&got);
     as_run_init(&ref);
-    if ((rc = find_model(o, info, dir, sizeof dir, err)) || (rc = as_model_load(dir, info->cfg.max_seq, &m, err)))
+    AsRun *state = NULL;
+    AsLayerDiff *diffs = NULL;
+    Published *pub = calloc(1, sizeof *pub);
+    int n_layers = info->cfg.n_layers;
+    as_topk_set_reference_ties(o->ties);
+    if (!pub || !(diffs = calloc((size_t)n_layers, sizeof *diffs))) {
+        rc = as_err(err, AS_ERUNTIME, "out of memory");
+        goto out;
+    }
+    if ((rc = as_find_dump_model(o->dump, info, o->model, o->quiet, dir, sizeof dir, how, sizeof how, err)) ||
+        (rc = as_model_load(dir, info->cfg.max_seq, &m, err)))
         goto out;
     AsPrecision prec = o->precision;
     if (prec == AS_PREC_AUTO && info->precision)
@@ -79,56 +176,97 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
         rc = as_err(err, AS_EBADINPUT, "%s: the model's geometry differs from the dump's config", dir);
         goto out;
     }
-    if (strcmp(m.digest, info->weights_digest) && !o->ignore_digest) {
+    bool no_digest = !info->weights_digest[0], other_digest = !no_digest && strcmp(m.digest, info->weights_digest);
+    if (other_digest && !o->ignore_digest) {
         rc = as_err(err, AS_EBADINPUT, "%s: weights digest %.12s... differs from the dump's %.12s... (--ignore-digest to "
                     "run anyway)", dir, m.digest, info->weights_digest);
         goto out;
     }
-    int tokens = 0, first = 0;
-    if ((rc = as_dump_read_inputs(rd, &h0, &tokens, &first, err)))
+    if (info->n_steps == 0) {
+        rc = as_err(err, AS_EBADINPUT, "%s: no steps stored", o->dump);
         goto out;
-    if (first != 0) {
-        rc = as_err(err, AS_EBADINPUT, "%s: the inputs start at position %d; a replay needs them from 0", o->dump, first);
+    }
+    Plan plan;
+    if ((rc = plan_replay(o, info, &plan, err)))
+        goto out;
+    int tokens = 0, first = 0;
+    if ((rc = as_dump_read_inputs(rd, &h0, &tokens, &first, err))) {
+        as_err_wrap(err, "a replay needs the token inputs");
+        goto out;
+    }
+    const AsDumpStepInfo *last = &info->steps[info->n_steps - 1];
+    int end = last->start_pos + last->tokens;
+    if (first > plan.pos || first + tokens < end) {
+        rc = as_err(err, AS_EBADINPUT, "%s: the inputs hold positions %d..%d; the replay needs %d..%d (%s)", o->dump,
+                    first, first + tokens - 1, plan.pos, end - 1,
+                    plan.from_state ? "from the step the state_in group precedes"
+                                    : "from position 0, or a state_in group with the state before the first step");
         goto out;
     }
     if ((rc = as_ref_stack_init(&k, &m, err)))
         goto out;
-    char note[256];
-    snprintf(note, sizeof note, "replay of %s (%s mode) through the reference", o->dump, as_mode_name(o->mode));
-    char checked[96];
+    if (plan.from_state) {
+        if (!(state = calloc((size_t)n_layers, sizeof *state))) {
+            rc = as_err(err, AS_ERUNTIME, "out of memory");
+            goto out;
+        }
+        if ((rc = as_dump_read_state_in(rd, state, err)) || (rc = as_state_restore(&k, state, &info->state_in, err))) {
+            as_err_wrap(err, "%s", o->dump);
+            goto out;
+        }
+    }
+
+    char rnote[600], checked[96];
+    snprintf(rnote, sizeof rnote, "replay of %s (%s mode) through the reference%s", o->dump, as_mode_name(o->mode),
+             plan.from_state ? ", from the state before its first step (state_in)" : "");
     snprintf(checked, sizeof checked, "dump:%s", o->side ? o->side : "auto");
-    rep = as_report_new(o->dump, &m, checked, as_mode_name(o->mode), note);
+    rep = as_report_new(o->dump, &m, checked, as_mode_name(o->mode), rnote);
     if (!rep) {
         rc = as_err(err, AS_ERUNTIME, "out of memory");
         goto out;
     }
+    if (!o->model)
+        note(rep, o->quiet, "model %s: %s", dir, how);
+    if (no_digest)
+        note(rep, o->quiet, "the dump has no weights_digest: its weights are not verified against %s", dir);
+    else if (other_digest)
+        note(rep, o->quiet, "weights digest %.12s... differs from the dump's %.12s... (--ignore-digest)", m.digest,
+             info->weights_digest);
+    if (o->ties != AS_TIES_CPU)
+        note(rep, o->quiet, "the reference breaks exact ties %s (--tie-order %s)", as_tie_order_what(o->ties),
+             as_tie_order_name(o->ties));
+    if (plan.from_state)
+        note(rep, o->quiet, "the replay starts at step %d (position %d) from the state_in group%s%s", plan.step,
+             plan.pos, info->state_in.side[0] ? " of side " : "", info->state_in.side);
+    else if (info->steps[0].step > 0)
+        note(rep, o->quiet, "the replay runs a prefill of %d tokens and the decode steps before step %d from the "
+             "dump's inputs", plan.s0, info->steps[0].step);
+
     AsCompareOptions cmp;
     as_compare_options_default(&cmp);
     cmp.cand_block = m.cfg.candidate_block_size;
+    cmp.cand_topk_blocks = m.cfg.candidate_topk_blocks;
     cmp.quantised = m.quantised;
-    int last_step = info->n_steps ? info->steps[info->n_steps - 1].step : -1;
-    int pos = 0, compared = 0;
-    for (int step = 0; step <= last_step && !rc; step++) {
+    cmp.got_partial = true; /* what the checked side stores is compared; the rest is absent */
+    cmp.require = o->require;
+    int pos = plan.pos, compared = 0;
+    for (int step = plan.step; step <= last->step && !rc; step++) {
         const AsDumpStepInfo *si = as_dump_find_step(rd, step);
-        int s = si ? si->tokens : 1, start = step == 0 ? 0 : pos;
-        if (si && si->start_pos != start) {
-            rc = as_err(err, AS_EBADINPUT, "%s: step %d starts at position %d, the replay is at %d", o->dump, step,
-                        si->start_pos, start);
+        bool prefill = step == 0;
+        int s = prefill ? plan.s0 : 1, start = prefill ? 0 : pos;
+        if (si && (si->start_pos != start || si->tokens != s || strcmp(si->kind, prefill ? "prefill" : "decode"))) {
+            rc = as_err(err, AS_EBADINPUT, "%s: step %d is a %s of %d tokens at position %d; the replay has a %s of %d at "
+                        "%d (step 0 is the prefill, each later step one decoded token)", o->dump, step, si->kind,
+                        si->tokens, si->start_pos, prefill ? "prefill" : "decode", s, start);
             break;
         }
-        if (!si && step == 0) {
-            rc = as_err(err, AS_EBADINPUT, "%s: no step 0 (the prefill)", o->dump);
+        if ((rc = as_ref_begin_step(&k, h0 + (size_t)(start - first) * m.cfg.dim, start, s, err)))
             break;
-        }
-        if (start + s > tokens) {
-            rc = as_err(err, AS_EBADINPUT, "%s: step %d needs inputs up to position %d, the dump has %d", o->dump, step,
-                        start + s - 1, tokens);
-            break;
-        }
-        if ((rc = as_ref_begin_step(&k, h0 + (size_t)start * m.cfg.dim, start, s, err)))
-            break;
-        AsStepInfo stinfo = {step, step == 0, start, s, 0};
-        for (int l = 0; l < m.cfg.n_layers && !rc; l++) {
+        published_reset(pub, n_layers);
+        memset(diffs, 0, sizeof *diffs * (size_t)n_layers);
+        pub->xc.diff = diffs;
+        AsStepInfo stinfo = {step, prefill, start, s, 0};
+        for (int l = 0; l < n_layers && !rc; l++) {
             const AsDumpLayerInfo *li = si ? as_dump_find_layer(si, l) : NULL;
             const char *side = li ? pick_side(li, o->side) : NULL;
             bool have = side && !(rc = as_dump_read_run(rd, step, l, side, &got, err));
@@ -141,13 +279,13 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
             }
             if (!have)
                 continue;
-            AsLayerDiff d;
-            memset(&d, 0, sizeof d);
-            as_compare_layer(&got, &ref, &cmp, &d);
-            as_explain_downstream(&k.rm, &got, &ref, NULL, &cmp, &d);
-            d.layer = l;
-            d.step = step;
-            as_report_layer(rep, &stinfo, l, &d);
+            AsLayerDiff *d = &diffs[l];
+            as_compare_layer(&got, &ref, &cmp, d);
+            as_explain_downstream(&k.rm, &got, &ref, &pub->xc, &cmp, d);
+            d->layer = l;
+            d->step = step;
+            publish(pub, &m.cfg, l, &got);
+            as_report_layer(rep, &stinfo, l, d);
             compared++;
         }
         pos = start + s;
@@ -160,6 +298,7 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
     else if (!o->quiet)
         fprintf(stderr, "attnscope check: %d layer runs compared\n", compared);
 out:
+    as_topk_set_reference_ties(AS_TIES_CPU);
     {
         int code = rc ? rc : (as_report_verdict(rep) == AS_V_MISMATCH ? AS_EMISMATCH : AS_OK);
         if (rep) {
@@ -173,6 +312,13 @@ out:
         as_report_free(rep);
         as_run_free(&got);
         as_run_free(&ref);
+        for (int l = 0; state && l < n_layers; l++)
+            as_run_free(&state[l]);
+        free(state);
+        free(diffs);
+        if (pub)
+            published_free(pub);
+        free(pub);
         free(h0);
         if (k.m)
             as_ref_stack_free(&k);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "driver/explain.h"
+#include "driver/state_io.h"
 #include "driver/inputs_file.h"
 #include "model/inputs.h"
 #include "model/precision.h"
@@ -211,6 +212,9 @@ void as_driver_close(AsDriver *d)
     for (int l = 0; d->got_run && l < n; l++)
         as_run_free(&d->got_run[l]);
     free(d->ref_run), free(d->got_run), free(d->diff), free(d->layer_done);
+    for (int l = 0; d->state_in && l < n; l++)
+        as_run_free(&d->state_in[l]);
+    free(d->state_in);
     for (int l = 0; l < AS_MAX_LAYERS; l++)
         free((void *)d->xc.pub_sel[l]), free((void *)d->xc.pub_cand[l]);
     if (d->eng)
@@ -240,6 +244,8 @@ int as_driver_inputs(AsDriver *d, int pos0, int s, float *h0, AsError *err)
     return 0;
 }
 
+void as_driver_keep_state_in(AsDriver *d, bool on) { d->keep_state_in = on; }
+
 static int begin_step(AsDriver *d, int start_pos, int s, AsError *err)
 {
     const AsConfig *cfg = &d->model.cfg;
@@ -254,6 +260,13 @@ static int begin_step(AsDriver *d, int start_pos, int s, AsError *err)
         d->h0_cap = s;
     }
     int rc = as_driver_inputs(d, start_pos, s, d->h0, err);
+    d->state_in_valid = false;
+    if (!rc && d->keep_state_in && start_pos > 0) {
+        if (!d->state_in)
+            d->state_in = calloc((size_t)cfg->n_layers, sizeof *d->state_in);
+        d->state_in_valid = d->state_in && !as_state_capture(&d->ref, d->cur.step + 1, start_pos, d->state_in,
+                                                             &d->state_in_info);
+    }
     if (!rc)
         rc = as_ref_begin_step(&d->ref, d->h0, start_pos, s, err);
     if (!rc && d->eng)

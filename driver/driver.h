@@ -13,6 +13,7 @@
 
 #include "driver/compare.h"
 #include "driver/explain.h"
+#include "dumps/dump.h"
 #include "engine/engine.h"
 #include "model/weights.h"
 #include "ref/faults.h"
@@ -89,6 +90,12 @@ typedef struct AsDriver {
     AsRun *bf16_run;
     AsLayerDiff *qerr;
 
+    /* the reference's state before the current decode step (as_driver_keep_state_in): what a dump of
+     * the step needs for a replay (docs/DUMP_FORMAT.md, "The state_in group") */
+    bool keep_state_in, state_in_valid;
+    AsRun *state_in;             /* [n_layers] */
+    AsDumpStateIn state_in_info;
+
     AsLayerHook hook;
     void *hook_ctx;
     atomic_int cancel;      /* set from another thread to stop between layers */
@@ -109,6 +116,9 @@ int as_driver_finish_step(AsDriver *d, AsError *err);
 /* Whole steps. */
 int as_driver_prefill(AsDriver *d, int s, AsError *err);
 int as_driver_decode(AsDriver *d, int n, AsError *err);
+/* Keep (from the next step on) a copy of the reference's state before each decode step in
+ * state_in / state_in_info (state_in_valid says whether the current step has one). */
+void as_driver_keep_state_in(AsDriver *d, bool on);
 /* Toggles teacher / free; takes effect from the next layer. */
 void as_driver_set_mode(AsDriver *d, AsMode m);
 

@@ -16,7 +16,11 @@ typedef struct {
     bool prefill;
     AsVerdict verdict;
     char failure[512];     /* "" when it passed */
+    char cause[512];       /* a layer that is not a pass: its first tensor out of rule, why, the worst element */
+    uint64_t compared, absent; /* tensors compared; stored by the reference, not by the checked side */
 } Case;
+
+#define MAX_NOTES 16
 
 struct AsReport {
     cJSON *root, *steps, *cur_step;
@@ -36,6 +40,10 @@ struct AsReport {
     bool first_found;
     int first_step, first_layer;
     AsTensorId first_tensor;
+    char notes[MAX_NOTES][600];
+    int n_notes;
+    cJSON *notes_json;
+    uint64_t seen, absent; /* tensors compared, absent, over every layer reported */
     /* quantisation error (bf16 source given): the worst max_rel over value tensors */
     char bf16_name[256];
     bool qerr_seen;
@@ -46,15 +54,65 @@ struct AsReport {
 
 static int rank(AsVerdict v) { return as_verdict_rank(v); }
 
+void as_text_escape(const char *in, char *out, size_t n)
+{
+    if (!n)
+        return;
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)(in ? in : "");
+    while (*p && o + 1 < n) {
+        unsigned c = *p;
+        int len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        bool ok = len > 0;
+        for (int k = 1; ok && k < len; k++)
+            ok = (p[k] & 0xc0) == 0x80;
+        if (ok && len == 1 && (c < 0x20 || c == 0x7f))
+            ok = false;
+        if (ok && len == 2 && c == 0xc2 && p[1] < 0xa0)
+            ok = false; /* C1 controls */
+        if (ok && len == 3 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0)))
+            ok = false;
+        if (ok && len == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90)))
+            ok = false;
+        if (ok && c == '\\') {
+            if (o + 2 >= n)
+                break;
+            out[o++] = '\\', out[o++] = '\\';
+            p++;
+        } else if (ok) {
+            if (o + (size_t)len >= n)
+                break;
+            memcpy(out + o, p, (size_t)len);
+            o += (size_t)len, p += len;
+        } else {
+            if (o + 4 >= n)
+                break;
+            snprintf(out + o, 5, "\\x%02x", c);
+            o += 4, p++;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* Text from outside (paths, names, messages) into the JSON, escaped as above. */
+static cJSON *add_text(cJSON *obj, const char *key, const char *text)
+{
+    char safe[2048];
+    as_text_escape(text, safe, sizeof safe);
+    return cJSON_AddStringToObject(obj, key, safe);
+}
+
+static void copy_text(char *dst, size_t n, const char *text) { as_text_escape(text, dst, n); }
+
 AsReport *as_report_new(const char *name, const AsModel *m, const char *checked, const char *mode, const char *note)
 {
     AsReport *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
-    snprintf(r->name, sizeof r->name, "%s", name);
-    snprintf(r->got_name, sizeof r->got_name, "%s", checked);
-    snprintf(r->model_name, sizeof r->model_name, "%s", m->weights_name);
-    snprintf(r->note, sizeof r->note, "%s", note);
+    copy_text(r->name, sizeof r->name, name);
+    copy_text(r->got_name, sizeof r->got_name, checked);
+    copy_text(r->model_name, sizeof r->model_name, m->weights_name);
+    copy_text(r->note, sizeof r->note, note);
     r->compared = strcmp(checked, "none") != 0;
     r->worst = AS_V_NOT_RUN;
     r->worst_step = r->worst_layer = -1;
@@ -63,10 +121,10 @@ AsReport *as_report_new(const char *name, const AsModel *m, const char *checked,
     r->root = cJSON_CreateObject();
     cJSON_AddStringToObject(r->root, "format", "attnscope-report");
     cJSON_AddNumberToObject(r->root, "format_version", 1);
-    cJSON_AddStringToObject(r->root, "name", name);
+    add_text(r->root, "name", name);
     cJSON_AddStringToObject(r->root, "attnscope_version", as_version());
     cJSON *model = cJSON_AddObjectToObject(r->root, "model");
-    cJSON_AddStringToObject(model, "weights", m->weights_name);
+    add_text(model, "weights", m->weights_name);
     cJSON_AddStringToObject(model, "digest", m->digest);
     cJSON_AddStringToObject(model, "precision", as_precision_name(m->precision));
     char *cfg = as_config_to_json(&m->cfg);
@@ -74,9 +132,9 @@ AsReport *as_report_new(const char *name, const AsModel *m, const char *checked,
     free(cfg);
     if (cj)
         cJSON_AddItemToObject(model, "config", cj);
-    cJSON_AddStringToObject(r->root, "checked", checked);
+    add_text(r->root, "checked", checked);
     cJSON_AddStringToObject(r->root, "mode", mode);
-    cJSON_AddStringToObject(r->root, "note", note);
+    add_text(r->root, "note", note);
     r->steps = cJSON_AddArrayToObject(r->root, "steps");
     return r;
 }
@@ -97,10 +155,23 @@ static cJSON *tensor_json(AsTensorId id, const AsTensorDiff *t)
     cJSON_AddNumberToObject(o, "numel", (double)t->numel);
     if (t->shape_differs)
         cJSON_AddBoolToObject(o, "shape_differs", 1);
+    if (t->cause != AS_CAUSE_NONE)
+        cJSON_AddStringToObject(o, "cause", as_cause_name(t->cause));
+    if (t->cause == AS_CAUSE_INHERITED && t->from.layer >= 0) {
+        cJSON *f = cJSON_AddObjectToObject(o, "from");
+        cJSON_AddNumberToObject(f, "layer", t->from.layer);
+        cJSON_AddNumberToObject(f, "step", t->from.step);
+    }
     if (as_tensor_desc[id].selection) {
         cJSON_AddNumberToObject(o, "rows_differ", (double)t->n_rows_differ);
         cJSON_AddNumberToObject(o, "near_ties", (double)t->n_near_tie);
         cJSON_AddNumberToObject(o, "real", (double)t->n_real);
+        if (t->n_tie_order) {
+            cJSON_AddNumberToObject(o, "tie_order", (double)t->n_tie_order);
+            cJSON_AddStringToObject(o, "tie_convention", as_tie_fit_name(t->tie_fit));
+        }
+        if (t->explained)
+            cJSON_AddBoolToObject(o, "explained", 1);
         cJSON *ex = cJSON_AddArrayToObject(o, "examples");
         for (int i = 0; i < t->n_seldiffs && i < 4; i++) {
             const AsSelDiff *sd = &t->seldiff[i];
@@ -111,6 +182,7 @@ static cJSON *tensor_json(AsTensorId id, const AsTensorDiff *t)
                                   cJSON_CreateIntArray(sd->only_want, sd->n_only_want < 8 ? sd->n_only_want : 8));
             cJSON_AddNumberToObject(e, "margin_ulp", sd->margin);
             cJSON_AddBoolToObject(e, "near_tie", sd->near_tie);
+            cJSON_AddBoolToObject(e, "tie_order", sd->tie_order);
             cJSON_AddItemToArray(ex, e);
         }
         return o;
@@ -145,16 +217,22 @@ static void describe(AsTensorId id, const AsTensorDiff *t, char *buf, size_t n)
 {
     if (as_tensor_desc[id].selection) {
         const AsSelDiff *sd = t->n_seldiffs ? &t->seldiff[0] : NULL;
-        int k = snprintf(buf, n, "%s: %ld queries differ (%ld real, %ld near-ties)", as_tensor_desc[id].name,
-                         (long)t->n_rows_differ, (long)t->n_real, (long)t->n_near_tie);
+        int k = snprintf(buf, n, "%s: %ld queries differ (%ld real, %ld near-ties, %ld tie-order)",
+                         as_tensor_desc[id].name, (long)t->n_rows_differ, (long)t->n_real, (long)t->n_near_tie,
+                         (long)t->n_tie_order);
         if (sd && k > 0 && (size_t)k < n)
             snprintf(buf + k, n - (size_t)k, "; query %ld: %d only in got (first %d), %d only in want (first %d), margin %g",
                      (long)sd->query, sd->n_only_got, sd->n_only_got ? sd->only_got[0] : -1, sd->n_only_want,
                      sd->n_only_want ? sd->only_want[0] : -1, sd->margin);
         return;
     }
+    if (t->absent_got || t->absent_want) {
+        snprintf(buf, n, "%s: %s", as_tensor_desc[id].name,
+                 t->absent_got ? "not stored by the checked side (required)" : "stored by the checked side only");
+        return;
+    }
     if (t->shape_differs) {
-        snprintf(buf, n, "%s: shapes differ (or present on one side only)", as_tensor_desc[id].name);
+        snprintf(buf, n, "%s: shapes differ", as_tensor_desc[id].name);
         return;
     }
     char coord[128] = "-";
@@ -181,10 +259,48 @@ void as_report_layer(AsReport *r, const AsStepInfo *st, int layer, const AsLayer
     cJSON_AddNumberToObject(lj, "layer", layer);
     AsVerdict v = diff ? diff->verdict : AS_V_NOT_RUN;
     cJSON_AddStringToObject(lj, "verdict", as_verdict_name(v));
-    Case c = {st->step, layer, st->start_pos, st->prefill, v, ""};
+    Case c = {st->step, layer, st->start_pos, st->prefill, v, "", "", 0, 0};
     if (diff) {
         if (diff->worst_tensor != AS_T_COUNT)
             cJSON_AddStringToObject(lj, "worst_tensor", as_tensor_desc[diff->worst_tensor].name);
+        /* what was compared, and what the reference has that the checked side does not store */
+        cJSON *cj = cJSON_AddArrayToObject(lj, "compared"), *aj = cJSON_AddArrayToObject(lj, "absent");
+        for (int i = 0; i < AS_T_COUNT; i++) {
+            const AsTensorDiff *t = &diff->t[i];
+            if (t->verdict != AS_V_ABSENT && t->verdict != AS_V_NOT_RUN) {
+                c.compared |= (uint64_t)1 << i;
+                cJSON_AddItemToArray(cj, cJSON_CreateString(as_tensor_desc[i].name));
+            } else if (t->verdict == AS_V_ABSENT && t->absent_got && !t->absent_want) {
+                c.absent |= (uint64_t)1 << i;
+                cJSON_AddItemToArray(aj, cJSON_CreateString(as_tensor_desc[i].name));
+            }
+        }
+        r->seen |= c.compared;
+        r->absent |= c.absent;
+        if (v > AS_V_PASS) {
+            /* the cause: the first tensor out of rule (a mismatch's first mismatch), why, its worst element */
+            char why[200], line[400];
+            AsTensorId ct = as_layer_cause(diff, why, sizeof why);
+            if (ct != AS_T_COUNT) {
+                const AsTensorDiff *t = &diff->t[ct];
+                cJSON *cause = cJSON_AddObjectToObject(lj, "cause");
+                cJSON_AddStringToObject(cause, "tensor", as_tensor_desc[ct].name);
+                cJSON_AddStringToObject(cause, "why", why);
+                if (t->worst >= 0) {
+                    char coord[128];
+                    as_format_coord(ct, t->worst_coord, as_tensor_desc[ct].ndim, coord, sizeof coord);
+                    cJSON_AddStringToObject(cause, "at", coord);
+                    cJSON_AddNumberToObject(cause, "got", t->worst_got);
+                    cJSON_AddNumberToObject(cause, "want", t->worst_want);
+                }
+                as_tensor_diff_line(ct, t, line, sizeof line);
+                cJSON_AddStringToObject(cause, "line", line);
+                int k = snprintf(c.cause, sizeof c.cause, "%s: %s; ", as_tensor_desc[ct].name, why);
+                if (k > 0 && (size_t)k < sizeof c.cause)
+                    snprintf(c.cause + k, sizeof c.cause - (size_t)k, "%.*s", (int)(sizeof c.cause - (size_t)k - 1),
+                             line);
+            }
+        }
         cJSON *tj = cJSON_AddObjectToObject(lj, "tensors");
         for (int i = 0; i < AS_T_COUNT; i++)
             if (diff->t[i].verdict != AS_V_ABSENT && diff->t[i].verdict != AS_V_NOT_RUN)
@@ -240,9 +356,9 @@ void as_report_divergence(AsReport *r, const AsDivergence *dv, bool searched)
 
 void as_report_bf16_model(AsReport *r, const AsModel *bf16)
 {
-    snprintf(r->bf16_name, sizeof r->bf16_name, "%s", bf16->weights_name);
+    copy_text(r->bf16_name, sizeof r->bf16_name, bf16->weights_name);
     cJSON *b = cJSON_AddObjectToObject(r->root, "bf16_model");
-    cJSON_AddStringToObject(b, "weights", bf16->weights_name);
+    cJSON_AddStringToObject(b, "weights", r->bf16_name);
     cJSON_AddStringToObject(b, "digest", bf16->digest);
 }
 
@@ -276,19 +392,30 @@ void as_report_quant_error(AsReport *r, int layer, const AsLayerDiff *q)
     }
 }
 
+void as_report_note(AsReport *r, const char *line)
+{
+    if (!r->notes_json)
+        r->notes_json = cJSON_AddArrayToObject(r->root, "notes");
+    char safe[600];
+    copy_text(safe, sizeof safe, line);
+    cJSON_AddItemToArray(r->notes_json, cJSON_CreateString(safe));
+    if (r->n_notes < MAX_NOTES)
+        snprintf(r->notes[r->n_notes++], sizeof r->notes[0], "%s", safe);
+}
+
 void as_report_error(AsReport *r, const AsError *err)
 {
-    snprintf(r->error, sizeof r->error, "%s", err->msg);
-    cJSON_AddStringToObject(r->root, "error", err->msg);
+    copy_text(r->error, sizeof r->error, err->msg);
+    cJSON_AddStringToObject(r->root, "error", r->error);
 }
 
 void as_report_expectation(AsReport *r, bool met, const char *what)
 {
     r->expectation_set = true;
     r->expectation_met = met;
-    snprintf(r->expectation, sizeof r->expectation, "%s", what);
+    copy_text(r->expectation, sizeof r->expectation, what);
     cJSON *o = cJSON_AddObjectToObject(r->root, "expectation");
-    cJSON_AddStringToObject(o, "expected", what);
+    cJSON_AddStringToObject(o, "expected", r->expectation);
     cJSON_AddBoolToObject(o, "met", met);
 }
 
@@ -362,6 +489,29 @@ static void xml_escape(FILE *f, const char *s)
     }
 }
 
+/* "x q idx o out" for a tensor mask ("none" when empty). */
+static void mask_names(uint64_t m, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < AS_T_COUNT && used < n; i++)
+        if ((m >> i) & 1)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? " " : "", as_tensor_desc[i].name);
+    if (!m)
+        snprintf(buf, n, "none");
+}
+
+static void junit_lists(FILE *f, const Case *c)
+{
+    char names[600];
+    mask_names(c->compared, names, sizeof names);
+    fprintf(f, "compared: %s\n", names);
+    if (c->absent) {
+        mask_names(c->absent, names, sizeof names);
+        fprintf(f, "absent (not stored by the checked side, not judged): %s\n", names);
+    }
+}
+
 int as_report_write_junit(const AsReport *r, const char *path, AsError *err)
 {
     char *buf = NULL;
@@ -387,11 +537,24 @@ int as_report_write_junit(const AsReport *r, const char *path, AsError *err)
             xml_escape(f, c->failure);
             fprintf(f, "\" type=\"mismatch\">step %d, layer %d: ", c->step, c->layer);
             xml_escape(f, c->failure);
+            if (c->cause[0]) {
+                fprintf(f, "\ncause: ");
+                xml_escape(f, c->cause);
+            }
+            fprintf(f, "\n");
+            junit_lists(f, c);
             fprintf(f, "</failure>\n    </testcase>\n");
         } else if (c->verdict == AS_V_NOT_RUN) {
             fprintf(f, ">\n      <skipped message=\"reference only: nothing compared\"/>\n    </testcase>\n");
         } else {
-            fprintf(f, ">\n      <system-out>%s</system-out>\n    </testcase>\n", as_verdict_name(c->verdict));
+            fprintf(f, ">\n      <system-out>%s", as_verdict_name(c->verdict));
+            if (c->cause[0]) {
+                fprintf(f, "\ncause: ");
+                xml_escape(f, c->cause);
+            }
+            fprintf(f, "\n");
+            junit_lists(f, c);
+            fprintf(f, "</system-out>\n    </testcase>\n");
         }
     }
     if (errors) {
@@ -411,12 +574,23 @@ void as_report_summary(const AsReport *r, FILE *f)
     int count[AS_V_COUNT] = {0};
     for (int i = 0; i < r->n_cases; i++)
         count[r->cases[i].verdict]++;
-    fprintf(f, "attnscope run %s: model %s, checked: %s\n", r->name, r->model_name, r->got_name);
+    fprintf(f, "attnscope %s %s: model %s, checked: %s\n", strncmp(r->got_name, "dump:", 5) ? "run" : "check", r->name,
+            r->model_name, r->got_name);
     if (!r->compared)
         fprintf(f, "  %s: the reference ran alone, nothing was compared\n", r->note);
-    fprintf(f, "  %d layer runs: %d pass, %d with quantisation flips, %d near-ties, %d mismatches%s\n", r->n_cases,
-            count[AS_V_PASS], count[AS_V_FLIPS], count[AS_V_NEAR_TIE], count[AS_V_MISMATCH],
+    for (int i = 0; i < r->n_notes; i++)
+        fprintf(f, "  note: %s\n", r->notes[i]);
+    fprintf(f, "  %d layer runs: %d pass, %d with quantisation flips, %d near-ties, %d tie-order, %d inherited, "
+               "%d mismatches%s\n", r->n_cases, count[AS_V_PASS], count[AS_V_FLIPS], count[AS_V_NEAR_TIE],
+            count[AS_V_TIE_ORDER], count[AS_V_INHERITED], count[AS_V_MISMATCH],
             count[AS_V_NOT_RUN] ? " (reference only)" : "");
+    if (r->seen && r->absent) { /* a partial run (a check of another engine's dump): say what was judged */
+        char names[600];
+        mask_names(r->seen, names, sizeof names);
+        fprintf(f, "  compared: %s\n", names);
+        mask_names(r->absent, names, sizeof names);
+        fprintf(f, "  absent (not stored by the checked side, not judged): %s\n", names);
+    }
     int shown = 0;
     for (int i = 0; i < r->n_cases && shown < 5; i++)
         if (r->cases[i].verdict == AS_V_MISMATCH) {
@@ -427,6 +601,19 @@ void as_report_summary(const AsReport *r, FILE *f)
         }
     if (count[AS_V_MISMATCH] > shown)
         fprintf(f, "  ... and %d more mismatching layer runs (see the JSON report)\n", count[AS_V_MISMATCH] - shown);
+    /* the explained ones that are not plain flips: why each is not a pass */
+    int explained = count[AS_V_NEAR_TIE] + count[AS_V_TIE_ORDER] + count[AS_V_INHERITED];
+    shown = 0;
+    for (int i = 0; i < r->n_cases && shown < 8; i++) {
+        const Case *c = &r->cases[i];
+        if (c->verdict != AS_V_NEAR_TIE && c->verdict != AS_V_TIE_ORDER && c->verdict != AS_V_INHERITED)
+            continue;
+        fprintf(f, "  %s step %d (%s, pos %d) layer %d: %s\n", as_verdict_name(c->verdict), c->step,
+                c->prefill ? "prefill" : "decode", c->start_pos, c->layer, c->cause);
+        shown++;
+    }
+    if (explained > shown)
+        fprintf(f, "  ... and %d more explained layer runs (see the JSON report)\n", explained - shown);
     if (r->div_searched && r->div_found)
         fprintf(f, "  first divergence: step %d (pos %d), layer %d, tensor %s\n", r->div.step, r->div.start_pos,
                 r->div.layer, as_tensor_desc[r->div.tensor].name);

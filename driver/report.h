@@ -22,6 +22,13 @@ void as_report_divergence(AsReport *r, const AsDivergence *dv, bool searched);
 void as_report_quant_error(AsReport *r, int layer, const AsLayerDiff *q);
 /* The bf16 source those errors are measured against (its name and digest in the report). */
 void as_report_bf16_model(AsReport *r, const AsModel *bf16);
+/* One line on how the run went (a check's model, a missing digest...): "notes" in the JSON, a line of
+ * the summary. */
+void as_report_note(AsReport *r, const char *line);
+/* in, with every control character and every byte that is not part of well-formed UTF-8 written as
+ * \xNN (and the backslash as \\), into out (n bytes, always terminated): text from files and
+ * command lines made safe for a report or a terminal. */
+void as_text_escape(const char *in, char *out, size_t n);
 /* A failure that stopped the run (refusal, CUDA error...). */
 void as_report_error(AsReport *r, const AsError *err);
 /* The expectation's outcome (batch scripts that check the checker). */

@@ -53,6 +53,18 @@ int as_dump_write_side(AsDumpWriter *w, int step, int layer, const char *side, c
 /* The diff group of a layer, naming the sides compared (got against want). */
 int as_dump_write_diff(AsDumpWriter *w, int step, int layer, const AsLayerDiff *diff, const char *got_side,
                        const char *want_side, AsError *err);
+/* The state before a step (docs/DUMP_FORMAT.md, "The state_in group"): what a replay of a dump that
+ * starts mid-run needs. `layers` holds, per layer of the model, the layer state tensors
+ * (AS_T_ST_RING .. AS_T_ST_IKCACHE: those its role has) as they were before step `step`, which starts
+ * at start_pos; the provenances name which layer's caches the shared slots held then (and in which
+ * step it published them). side: whose state it is (attnscope writes its reference's: "ref"). */
+typedef struct {
+    int step, start_pos;
+    AsProvenance compress_kv_from, index_k_from, sel_from, cand_from;
+    char side[64];
+} AsDumpStateIn;
+int as_dump_write_state_in(AsDumpWriter *w, const AsDumpStateIn *si, const AsRun *layers, AsError *err);
+
 /* Flushes, fsyncs and renames into place; frees w whatever happens (a failure unlinks the
  * temporary). After an earlier write failed, commit refuses. */
 int as_dump_commit(AsDumpWriter *w, AsError *err);
@@ -103,6 +115,8 @@ typedef struct {
     int input_first_pos;        /* -1 when absent */
     int n_steps;
     AsDumpStepInfo *steps;      /* ascending step */
+    bool has_state_in;          /* a /state_in group (validated whole at open) */
+    AsDumpStateIn state_in;     /* its attributes */
 } AsDumpInfo;
 
 typedef struct AsDumpReader AsDumpReader;
@@ -124,6 +138,9 @@ int as_dump_side_index(const AsDumpLayerInfo *l, const char *name);
 int as_dump_read_run(AsDumpReader *r, int step, int layer, const char *side, AsRun *out, AsError *err);
 /* /inputs/h0 as a new array ([tokens][dim]; caller frees). AS_EBADINPUT when absent. */
 int as_dump_read_inputs(AsDumpReader *r, float **h0, int *tokens, int *first_pos, AsError *err);
+/* The /state_in group's layer states into layers[0 .. n_layers) (each initialised with as_run_init:
+ * the state tensors of the layer's role). AS_EBADINPUT when the dump has none. */
+int as_dump_read_state_in(AsDumpReader *r, AsRun *layers, AsError *err);
 /* The stored diff of a layer (AS_EBADINPUT when it has none); the sides compared (may be NULL). */
 int as_dump_read_diff(AsDumpReader *r, int step, int layer, AsLayerDiff *out, char got_side[64],
                       char want_side[64], AsError *err);

@@ -105,11 +105,14 @@ static int get_layer_attrs(hid_t obj, AsRun *r, bool required, AsH5At at, AsErro
     return 0;
 }
 
-/* The effective attributes of one side: the layer's, then the side's own over them. */
-static int side_attrs(hid_t lg, hid_t sg, const AsConfig *cfg, int layer, int tokens, AsRun *r, AsH5At lat,
-                      AsH5At sat, AsError *err)
+/* The effective attributes of one side: SPEC 3's values for the layer and step (dumps/schema.h), the
+ * layer group's over them, then the side's own over those. */
+static int side_attrs(hid_t lg, hid_t sg, const AsConfig *cfg, int layer, int start_pos, int tokens, AsRun *r,
+                      AsH5At lat, AsH5At sat, AsError *err)
 {
-    int rc = get_layer_attrs(lg, r, true, lat, err);
+    if (layer >= 0 && layer < cfg->n_layers)
+        as_dump_rule_attrs(cfg, layer, start_pos, tokens, r);
+    int rc = get_layer_attrs(lg, r, false, lat, err);
     if (!rc && sg >= 0)
         rc = get_layer_attrs(sg, r, false, sat, err);
     char why[256];
@@ -226,13 +229,14 @@ static int index_side(hid_t sg, const AsConfig *cfg, int tokens, const AsRun *at
     return rc;
 }
 
-static int index_layer(AsDumpReader *r, hid_t lg, const char *lpath, int tokens, AsDumpLayerInfo *li, AsError *err)
+static int index_layer(AsDumpReader *r, hid_t lg, const char *lpath, int start_pos, int tokens, AsDumpLayerInfo *li,
+                       AsError *err)
 {
     const char *file = r->info.path;
     AsH5At lat = {file, lpath};
     AsRun base;
     as_run_init(&base);
-    int rc = side_attrs(lg, -1, &r->info.cfg, li->layer, tokens, &base, lat, lat, err);
+    int rc = side_attrs(lg, -1, &r->info.cfg, li->layer, start_pos, tokens, &base, lat, lat, err);
     if (rc)
         return rc;
     char **names;
@@ -266,7 +270,7 @@ static int index_layer(AsDumpReader *r, hid_t lg, const char *lpath, int tokens,
             as_run_init(&sa);
             AsDumpSideInfo *si = &li->side[li->n_sides];
             snprintf(si->name, sizeof si->name, "%s", names[i]);
-            rc = side_attrs(lg, g, &r->info.cfg, li->layer, tokens, &sa, lat, at, err);
+            rc = side_attrs(lg, g, &r->info.cfg, li->layer, start_pos, tokens, &sa, lat, at, err);
             if (!rc)
                 rc = index_side(g, &r->info.cfg, tokens, &sa, &si->tensors, at, err);
             if (!rc)
@@ -340,7 +344,7 @@ static int index_step(AsDumpReader *r, hid_t sg, const char *spath, AsDumpStepIn
             rc = as_h5_fail(err, AS_EBADINPUT, (AsH5At){file, path}, "cannot open");
             break;
         }
-        rc = index_layer(r, lg, path, si->tokens, li, err);
+        rc = index_layer(r, lg, path, si->start_pos, si->tokens, li, err);
         H5Gclose(lg);
         si->n_layers++;
     }
@@ -440,8 +444,11 @@ static hid_t open_inputs(AsDumpReader *r, int *tokens, int *first_pos, AsError *
     else if ((int64_t)dims[0] * (int64_t)dims[1] > AS_DUMP_MAX_ELEMS)
         rc = as_err(err, AS_EBADINPUT, "dump %s: /inputs/h0: more than %lld elements", file,
                     (long long)AS_DUMP_MAX_ELEMS);
-    else if (!(rc = as_h5_check_storage(ds, 4, hat, err)))
-        rc = as_h5_get_int(ds, "first_pos", 0, AS_LIMIT_MAX_SEQ, first_pos, hat, err);
+    else if (!(rc = as_h5_check_storage(ds, 4, hat, err))) {
+        *first_pos = 0; /* optional: positions from 0 */
+        if (as_h5_has_attr(ds, "first_pos"))
+            rc = as_h5_get_int(ds, "first_pos", 0, AS_LIMIT_MAX_SEQ, first_pos, hat, err);
+    }
     if (t >= 0)
         H5Tclose(t);
     if (sp >= 0)
@@ -452,6 +459,147 @@ static hid_t open_inputs(AsDumpReader *r, int *tokens, int *first_pos, AsError *
     }
     *tokens = (int)dims[0];
     return ds;
+}
+
+/* ---- the state_in group ------------------------------------------------------------------ */
+
+static int get_prov_attr(hid_t obj, const char *name, AsProvenance *p, AsH5At at, AsError *err)
+{
+    *p = (AsProvenance){-1, -1};
+    if (!as_h5_has_attr(obj, name))
+        return 0;
+    int64_t v[2];
+    int rc = as_h5_get_i64s(obj, name, v, 2, at, err);
+    if (rc)
+        return rc;
+    if (v[0] < -1 || v[0] >= AS_MAX_LAYERS || v[1] < -1 || v[1] > AS_DUMP_MAX_STEPS)
+        return as_err(err, AS_EBADINPUT, "dump %s: %s: %s = [%lld, %lld] is not a [layer, step] pair", at.file,
+                      at.path, name, (long long)v[0], (long long)v[1]);
+    *p = (AsProvenance){(int)v[0], (int)v[1]};
+    return 0;
+}
+
+/* /state_in: its attributes, and every layer's group holding exactly the state tensors of its role,
+ * each of the schema's shape and type. */
+static int index_state_in(AsDumpReader *r, AsError *err)
+{
+    const char *file = r->info.path;
+    AsH5At root = {file, "/"}, at = {file, "/state_in"};
+    int has = as_h5_has(r->file, "state_in", H5O_TYPE_GROUP, root, err);
+    if (has <= 0)
+        return has < 0 ? AS_EBADINPUT : 0;
+    hid_t g = H5Gopen2(r->file, "state_in", H5P_DEFAULT);
+    if (g < 0)
+        return as_h5_fail(err, AS_EBADINPUT, at, "cannot open");
+    const AsConfig *cfg = &r->info.cfg;
+    AsDumpStateIn *si = &r->info.state_in;
+    memset(si, 0, sizeof *si);
+    int rc = as_h5_get_int(g, "step", 1, AS_DUMP_MAX_STEPS - 1, &si->step, at, err);
+    if (!rc)
+        rc = as_h5_get_int(g, "start_pos", 1, AS_LIMIT_MAX_SEQ, &si->start_pos, at, err);
+    if (!rc)
+        rc = get_prov_attr(g, "compress_kv_from", &si->compress_kv_from, at, err);
+    if (!rc)
+        rc = get_prov_attr(g, "index_k_from", &si->index_k_from, at, err);
+    if (!rc)
+        rc = get_prov_attr(g, "sel_from", &si->sel_from, at, err);
+    if (!rc)
+        rc = get_prov_attr(g, "cand_from", &si->cand_from, at, err);
+    if (!rc && as_h5_has_attr(g, "side")) {
+        char *side = NULL;
+        rc = as_h5_get_str(g, "side", 63, &side, at, err);
+        if (!rc && !as_dump_side_name_ok(side))
+            rc = as_err(err, AS_EBADINPUT, "dump %s: /state_in: side is not a side name (1..63 of [A-Za-z0-9_.-])", file);
+        if (!rc)
+            snprintf(si->side, sizeof si->side, "%s", side);
+        free(side);
+    }
+    const AsProvenance *pv[4] = {&si->compress_kv_from, &si->index_k_from, &si->sel_from, &si->cand_from};
+    for (int i = 0; !rc && i < 4; i++)
+        if (pv[i]->layer >= cfg->n_layers || pv[i]->step >= si->step)
+            rc = as_err(err, AS_EBADINPUT, "dump %s: /state_in: a provenance names layer %d step %d, not a layer of the "
+                        "model in an earlier step", file, pv[i]->layer, pv[i]->step);
+    hid_t lsg = -1;
+    AsH5At lat = {file, "/state_in/layers"};
+    if (!rc) {
+        has = as_h5_has(g, "layers", H5O_TYPE_GROUP, at, err);
+        if (has <= 0)
+            rc = has < 0 ? AS_EBADINPUT : as_err(err, AS_EBADINPUT, "dump %s: /state_in: no 'layers' group", file);
+    }
+    if (!rc && (lsg = H5Gopen2(g, "layers", H5P_DEFAULT)) < 0)
+        rc = as_h5_fail(err, AS_EBADINPUT, lat, "cannot open");
+    char **names = NULL;
+    int n = 0;
+    if (!rc)
+        rc = as_h5_list(lsg, cfg->n_layers, &names, &n, lat, err);
+    bool seen[AS_MAX_LAYERS] = {false};
+    for (int i = 0; !rc && i < n; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/state_in/layers/%.16s", names[i]);
+        AsH5At pat = {file, path};
+        int l;
+        if (parse_index(names[i], cfg->n_layers, &l) || seen[l]) {
+            rc = as_err(err, AS_EBADINPUT, "dump %s: %s: not a layer of the model (0..%d), or a layer twice", file, path,
+                        cfg->n_layers - 1);
+            break;
+        }
+        seen[l] = true;
+        if ((has = as_h5_has(lsg, names[i], H5O_TYPE_GROUP, lat, err)) < 0) {
+            rc = AS_EBADINPUT;
+            break;
+        }
+        hid_t lg = H5Gopen2(lsg, names[i], H5P_DEFAULT);
+        if (lg < 0) {
+            rc = as_h5_fail(err, AS_EBADINPUT, pat, "cannot open");
+            break;
+        }
+        AsRun attrs;
+        as_run_init(&attrs);
+        attrs.ratio = cfg->role[l].ratio;
+        uint64_t mask = 0, want = as_dump_state_tensors(cfg, l);
+        rc = index_side(lg, cfg, 1, &attrs, &mask, pat, err);
+        H5Gclose(lg);
+        if (!rc && mask != want) {
+            uint64_t odd = mask ^ want;
+            int id = 0;
+            while (!((odd >> id) & 1))
+                id++;
+            rc = as_err(err, AS_EBADINPUT, "dump %s: %s: %s %s (the layer's role %s it)", file, path,
+                        as_tensor_desc[id].name, (mask >> id) & 1 ? "is stored" : "is missing",
+                        (mask >> id) & 1 ? "has no" : "has");
+        }
+    }
+    as_h5_free_list(names, n);
+    for (int l = 0; !rc && l < cfg->n_layers; l++)
+        if (!seen[l])
+            rc = as_err(err, AS_EBADINPUT, "dump %s: /state_in/layers: layer %d is missing (a replay needs every layer's "
+                        "state)", file, l);
+    if (lsg >= 0)
+        H5Gclose(lsg);
+    H5Gclose(g);
+    if (!rc)
+        r->info.has_state_in = true;
+    return rc;
+}
+
+/* Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF): the
+ * strings of a dump reach reports and terminals. */
+static bool utf8_ok(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        unsigned c = *p;
+        int n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (!n)
+            return false;
+        for (int k = 1; k < n; k++)
+            if ((p[k] & 0xc0) != 0x80)
+                return false;
+        if ((n == 3 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0))) ||
+            (n == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))))
+            return false;
+        p += n;
+    }
+    return true;
 }
 
 static int read_root(AsDumpReader *r, AsError *err)
@@ -497,11 +645,19 @@ static int read_root(AsDumpReader *r, AsError *err)
                 {"mode", &in->mode},
                 {"created", &in->created}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        /* optional for other writers: "" (mode: "external") */
+        if (!as_h5_has_attr(r->file, strs[i].name)) {
+            if (!(*strs[i].out = strdup(strs[i].out == &in->mode ? "external" : "")))
+                return as_err(err, AS_ERUNTIME, "out of memory");
+            continue;
+        }
         if ((rc = as_h5_get_str(r->file, strs[i].name, MAX_STR, strs[i].out, at, err)))
             return rc;
         if (as_has_control(*strs[i].out, strlen(*strs[i].out))) /* dump-info prints them */
             return as_err(err, AS_EBADINPUT, "dump %s: attribute '%s' holds a control character", in->path,
                           strs[i].name);
+        if (!utf8_ok(*strs[i].out))
+            return as_err(err, AS_EBADINPUT, "dump %s: attribute '%s' is not UTF-8", in->path, strs[i].name);
     }
     if (as_h5_has_attr(r->file, "precision")) {
         if ((rc = as_h5_get_str(r->file, "precision", MAX_STR, &in->precision, at, err)))
@@ -550,6 +706,8 @@ static int open_in_process(const char *path, AsDumpReader **out, AsError *err)
     }
     if (!rc)
         rc = index_steps(r, err);
+    if (!rc)
+        rc = index_state_in(r, err);
     if (rc) {
         as_dump_close(r);
         return rc;
@@ -752,7 +910,7 @@ int as_dump_read_run(AsDumpReader *r, int step, int layer, const char *side, AsR
     if (lg < 0 || sg < 0)
         rc = as_h5_fail(err, AS_EBADINPUT, sat, "cannot open");
     if (!rc)
-        rc = side_attrs(lg, sg, &r->info.cfg, layer, si->tokens, out, lat, sat, err);
+        rc = side_attrs(lg, sg, &r->info.cfg, layer, si->start_pos, si->tokens, out, lat, sat, err);
     DataJob job = {.group = sg, .file = r->info.path, .path = spath};
     for (int i = 0; !rc && i < AS_T_COUNT; i++)
         if (li->side[s].tensors & AS_DUMP_TENSOR_BIT(i))
@@ -805,6 +963,41 @@ int as_dump_read_inputs(AsDumpReader *r, float **h0, int *tokens, int *first_pos
     *tokens = n;
     *first_pos = first;
     return 0;
+}
+
+int as_dump_read_state_in(AsDumpReader *r, AsRun *layers, AsError *err)
+{
+    if (!r->info.has_state_in)
+        return as_err(err, AS_EBADINPUT, "dump %s: no /state_in group", r->info.path);
+    const AsConfig *cfg = &r->info.cfg;
+    int rc = 0;
+    for (int l = 0; !rc && l < cfg->n_layers; l++) {
+        char path[64];
+        snprintf(path, sizeof path, "/state_in/layers/%02d", l);
+        AsH5At at = {r->info.path, path};
+        /* the group may be spelled without the zero padding */
+        hid_t lg = H5Lexists(r->file, path, H5P_DEFAULT) > 0 ? H5Gopen2(r->file, path, H5P_DEFAULT) : -1;
+        if (lg < 0) {
+            snprintf(path, sizeof path, "/state_in/layers/%d", l);
+            lg = H5Lexists(r->file, path, H5P_DEFAULT) > 0 ? H5Gopen2(r->file, path, H5P_DEFAULT) : -1;
+        }
+        if (lg < 0) {
+            rc = as_h5_fail(err, AS_EBADINPUT, at, "cannot open");
+            break;
+        }
+        as_run_free(&layers[l]);
+        layers[l].layer = l;
+        layers[l].ratio = cfg->role[l].ratio;
+        DataJob job = {.group = lg, .file = r->info.path, .path = path};
+        uint64_t mask = as_dump_state_tensors(cfg, l);
+        for (int i = 0; !rc && i < AS_T_COUNT; i++)
+            if ((mask >> i) & 1)
+                rc = queue_tensor(lg, (AsTensorId)i, cfg, 1, &layers[l], &job, at, err);
+        if (!rc)
+            rc = run_job(r, &job, err);
+        H5Gclose(lg);
+    }
+    return rc;
 }
 
 int as_dump_read_diff(AsDumpReader *r, int step, int layer, AsLayerDiff *out, char got_side[64],

@@ -531,6 +531,77 @@ int as_dump_write_diff(AsDumpWriter *w, int step, int layer, const AsLayerDiff *
     return write_sides(w, step, layer, 0, NULL, NULL, diff, got_side, want_side, 0, err);
 }
 
+int as_dump_write_state_in(AsDumpWriter *w, const AsDumpStateIn *si, const AsRun *layers, AsError *err)
+{
+    int rc = usable(w, err);
+    if (rc)
+        return rc;
+    if (!si || !layers)
+        return as_err(err, AS_EBADINPUT, "dump %s: state_in: nothing given", w->path);
+    if (si->step < 1 || si->step >= AS_DUMP_MAX_STEPS || si->start_pos < 1 || si->start_pos > AS_LIMIT_MAX_SEQ)
+        return as_err(err, AS_EBADINPUT, "dump %s: state_in: step %d at position %d (a state before a decode step)",
+                      w->path, si->step, si->start_pos);
+    if (si->side[0] && !as_dump_side_name_ok(si->side))
+        return as_err(err, AS_EBADINPUT, "dump %s: state_in: side '%s' is not a side name", w->path, si->side);
+    if (H5Lexists(w->file, "/state_in", H5P_DEFAULT) > 0)
+        return as_err(err, AS_EBADINPUT, "dump %s: /state_in was written already", w->path);
+    /* every layer's state, complete, checked before anything is written */
+    char why[256];
+    for (int l = 0; l < w->cfg.n_layers; l++) {
+        uint64_t want = as_dump_state_tensors(&w->cfg, l);
+        AsRun attrs = layers[l];
+        attrs.ratio = w->cfg.role[l].ratio;
+        for (int i = 0; i < AS_T_COUNT; i++) {
+            if (!((want >> i) & 1))
+                continue;
+            const AsHostTensor *t = &layers[l].t[i];
+            if (!t->data || t->type != as_tensor_desc[i].type ||
+                as_dump_check_shape(&w->cfg, 1, &attrs, (AsTensorId)i, t->ndim, t->shape, why, sizeof why))
+                return as_err(err, AS_EBADINPUT, "dump %s: state_in, layer %d: %s: %s", w->path, l,
+                              as_tensor_desc[i].name, !t->data ? "missing" : t->type != as_tensor_desc[i].type
+                                                                           ? "wrong value type" : why);
+        }
+    }
+    AsH5At at = {w->path, "/state_in"};
+    hid_t g = as_h5_new_group(w->file, "state_in", at_root(w), err);
+    if (g < 0)
+        return io_fail(w, AS_ERUNTIME);
+    rc = as_h5_put_i64(g, "step", si->step, at, err);
+    if (!rc)
+        rc = as_h5_put_i64(g, "start_pos", si->start_pos, at, err);
+    const char *pn[4] = {"compress_kv_from", "index_k_from", "sel_from", "cand_from"};
+    const AsProvenance *pv[4] = {&si->compress_kv_from, &si->index_k_from, &si->sel_from, &si->cand_from};
+    for (int i = 0; !rc && i < 4; i++) {
+        int64_t v[2] = {pv[i]->layer, pv[i]->step};
+        rc = as_h5_put_i64s(g, pn[i], v, 2, at, err);
+    }
+    if (!rc && si->side[0])
+        rc = as_h5_put_str(g, "side", si->side, at, err);
+    hid_t lsg = -1;
+    if (!rc && (lsg = as_h5_new_group(g, "layers", at, err)) < 0)
+        rc = AS_ERUNTIME;
+    for (int l = 0; !rc && l < w->cfg.n_layers; l++) {
+        char name[16], path[64];
+        snprintf(name, sizeof name, "%02d", l);
+        snprintf(path, sizeof path, "/state_in/layers/%02d", l);
+        AsH5At lat = {w->path, path};
+        hid_t lg = as_h5_new_group(lsg, name, (AsH5At){w->path, "/state_in/layers"}, err);
+        if (lg < 0) {
+            rc = AS_ERUNTIME;
+            break;
+        }
+        uint64_t want = as_dump_state_tensors(&w->cfg, l);
+        for (int i = 0; !rc && i < AS_T_COUNT; i++)
+            if ((want >> i) & 1)
+                rc = put_tensor(lg, (AsTensorId)i, &layers[l].t[i], lat, err);
+        H5Gclose(lg);
+    }
+    if (lsg >= 0)
+        H5Gclose(lsg);
+    H5Gclose(g);
+    return io_fail(w, rc);
+}
+
 int as_dump_commit(AsDumpWriter *w, AsError *err)
 {
     int rc = usable(w, err);

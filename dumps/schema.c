@@ -44,6 +44,54 @@ AsProvenance *as_dump_prov(AsRun *r, int i)
 }
 
 static int imax(int a, int b) { return a > b ? a : b; }
+static int imin(int a, int b) { return a < b ? a : b; }
+
+/* k of the selection index source p publishes in a step ending at end_pos (0: empty). */
+static int published_k(const AsConfig *cfg, int p, int end_pos)
+{
+    int ratio = cfg->role[p].ratio;
+    int cl = ratio > 0 ? end_pos / ratio : 0;
+    return cl > 0 ? imin(cfg->index_topk, cl) : 0;
+}
+
+uint64_t as_dump_state_tensors(const AsConfig *cfg, int l)
+{
+    const AsLayerRole *role = &cfg->role[l];
+    uint64_t m = (uint64_t)1 << AS_T_ST_RING;
+    if (role->kv_source && role->ratio >= 2)
+        m |= (uint64_t)1 << AS_T_ST_PART_KV | (uint64_t)1 << AS_T_ST_PART_SC;
+    if (role->kv_source)
+        m |= (uint64_t)1 << AS_T_ST_CCACHE;
+    if (role->key_owner)
+        m |= (uint64_t)1 << AS_T_ST_IKCACHE;
+    return m;
+}
+
+void as_dump_rule_attrs(const AsConfig *cfg, int l, int start_pos, int s, AsRun *r)
+{
+    const AsLayerRole *role = &cfg->role[l];
+    int end = start_pos + s, ratio = role->ratio;
+    bool prefill = start_pos == 0;
+    r->ratio = ratio;
+    r->rows_a_len = prefill ? s : cfg->window;
+    r->cols = prefill ? imin(s, cfg->window) : cfg->window;
+    r->compress_len = ratio > 0 ? end / ratio : 0;
+    r->rows_b_len = r->compress_len;
+    r->indexer_ran = role->index_source && r->compress_len > 0;
+    r->width = r->indexer_ran ? r->compress_len : 0;
+    r->k = 0;
+    if (ratio > 0 && role->index_source)
+        r->k = published_k(cfg, l, end);
+    else if (ratio > 0 && role->select_from >= 0)
+        r->k = published_k(cfg, role->select_from, end);
+    else if (ratio > 0 && cfg->n_index_sources > 0) /* before every index source: the last one's, a step ago */
+        r->k = published_k(cfg, cfg->index_sources[cfg->n_index_sources - 1], start_pos);
+    r->topk = r->cols + r->k;
+    r->n_new = 0;
+    if (role->kv_source && ratio > 0)
+        r->n_new = prefill ? s / ratio : ((start_pos + 1) % ratio == 0 ? 1 : 0);
+    r->rows_b_from = r->keys_from = r->sel_from = r->cand_from = (AsProvenance){-1, -1};
+}
 
 int as_dump_check_attrs(const AsConfig *cfg, int layer, int tokens, const AsRun *r, char *why, size_t n)
 {

@@ -31,6 +31,16 @@ int as_dump_layer_attr_get(const AsRun *r, AsLayerAttr a);
 extern const char *const as_dump_prov_name[AS_DUMP_N_PROV];
 AsProvenance *as_dump_prov(AsRun *r, int i);
 
+/* The layer attributes SPEC 3 gives layer `layer` of cfg in a step of `tokens` tokens from start_pos
+ * (what the reference computes; a writer that leaves an attribute out gets this value): ratio,
+ * rows_a_len, cols, rows_b_len = compress_len, width and indexer_ran (index sources with
+ * compress_len > 0), k (the layer's own selection, or the one it reuses: its publisher's), topk,
+ * n_new (kv sources: the groups that complete). Provenance is [-1, -1] (unknown). */
+void as_dump_rule_attrs(const AsConfig *cfg, int layer, int start_pos, int tokens, AsRun *r);
+/* The layer state tensors layer `layer` of cfg has (a bit 1 << AsTensorId each): state.ring always;
+ * state.part_kv and state.part_score for ratio-2 kv sources; state.ccache for kv sources;
+ * state.ikcache for key owners. */
+uint64_t as_dump_state_tensors(const AsConfig *cfg, int layer);
 /* Checks the attributes of r (layer of cfg, in a step of `tokens` tokens); 0, or -1 with why. */
 int as_dump_check_attrs(const AsConfig *cfg, int layer, int tokens, const AsRun *r, char *why, size_t n);
 /* The shape tensor id must have: returns its rank; shape[0] = -1 means any row count in

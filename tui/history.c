@@ -148,7 +148,23 @@ int tui_save_step(AsDriver *d, const char *path, char *msg, size_t n, AsError *e
     if (rc)
         return rc;
     const AsStepInfo *c = &d->cur;
-    rc = as_dump_write_inputs(w, d->h0, c->s, c->start_pos, err);
+    /* what a replay needs (attnscope check): a decode step with the reference's state before it
+     * (/state_in) and its own inputs; without that state, the inputs from position 0 (the steps
+     * before it are then replayed) */
+    bool with_state = !c->prefill && d->state_in_valid && d->state_in_info.step == c->step;
+    float *h0 = NULL;
+    if (with_state || c->prefill) {
+        rc = as_dump_write_inputs(w, d->h0, c->s, c->start_pos, err);
+    } else if (!(h0 = malloc(sizeof *h0 * (size_t)(c->start_pos + c->s) * (size_t)d->model.cfg.dim))) {
+        rc = as_err(err, AS_ERUNTIME, "out of memory for the inputs from position 0");
+    } else {
+        rc = as_driver_inputs(d, 0, c->start_pos + c->s, h0, err);
+        if (!rc)
+            rc = as_dump_write_inputs(w, h0, c->start_pos + c->s, 0, err);
+    }
+    free(h0);
+    if (!rc && with_state)
+        rc = as_dump_write_state_in(w, &d->state_in_info, d->state_in, err);
     if (!rc)
         rc = as_dump_begin_step(w, c->step, c->prefill ? "prefill" : "decode", c->start_pos, c->s, err);
     int layers = 0;
@@ -168,8 +184,9 @@ int tui_save_step(AsDriver *d, const char *path, char *msg, size_t n, AsError *e
     }
     if ((rc = as_dump_commit(w, err)))
         return rc;
-    snprintf(msg, n, "saved step %d (%s, %d layer%s) to %s", c->step, c->prefill ? "prefill" : "decode", layers,
-             layers == 1 ? "" : "s", path);
+    snprintf(msg, n, "saved step %d (%s, %d layer%s) to %s%s: attnscope check replays it", c->step,
+             c->prefill ? "prefill" : "decode", layers, layers == 1 ? "" : "s", path,
+             c->prefill ? "" : with_state ? " with the state before it" : " with the inputs from position 0");
     return 0;
 }
 

@@ -203,6 +203,7 @@ int tui_worker_start(AsDriver *d, TuiWorker **out, AsError *err)
     pthread_cond_init(&w->cv, NULL);
     w->prog.step = w->prog.layer = -1;
     as_driver_set_hook(d, on_layer, w);
+    as_driver_keep_state_in(d, true); /* `s` saves a decode step with the state before it (a replay needs it) */
     /* the thread (and the reference's threads it starts) never takes SIGINT / SIGTERM */
     sigset_t block, old;
     sigemptyset(&block);
