@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "driver/compare.h"
+#include "ref/indexer.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
 #include "tests/harness.h"
@@ -422,6 +423,121 @@ TEST(compare_absent_shape_and_layer_verdict)
     CHECK(ld.verdict == AS_V_MISMATCH && ld.worst_tensor == AS_T_OUT, "layer: %s worst %d", as_verdict_name(ld.verdict),
           (int)ld.worst_tensor);
     CHECK(!as_verdict_ok(ld.verdict), "mismatch is not ok");
+    as_run_free(&w);
+    as_run_free(&g);
+}
+
+/* sel_run's selection of `scores` under a tie convention (k 2, offset 3, every position visible). */
+static void ties_pick(const float scores[8], AsTieOrder t, int32_t out[2])
+{
+    int cl = 8;
+    REQUIRE(as_index_topk_ties(scores, 1, 8, 2, &cl, 3, out, t) == 0, "topk");
+    out[0] -= 3, out[1] -= 3;
+}
+
+/* Scores with exact ties at the k-th value: a selection that differs only among them is tie-order
+ * (SPEC 5, 6), with the convention the checked side's choice fits; identical picks under the same
+ * convention are exact. */
+TEST(compare_selection_tie_order_conventions)
+{
+    const float sc[8] = {5, 2, 2, 2, 1, 1, 1, 1}; /* k = 2: position 0, then one of 1, 2, 3 */
+    int32_t pick[AS_TIES_COUNT][2];
+    for (int t = 0; t < AS_TIES_COUNT; t++)
+        ties_pick(sc, (AsTieOrder)t, pick[t]);
+    CHECK(pick[AS_TIES_LOWEST][0] == 0 && pick[AS_TIES_LOWEST][1] == 1, "lowest index first: {0 1}, not {%d %d}",
+          pick[AS_TIES_LOWEST][0], pick[AS_TIES_LOWEST][1]);
+    CHECK(pick[AS_TIES_HIGHEST][0] == 0 && pick[AS_TIES_HIGHEST][1] == 3, "highest index first: {0 3}, not {%d %d}",
+          pick[AS_TIES_HIGHEST][0], pick[AS_TIES_HIGHEST][1]);
+    for (int ref = 0; ref < AS_TIES_COUNT; ref++) {
+        AsRun w;
+        sel_run(&w, sc, pick[ref]);
+        for (int eng = 0; eng <= AS_TIES_COUNT; eng++) { /* AS_TIES_COUNT: the one no convention gives */
+            int32_t mine[2] = {0, 2};
+            const int32_t *p = eng < AS_TIES_COUNT ? pick[eng] : mine;
+            bool fits_none = true;
+            for (int t = 0; t < AS_TIES_COUNT; t++)
+                fits_none &= memcmp(pick[t], mine, sizeof mine) != 0;
+            if (eng == AS_TIES_COUNT && !fits_none)
+                continue; /* the CPU's order happens to give {0 2} */
+            AsRun g;
+            sel_run(&g, sc, p);
+            AsTensorDiff d = cmp1(&g, &w, AS_T_CSEL);
+            bool same = !memcmp(p, pick[ref], sizeof mine);
+            if (same) {
+                CHECK(d.verdict == AS_V_PASS, "engine %d, reference %d, same picks: %s", eng, ref,
+                      as_verdict_name(d.verdict));
+            } else {
+                /* the engine's convention fits (the CPU's order may give the same picks: it is named first) */
+                const char *want = eng < AS_TIES_COUNT ? as_tie_order_name((AsTieOrder)eng) : "none";
+                bool fits = eng < AS_TIES_COUNT ? (d.tie_fit >> eng) & 1 : d.tie_fit == 0;
+                CHECK(d.verdict == AS_V_TIE_ORDER && d.cause == AS_CAUSE_TIE_ORDER && d.n_tie_order == 1 &&
+                          d.seldiff[0].tie_order && fits && !((d.tie_fit >> ref) & 1),
+                      "engine %d, reference %d: %s fitting %s (want tie-order fitting %s)", eng, ref,
+                      as_verdict_name(d.verdict), as_tie_fit_name(d.tie_fit), want);
+                d = cmp1(&g, &w, AS_T_IDX);
+                fits = eng < AS_TIES_COUNT ? (d.tie_fit >> eng) & 1 : d.tie_fit == 0;
+                CHECK(d.verdict == AS_V_TIE_ORDER && fits, "idx, engine %d, reference %d: %s fitting %s", eng, ref,
+                      as_verdict_name(d.verdict), as_tie_fit_name(d.tie_fit));
+            }
+            as_run_free(&g);
+        }
+        as_run_free(&w);
+    }
+    /* a pick below the tie (position 4 scores 1) is not a tie: real */
+    AsRun w, g;
+    sel_run(&w, sc, pick[AS_TIES_LOWEST]);
+    sel_run(&g, sc, (int32_t[]){0, 4});
+    AsTensorDiff d = cmp1(&g, &w, AS_T_CSEL);
+    CHECK(d.verdict == AS_V_MISMATCH && d.cause == AS_CAUSE_REAL, "a pick below the k-th score: %s",
+          as_verdict_name(d.verdict));
+    /* the checked side stores no scores: the reference's stand in for them */
+    as_run_clear(&g, AS_T_ISCORE);
+    sel_run(&g, sc, pick[AS_TIES_HIGHEST]);
+    as_run_clear(&g, AS_T_ISCORE);
+    d = cmp1(&g, &w, AS_T_CSEL);
+    CHECK(d.verdict == AS_V_TIE_ORDER && !strcmp(as_tie_fit_name(d.tie_fit), "highest"),
+          "no scores on the checked side: %s fitting %s", as_verdict_name(d.verdict), as_tie_fit_name(d.tie_fit));
+    as_run_free(&g);
+    as_run_free(&w);
+    /* the convention names and the reference's switch */
+    AsTieOrder t;
+    CHECK(as_tie_order_parse("lowest", &t) == 0 && t == AS_TIES_LOWEST && as_tie_order_parse("random", &t) == -1,
+          "parsing tie orders");
+    CHECK(as_topk_reference_ties() == AS_TIES_CPU, "the reference breaks ties torch's CPU way by default");
+}
+
+/* Partial comparisons: a tensor the checked side does not store is absent (not judged) unless
+ * required; stored on the checked side only, it is a mismatch unless the want side may be partial. */
+TEST(compare_partial_absent_and_required)
+{
+    AsRun w, g;
+    as_run_init(&w);
+    as_run_init(&g);
+    float *q = mkf(&w, AS_T_Q, 3, 1, 2, 4);
+    for (int i = 0; i < 8; i++)
+        q[i] = (float)i;
+    mkf(&g, AS_T_OUT, 2, 1, 4, 0);
+    AsCompareOptions o;
+    as_compare_options_default(&o);
+    AsTensorDiff d;
+    as_compare_tensor(&g, &w, AS_T_Q, &o, &d);
+    CHECK(d.verdict == AS_V_MISMATCH && d.absent_got, "absent on got, not partial: %s", as_verdict_name(d.verdict));
+    o.got_partial = true;
+    as_compare_tensor(&g, &w, AS_T_Q, &o, &d);
+    CHECK(d.verdict == AS_V_ABSENT && d.absent_got && !d.absent_want, "absent on got, partial: %s",
+          as_verdict_name(d.verdict));
+    o.require = (uint64_t)1 << AS_T_Q;
+    as_compare_tensor(&g, &w, AS_T_Q, &o, &d);
+    CHECK(d.verdict == AS_V_MISMATCH && d.cause == AS_CAUSE_REAL, "required: %s", as_verdict_name(d.verdict));
+    as_compare_tensor(&g, &w, AS_T_OUT, &o, &d);
+    CHECK(d.verdict == AS_V_MISMATCH, "stored by got only: %s", as_verdict_name(d.verdict));
+    o.want_partial = true;
+    as_compare_tensor(&g, &w, AS_T_OUT, &o, &d);
+    CHECK(d.verdict == AS_V_ABSENT && d.absent_want, "stored by got only, want partial: %s", as_verdict_name(d.verdict));
+    AsLayerDiff ld;
+    o.require = 0;
+    as_compare_layer(&g, &w, &o, &ld);
+    CHECK(ld.verdict == AS_V_ABSENT, "nothing compared: layer %s", as_verdict_name(ld.verdict));
     as_run_free(&w);
     as_run_free(&g);
 }

@@ -121,6 +121,10 @@ static void tensor_row(const TuiData *d, int l, AsTensorId id, bool sel, const T
         }
         tl_add(line, TC_NORMAL, "%lld rows differ (%lld near-tie, %lld real)", (long long)df->n_rows_differ,
                (long long)df->n_near_tie, (long long)df->n_real);
+        if (df->n_tie_order)
+            tl_add(line, TC_NEARTIE, "; %lld tie-order: %s", (long long)df->n_tie_order, as_tie_fit_what(df->tie_fit));
+        if (df->cause == AS_CAUSE_INHERITED && df->from.layer >= 0)
+            tl_add(line, TC_FLIPS, "; inherited from layer %d step %d", df->from.layer, df->from.step);
         return;
     }
     num_str(df->max_abs, a, sizeof a);
@@ -141,6 +145,8 @@ static void tensor_row(const TuiData *d, int l, AsTensorId id, bool sel, const T
         tl_add(line, TC_FLIPS, " %lld flips", (long long)df->n_flips);
     if (df->n_bad)
         tl_add(line, TC_MISMATCH, " %lld bad", (long long)df->n_bad);
+    if (df->cause == AS_CAUSE_INHERITED && df->from.layer >= 0)
+        tl_add(line, TC_FLIPS, " inherited from layer %d step %d", df->from.layer, df->from.step);
 }
 
 void tui_model_tensors(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p)
