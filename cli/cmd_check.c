@@ -38,8 +38,12 @@ static int cmd_check(int argc, char **argv)
     if (ties && as_tie_order_parse(ties, &o.ties))
         return as_cli_usage_error("check", "--tie-order: cpu, lowest or highest, not '%s'", ties);
     AsError err = {0};
-    if (require && (as_dump_parse_tensor_list(require, &o.require, &err) || !o.require))
-        return as_cli_usage_error("check", "--require: %s", o.require ? err.msg : "name tensors (x,q,idx...)");
+    if (require) {
+        if (as_dump_parse_tensor_list(require, &o.require, &err))
+            return as_cli_usage_error("check", "--require: %s", err.msg);
+        if (!o.require)
+            return as_cli_usage_error("check", "--require: name tensors (x,q,idx...)");
+    }
     o.dump = pos[0];
     as_cli_install_abort_handlers(NULL);
     return as_cli_verdict_exit("check", as_check_dump(&o, &err), &err);

@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "driver/compare.h"
+#include "driver/report.h"
 #include "dumps/dump.h"
 
 #define MAX_LISTED 10
@@ -250,7 +251,10 @@ static int run_diff(AsDumpReader *a, AsDumpReader *b, const char *side_a, const 
         return rc;
     }
 
-    printf("diff       %s (got) against %s (want)\n", ia->path, ib->path);
+    char pa[1200], pb[1200]; /* paths as given: escaped for the terminal (driver/report.h) */
+    as_text_escape(ia->path, pa, sizeof pa);
+    as_text_escape(ib->path, pb, sizeof pb);
+    printf("diff       %s (got) against %s (want)\n", pa, pb);
     print_inputs(a, b);
     printf("compared   %lld step%s, %lld layer%s, %lld tensors", (long long)sum->n_steps, sum->n_steps == 1 ? "" : "s",
            (long long)sum->n_layers, sum->n_layers == 1 ? "" : "s", (long long)sum->n_tensors);
@@ -310,8 +314,12 @@ static int cmd_diff(int argc, char **argv)
      * unless --require names it */
     opt.got_partial = opt.want_partial = true;
     AsError perr = {0};
-    if (require && (as_dump_parse_tensor_list(require, &opt.require, &perr) || !opt.require))
-        return as_cli_usage_error(CMD, "--require: %s", opt.require ? perr.msg : "name tensors (x,q,idx...)");
+    if (require) {
+        if (as_dump_parse_tensor_list(require, &opt.require, &perr))
+            return as_cli_usage_error(CMD, "--require: %s", perr.msg);
+        if (!opt.require)
+            return as_cli_usage_error(CMD, "--require: name tensors (x,q,idx...)");
+    }
 
     AsDumpReader *a = NULL, *b = NULL;
     AsError err = {0};

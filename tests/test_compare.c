@@ -491,7 +491,7 @@ TEST(compare_selection_tie_order_conventions)
     CHECK(d.verdict == AS_V_MISMATCH && d.cause == AS_CAUSE_REAL, "a pick below the k-th score: %s",
           as_verdict_name(d.verdict));
     /* the checked side stores no scores: the reference's stand in for them */
-    as_run_clear(&g, AS_T_ISCORE);
+    as_run_free(&g);
     sel_run(&g, sc, pick[AS_TIES_HIGHEST]);
     as_run_clear(&g, AS_T_ISCORE);
     d = cmp1(&g, &w, AS_T_CSEL);

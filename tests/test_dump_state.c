@@ -82,12 +82,13 @@ TEST(dump_state_in_round_trip_replays_bit_for_bit)
     for (int l = 0; l < c->n_layers; l++)
         for (int i = AS_T_FIRST_STATE; i < AS_T_COUNT; i++)
             CHECK(same_tensor(&back[l].t[i], &state[l].t[i]), "layer %d %s read back", l, as_tensor_desc[i].name);
+    AsDumpStateIn sin = in->state_in;
     as_dump_close(rd);
 
     /* a fresh stack from the state runs the next 3 steps exactly as the original goes on */
     AsRefStack k2;
     REQUIRE(as_ref_stack_init(&k2, m, &err) == 0, "%s", err.msg);
-    REQUIRE(as_state_restore(&k2, back, &in->state_in, &err) == 0, "restore: %s", err.msg);
+    REQUIRE(as_state_restore(&k2, back, &sin, &err) == 0, "restore: %s", err.msg);
     AsRun *a = calloc((size_t)c->n_layers * 2, sizeof *a), *b = a + c->n_layers;
     REQUIRE(a, "memory");
     int more[3] = {1, 1, 1}, p1 = pos, p2 = pos;

@@ -170,3 +170,114 @@ TEST(explain_index_path_inherited_from_a_query_flip)
     as_ref_stack_free(&k);
     as_test_model_free(m);
 }
+
+/* A candidate user's tail rebuilt with the mask it is given (its scores masked where the mask is 0). */
+static void rebuild_user_tail(const AsRefModel *rm, AsRun *got, const uint8_t *mask)
+{
+    const AsConfig *c = &rm->m->cfg;
+    int s = got->s, w = got->width, r = c->role[got->layer].ratio;
+    int *cl = malloc(sizeof(int) * (size_t)s);
+    for (int t = 0; t < s; t++)
+        cl[t] = (t + 1) / r;
+    float *sc = got->t[AS_T_ISCORE].data;
+    as_index_scores(got->t[AS_T_IQ].data, got->t[AS_T_KEYS].data, got->t[AS_T_W].data, s, c->index_n_heads,
+                    c->index_head_dim, w, sc);
+    as_index_visibility(sc, s, w, cl);
+    memcpy(got->t[AS_T_CAND].data, mask, (size_t)s * w);
+    for (int64_t i = 0; i < (int64_t)s * w; i++)
+        if (!mask[i])
+            sc[i] = -INFINITY;
+    as_index_topk(sc, s, w, got->k, cl, got->rows_a_len, got->t[AS_T_CSEL].data);
+    for (int t = 0; t < s; t++)
+        memcpy((int32_t *)got->t[AS_T_IDX].data + (size_t)t * got->topk + got->cols,
+               (int32_t *)got->t[AS_T_CSEL].data + (size_t)t * got->k, sizeof(int32_t) * (size_t)got->k);
+    as_ref_attend(rm, got->layer, got->t[AS_T_Q].data, got->t[AS_T_ROWS_A].data, got->rows_a_len,
+                  got->t[AS_T_ROWS_B].data, got->rows_b_len, got->t[AS_T_IDX].data, got->topk, s, got->t[AS_T_O].data);
+    as_ref_rotate_back(rm, got->layer, got->t[AS_T_O].data, s, got->start_pos, got->t[AS_T_O_BACK].data);
+    as_ref_project_out(rm, got->layer, got->t[AS_T_O_BACK].data, s, got->t[AS_T_OG].data, got->t[AS_T_OUT].data);
+    free(cl);
+}
+
+/* Across layers: the candidate source's mask differs on the checked side where its own difference
+ * was explained (a near-tie there); the user that applies it scores, selects and attends
+ * accordingly: inherited from that layer and step, not a mismatch. When the source's difference is
+ * a mismatch, the user's stays one. */
+TEST(explain_mask_inherited_from_the_candidate_source)
+{
+    AsModel *m = as_test_model("tiny", NULL, 7);
+    const AsConfig *c = &m->cfg;
+    AsRefStack k;
+    AsError err = {0};
+    REQUIRE(as_ref_stack_init(&k, m, &err) == 0, "%s", err.msg);
+    int s = 24, dim = c->dim;
+    float *h0 = malloc(sizeof(float) * (size_t)s * dim);
+    as_inputs_synthetic(1, 0, s, dim, h0);
+    AsRun ref[8], got;
+    as_run_init(&got);
+    REQUIRE(as_ref_begin_step(&k, h0, 0, s, &err) == 0, "%s", err.msg);
+    for (int l = 0; l <= 7; l++) {
+        as_run_init(&ref[l]);
+        REQUIRE(as_ref_next_layer(&k, NULL, &ref[l], &err) == 0, "%s", err.msg);
+    }
+    int src = c->candidate_source, user = 7;
+    REQUIRE(src == 5 && c->role[user].uses_candidates && c->role[user].index_source, "tiny's roles");
+    /* the source's mask with, in the last query, a kept block swapped for a dropped one */
+    int w = ref[src].width, bs = c->candidate_block_size, t = s - 1;
+    uint8_t *mask = malloc((size_t)s * w);
+    memcpy(mask, ref[src].t[AS_T_CAND].data, (size_t)s * w);
+    uint8_t *row = mask + (size_t)t * w;
+    int kept = -1, dropped = -1, pinned = ((t + 1) - 1) / bs;
+    for (int b = 0; b * bs < w; b++) {
+        if (b == pinned)
+            continue;
+        if (row[b * bs] && kept < 0)
+            kept = b;
+        if (!row[b * bs] && dropped < 0)
+            dropped = b;
+    }
+    REQUIRE(kept >= 0 && dropped >= 0, "query %d keeps some blocks and drops others", t);
+    for (int p = 0; p < bs; p++)
+        row[kept * bs + p] = 0, row[dropped * bs + p] = 1;
+    REQUIRE(as_run_copy(&got, &ref[user]) == 0, "copy");
+    rebuild_user_tail(&k.rm, &got, mask);
+    AsLayerDiff *diffs = calloc((size_t)c->n_layers, sizeof *diffs);
+    AsExplainContext ctx;
+    memset(&ctx, 0, sizeof ctx);
+    for (int l = 0; l < AS_MAX_LAYERS; l++)
+        ctx.pub_sel_n[l] = ctx.pub_cand_n[l] = -1;
+    ctx.pub_cand[src] = mask;
+    ctx.pub_cand_n[src] = (int64_t)s * w;
+    ctx.diff = diffs;
+    diffs[src].t[AS_T_CAND].verdict = AS_V_NEAR_TIE; /* the source's own difference, explained there */
+    AsCompareOptions opt;
+    as_compare_options_default(&opt);
+    opt.cand_block = bs;
+    AsLayerDiff d;
+    as_compare_layer(&got, &ref[user], &opt, &d);
+    CHECK(d.t[AS_T_CAND].verdict == AS_V_MISMATCH && d.t[AS_T_ISCORE].verdict == AS_V_MISMATCH,
+          "compared alone, the applied mask and the scores differ: cand %s, iscore %s",
+          as_verdict_name(d.t[AS_T_CAND].verdict), as_verdict_name(d.t[AS_T_ISCORE].verdict));
+    as_explain_downstream(&k.rm, &got, &ref[user], &ctx, &opt, &d);
+    char why[200];
+    AsTensorId first = as_layer_cause(&d, why, sizeof why);
+    as_test_note("layer %d: %s, first out of rule %s: %s", user, as_verdict_name(d.verdict),
+                 first < AS_T_COUNT ? as_tensor_desc[first].name : "-", why);
+    CHECK(d.verdict == AS_V_INHERITED && d.t[AS_T_ISCORE].verdict == AS_V_INHERITED &&
+              d.t[AS_T_CAND].verdict == AS_V_INHERITED && d.t[AS_T_ISCORE].from.layer == src &&
+              d.t[AS_T_ISCORE].from.step == 0 && strstr(why, "inherited from layer 5 step 0"),
+          "inherited from the source: layer %s, iscore %s, cand %s (%s)", as_verdict_name(d.verdict),
+          as_verdict_name(d.t[AS_T_ISCORE].verdict), as_verdict_name(d.t[AS_T_CAND].verdict), why);
+    for (int id = AS_T_CSEL; id <= AS_T_OUT; id++)
+        CHECK(d.t[id].verdict <= AS_V_INHERITED, "%s: %s", as_tensor_desc[id].name, as_verdict_name(d.t[id].verdict));
+    /* the source's difference was a mismatch: the user's is not explained away */
+    diffs[src].t[AS_T_CAND].verdict = AS_V_MISMATCH;
+    as_compare_layer(&got, &ref[user], &opt, &d);
+    as_explain_downstream(&k.rm, &got, &ref[user], &ctx, &opt, &d);
+    CHECK(d.verdict == AS_V_MISMATCH, "the source mismatched: layer %s", as_verdict_name(d.verdict));
+    for (int l = 0; l <= 7; l++)
+        as_run_free(&ref[l]);
+    as_run_free(&got);
+    free(diffs), free(mask), free(h0);
+    as_ref_stack_free(&k);
+    as_test_model_free(m);
+}
