@@ -12,6 +12,7 @@
 #include "ref/quant.h"
 #include "ref/stack.h"
 #include "tests/harness.h"
+#include "tests/plain_linear.h"
 #include "tests/model_fixture.h"
 
 typedef struct {
@@ -354,77 +355,6 @@ TEST(ref_refuses_without_published_cache)
 /* ---- the whole tiny stack against plain loops written apart (double precision, brute-force
  * e4m3 by enumerating the grid), for the ratio-0 layer and the ratio-1 source's latents and scores ---- */
 
-static double dot_w(const float *x, const AsWTensor *w, int o)
-{
-    int64_t in = as_wt_cols(w);
-    float *row = malloc(sizeof(float) * (size_t)in);
-    as_wt_rows_f32(w, o, 1, row);
-    double acc = 0;
-    for (int64_t i = 0; i < in; i++)
-        acc += (double)x[i] * row[i];
-    free(row);
-    return acc;
-}
-
-static void plain_linear(const float *x, int s, const AsWTensor *w, float *y)
-{
-    int64_t out = as_wt_rows(w), in = as_wt_cols(w);
-    for (int t = 0; t < s; t++)
-        for (int64_t o = 0; o < out; o++)
-            y[t * out + o] = as_bf16((float)dot_w(x + t * in, w, (int)o));
-}
-
-/* The fp8 linear by its definition, in double: act_quant by brute force, then per 32-wide block the
- * partial sum times both scales, added in block order (exact in double where f32 rounds). */
-static float brute_e4m3(float v);
-static float pow2_at_or_above(double v)
-{
-    int e;
-    double mant = frexp(v, &e); /* v = mant * 2^e, mant in [0.5, 1) */
-    return (float)(mant == 0.5 ? ldexp(1, e - 1) : ldexp(1, e));
-}
-
-static void plain_fp8_linear(const float *x, int s, const AsWTensor *w, float *y)
-{
-    int64_t out = as_wt_rows(w), in = as_wt_cols(w);
-    float *row = malloc(sizeof(float) * (size_t)in), *xq = malloc(sizeof(float) * (size_t)in);
-    float *sx = malloc(sizeof(float) * (size_t)(in / 32)), *ws = malloc(sizeof(float) * (size_t)as_wt_cols(w->scale));
-    for (int t = 0; t < s; t++) {
-        for (int64_t b = 0; b < in / 32; b++) {
-            double amax = 1e-4;
-            for (int i = 0; i < 32; i++)
-                amax = fmax(amax, fabs(x[t * in + b * 32 + i]));
-            sx[b] = pow2_at_or_above((float)(amax / 448.0));
-            for (int i = 0; i < 32; i++)
-                xq[b * 32 + i] = brute_e4m3((float)fmin(fmax(x[t * in + b * 32 + i] / sx[b], -448), 448));
-        }
-        for (int64_t o = 0; o < out; o++) {
-            as_wt_rows_f32(w->scale, o / w->block, 1, ws);
-            const uint8_t *codes = (const uint8_t *)w->data + o * in;
-            for (int64_t i = 0; i < in; i++)
-                row[i] = as_e4m3_from_bits(codes[i]);
-            double acc = 0;
-            for (int64_t b = 0; b < in / 32; b++) {
-                double p = 0;
-                for (int i = 0; i < 32; i++)
-                    p += (double)xq[b * 32 + i] * row[b * 32 + i];
-                acc += p * sx[b] * ws[b * 32 / w->block];
-            }
-            y[t * out + o] = as_bf16((float)acc);
-        }
-    }
-    free(row), free(xq), free(sx), free(ws);
-}
-
-/* One of the five fp8 projections, in the model's precision. */
-static void plain_proj(const AsModel *m, const float *x, int s, const AsWTensor *w, float *y)
-{
-    if (as_proj_fp8(m, w))
-        plain_fp8_linear(x, s, w, y);
-    else
-        plain_linear(x, s, w, y);
-}
-
 static void plain_rmsnorm(float *x, const AsWTensor *w, int rows, int n, double eps)
 {
     float *wv = as_wt_vec_f32(w);
@@ -452,35 +382,16 @@ static void plain_rope(float *x, int width, int rd, int pos, double base, bool i
     }
 }
 
-/* Nearest e4m3 value by enumerating the grid (ties to the even code). */
-static float brute_e4m3(float v)
-{
-    float best = 0;
-    int best_code = 0;
-    double bd = INFINITY;
-    for (int code = 0; code < 127; code++) {
-        int e = code >> 3, m = code & 7;
-        double g = e == 0 ? m / 8.0 * pow(2, -6) : (1 + m / 8.0) * pow(2, e - 7);
-        double d = fabs(fabs((double)v) - g);
-        if (d < bd || (d == bd && (code & 1) == 0 && (best_code & 1))) {
-            bd = d;
-            best = (float)g;
-            best_code = code;
-        }
-    }
-    return v < 0 ? -best : best;
-}
-
 static void plain_fp8(float *x, int n)
 {
     for (int b = 0; b < n; b += 32) {
         double amax = 1e-4;
         for (int i = b; i < b + 32; i++)
             amax = fmax(amax, fabs(x[i]));
-        double s = pow2_at_or_above((float)(amax / 448.0));
+        double s = as_plain_pow2_ceil((float)(amax / 448.0));
         for (int i = b; i < b + 32; i++) {
             double q = fmin(fmax(x[i] / s, -448), 448);
-            x[i] = as_bf16((float)(brute_e4m3((float)q) * s));
+            x[i] = as_bf16((float)(as_plain_e4m3((float)q) * s));
         }
     }
 }
@@ -498,10 +409,10 @@ TEST(ref_tiny_layer0_against_plain_loops)
     float *qr = malloc(sizeof(float) * s * c->q_lora_rank), *q = malloc(sizeof(float) * s * nh * hd);
     float *kv = malloc(sizeof(float) * s * hd), *o = calloc((size_t)s * nh * hd, sizeof(float));
     float *og = malloc(sizeof(float) * s * c->o_groups * c->o_lora_rank), *out = malloc(sizeof(float) * s * c->dim);
-    plain_proj(st.m, x, s, w->wq_a, qr);
+    as_plain_proj(st.m, x, s, w->wq_a, qr);
     plain_rmsnorm(qr, w->q_norm, s, c->q_lora_rank, c->norm_eps);
-    plain_proj(st.m, qr, s, w->wq_b, q);
-    plain_proj(st.m, x, s, w->wkv, kv);
+    as_plain_proj(st.m, qr, s, w->wq_b, q);
+    as_plain_proj(st.m, x, s, w->wkv, kv);
     plain_rmsnorm(kv, w->kv_norm, s, hd, c->norm_eps);
     for (int t = 0; t < s; t++) {
         for (int h = 0; h < nh; h++)
@@ -537,8 +448,8 @@ TEST(ref_tiny_layer0_against_plain_loops)
     for (int t = 0; t < s; t++)
         for (int g = 0; g < G; g++)
             for (int cc = 0; cc < olr; cc++)
-                og[(t * G + g) * olr + cc] = as_bf16((float)dot_w(o + t * nh * hd + g * c->gw, w->wo_a, g * olr + cc));
-    plain_proj(st.m, og, s, w->wo_b, out);
+                og[(t * G + g) * olr + cc] = as_bf16((float)as_plain_dot_w(o + t * nh * hd + g * c->gw, w->wo_a, g * olr + cc));
+    as_plain_proj(st.m, og, s, w->wo_b, out);
     struct {
         const char *name;
         const float *got, *want;
