@@ -157,7 +157,7 @@ if wait_for "no step yet" && screen | grep -qF "engine on CUDA device"; then
 else
     expect "the interface opens (tiny generated on first use) and says how it runs" "reference only: no CUDA device"
 fi
-expect "the status line names the model and says nothing ran yet" "attnscope  tiny  no step yet"
+expect "the status line names the model, its precision, and says nothing ran yet" "attnscope  tiny fp8  no step yet"
 if line 24 | grep -q "q Quit" && line 24 | grep -q "? Help"; then
     ok "the last line is the key line (q Quit, ? Help)"
 else
@@ -213,9 +213,9 @@ expect "g asks for a layer" "jump to layer"
 type_text 5
 keys Enter
 keys 6
-expect "top-k view: layer 5's own scores, the cut is the 8th largest" "cut (8th largest) = -1.0703"
-expect "top-k view: reference picks position 7" "|     7     0.82031"
-expect "top-k view: reference picks position 9" "|     9   -0.044434"
+expect "top-k view: layer 5's own scores, the cut is the 8th largest" "cut (8th largest) = -0.99609"
+expect "top-k view: reference picks position 7" "|     7     0.81641"
+expect "top-k view: reference picks position 9" "|     9   0.0031738"
 expect_not "top-k view: position 6 is not picked" "|     6 "
 if [ $ENG = 1 ]; then
     expect "top-k view: the engine column holds the engine's 8" "engine: 8 picked"
@@ -357,6 +357,21 @@ start "env TERM=vt100 '$BIN' tui --model tiny --prefill 2"
 expect "a terminal without colours (vt100) runs" "prefill of 2 tokens"
 keys q
 expect "and quits with 0" "EXIT=0"
+
+echo "== the released checkpoint's layout (shards, index, text_config, F8_E8M0 scales)"
+if "$BIN" gen --preset tiny --layout released -o "$TMP/released" >/dev/null 2>&1; then
+    start "'$BIN' tui --model '$TMP/released' --prefill 3"
+    expect "a model in the released layout opens and runs" "prefill of 3 tokens"
+    expect "its status line says fp8" "released fp8"
+    keys q
+    expect "and quits with 0" "EXIT=0"
+    start "'$BIN' tui --model '$TMP/released' --precision bf16 --prefill 3"
+    expect "--precision bf16 runs it in bf16" "released bf16"
+    keys q
+    expect "and quits with 0" "EXIT=0"
+else
+    bad "gen --layout released"
+fi
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
