@@ -4,6 +4,7 @@
  * Also the precision through them: a script's "precision", the report and the dump recording it,
  * check following it. */
 #include <cJSON.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,4 +65,42 @@ TEST(cli_released_info_run_check)
     snprintf(dump, sizeof dump, "%s/run_fp8.h5", tmp);
     as_cli_run(&r, AS_ARGS("check", dump, "--model", dir, "--side", "ref", "--precision", "bf16", "-q"));
     CHECK(r.status == 1, "check of the fp8 dump in bf16 precision: status %d (want 1, a mismatch)", r.status);
+}
+
+/* Exactly one line of text. */
+static bool one_line(const char *s)
+{
+    const char *nl = strchr(s, '\n');
+    return nl && nl[1] == 0;
+}
+
+/* fp8 precision asked of bf16 weights: one line naming the tensor, exit 2, nothing written. */
+TEST(cli_released_fp8_on_bf16_refused)
+{
+    static AsCliResult r;
+    const char *tmp = as_test_tmpdir();
+    char dir[512], script[600], dump[600], report[600], text[2048];
+    snprintf(dir, sizeof dir, "%s/bf16", tmp);
+    as_cli_run(&r, AS_ARGS("gen", "--preset", "tiny", "--precision", "bf16", "-o", dir));
+    REQUIRE(r.status == 0, "gen --precision bf16: status %d, %s", r.status, r.err);
+    const char *const cmds[][4] = {{"info", dir, "--precision", "fp8"}, {"bench-ref", dir, "--precision", "fp8"}};
+    for (int i = 0; i < 2; i++) {
+        as_cli_run(&r, AS_ARGS(cmds[i][0], cmds[i][1], cmds[i][2], cmds[i][3]));
+        CHECK(r.status == 2 && strstr(r.err, "wq_a.weight is not stored as F8_E4M3") && one_line(r.err),
+              "%s --precision fp8 on bf16 weights: status %d, stderr %s", cmds[i][0], r.status, r.err);
+    }
+    snprintf(script, sizeof script, "%s/fp8.json", tmp);
+    snprintf(dump, sizeof dump, "%s/fp8.h5", tmp);
+    snprintf(report, sizeof report, "%s/fp8_report.json", tmp);
+    snprintf(text, sizeof text,
+             "{\"model\": \"%s\", \"engine\": \"off\", \"precision\": \"fp8\", \"steps\": [{\"prefill\": 4}],\n"
+             " \"dump\": {\"path\": \"%s\"}, \"report\": {\"json\": \"%s\"}}\n", dir, dump, report);
+    write_file(script, text);
+    as_cli_run(&r, AS_ARGS("run", "-q", script));
+    CHECK(r.status == 2 && strstr(r.err, "F8_E4M3"), "run with precision fp8 on bf16 weights: status %d, %s", r.status,
+          r.err);
+    CHECK(!as_slurp(dump, NULL) && !as_slurp(report, NULL), "nothing written (dump, report)");
+    as_cli_run(&r, AS_ARGS("tui", "--model", dir, "--precision", "sideways"));
+    CHECK(r.status == 2 && strstr(r.err, "--precision: fp8, bf16 or auto"), "--precision sideways: status %d, %s",
+          r.status, r.err);
 }
