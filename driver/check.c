@@ -11,6 +11,8 @@
 #include "driver/state_io.h"
 #include "dumps/dump.h"
 #include "model/precision.h"
+#include "ref/candidates.h"
+#include "ref/indexer.h"
 
 /* The side to check in a layer: the one asked for, else the first that is not the reference. */
 static const char *pick_side(const AsDumpLayerInfo *li, const char *want)
@@ -50,11 +52,23 @@ static void published_free(Published *p)
         free(p->sel[l]), free(p->cand[l]);
 }
 
-/* An index source's selection as the checked side stores it: csel, else the compressed columns of
- * idx; the candidate source's mask. */
+/* Visibility lengths of a layer's queries (SPEC 3 step 5c). */
+static int *query_lens(const AsRun *r, int ratio)
+{
+    int *cl = malloc(sizeof(int) * (size_t)(r->s > 0 ? r->s : 1));
+    for (int t = 0; cl && t < r->s; t++)
+        cl[t] = r->start_pos == 0 ? (t + 1) / ratio : r->width;
+    return cl;
+}
+
+/* What an index source published on the checked side: its csel, else the compressed columns of its
+ * idx, else the top-k of its scores; the candidate source's mask: its cand, else the blocks its scores
+ * select (SPEC 3, by the reference's rules and tie convention). */
 static void publish(Published *p, const AsConfig *cfg, int l, const AsRun *got)
 {
     const AsLayerRole *role = &cfg->role[l];
+    const AsHostTensor *sc = &got->t[AS_T_ISCORE];
+    bool scores = sc->data && role->ratio > 0 && got->width > 0 && as_ht_numel(sc) == (int64_t)got->s * got->width;
     if (role->index_source) {
         const AsHostTensor *cs = &got->t[AS_T_CSEL], *ix = &got->t[AS_T_IDX];
         int64_t s = got->s, k = got->k, n = s * k;
@@ -68,18 +82,31 @@ static void publish(Published *p, const AsConfig *cfg, int l, const AsRun *got)
                 for (int64_t t = 0; t < s; t++)
                     memcpy(c + t * k, (const int32_t *)ix->data + t * got->topk + got->cols, sizeof(int32_t) * (size_t)k);
                 p->xc.pub_sel_n[l] = n;
+            } else if (scores && k <= got->width) { /* the scores after its masks */
+                int *cl = query_lens(got, role->ratio);
+                if (cl && !as_index_topk(sc->data, got->s, got->width, got->k, cl, got->rows_a_len, c))
+                    p->xc.pub_sel_n[l] = n;
+                free(cl);
             }
             p->xc.pub_sel[l] = c;
         }
     }
-    if (role->candidate_source && got->t[AS_T_CAND].data) {
-        int64_t n = as_ht_numel(&got->t[AS_T_CAND]);
+    if (role->candidate_source && (got->t[AS_T_CAND].data || scores)) {
+        int64_t n = got->t[AS_T_CAND].data ? as_ht_numel(&got->t[AS_T_CAND]) : (int64_t)got->s * got->width;
         uint8_t *c = realloc(p->cand[l], (size_t)(n + 1));
         if (c) {
-            memcpy(c, got->t[AS_T_CAND].data, (size_t)n);
             p->cand[l] = c;
             p->xc.pub_cand[l] = c;
-            p->xc.pub_cand_n[l] = n;
+            if (got->t[AS_T_CAND].data) {
+                memcpy(c, got->t[AS_T_CAND].data, (size_t)n);
+                p->xc.pub_cand_n[l] = n;
+            } else {
+                int *cl = query_lens(got, role->ratio);
+                if (cl && !as_select_candidate_blocks(sc->data, got->s, got->width, cl, cfg->candidate_block_size,
+                                                      cfg->candidate_topk_blocks, c))
+                    p->xc.pub_cand_n[l] = n;
+                free(cl);
+            }
         }
     }
 }

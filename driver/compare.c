@@ -863,13 +863,17 @@ void as_tensor_diff_line(AsTensorId id, const AsTensorDiff *d, char *buf, int n)
             fmt_set(sg, sizeof sg, d->seldiff[0].only_got, d->seldiff[0].n_only_got);
             fmt_set(sw, sizeof sw, d->seldiff[0].only_want, d->seldiff[0].n_only_want);
         }
-        char ties[64] = "";
+        char ties[64] = "", why[96];
         if (d->n_tie_order)
             snprintf(ties, sizeof ties, ", %lld tie-order: %s", (long long)d->n_tie_order, as_tie_fit_what(d->tie_fit));
+        if (d->explained) /* the scores did not explain them; the checked side's own inputs do */
+            snprintf(why, sizeof why, "each following from its inputs");
+        else
+            snprintf(why, sizeof why, "%lld near-tie, %lld real%s", (long long)d->n_near_tie, (long long)d->n_real, ties);
         snprintf(buf, (size_t)n,
-                 "%s: %s %lld rows differ (%lld near-tie, %lld real%s), first at %s: got %g want %g; "
+                 "%s: %s %lld rows differ (%s), first at %s: got %g want %g; "
                  "query %lld only got %s only want %s, margin %g ulp",
-                 name, v, (long long)d->n_rows_differ, (long long)d->n_near_tie, (long long)d->n_real, ties, where,
+                 name, v, (long long)d->n_rows_differ, why, where,
                  d->worst_got, d->worst_want, d->n_seldiffs ? (long long)d->seldiff[0].query : -1LL, sg, sw,
                  d->n_seldiffs ? d->seldiff[0].margin : 0.0);
         return;

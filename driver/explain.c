@@ -134,17 +134,18 @@ static bool same_bytes(const AsHostTensor *a, const void *b, size_t bytes)
            memcmp(a->data, b, bytes) == 0;
 }
 
-/* Whether the publisher's difference in tensor id (this step) was explained: not a mismatch (a
- * selection not stored there: its idx). */
+/* Whether the publisher's difference in tensor id (this step) was explained: not a mismatch; where it
+ * does not store the tensor, neither what it was derived from (a selection's idx, both's scores). */
 static bool publisher_ok(const Side *c, int src, AsTensorId id)
 {
     if (!c->ctx->diff)
         return true;
     const AsLayerDiff *pd = &c->ctx->diff[src];
-    AsVerdict v = pd->t[id].verdict;
-    if (v == AS_V_ABSENT && id == AS_T_CSEL)
-        v = pd->t[AS_T_IDX].verdict;
-    return ok(v);
+    if (!ok(pd->t[id].verdict))
+        return false;
+    if (pd->t[id].verdict != AS_V_ABSENT)
+        return true;
+    return ok(pd->t[AS_T_ISCORE].verdict) && (id != AS_T_CSEL || ok(pd->t[AS_T_IDX].verdict));
 }
 
 /* The candidate mask a user layer applied on the checked side: its publisher's (by the reference's

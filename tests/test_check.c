@@ -15,6 +15,7 @@
 
 #include "dumps/dump.h"
 #include "dumps/schema.h"
+#include "ref/candidates.h"
 #include "ref/indexer.h"
 #include "ref/numerics.h"
 #include "tests/cli_util.h"
@@ -44,6 +45,17 @@ static void make_dump_with(char *dump, size_t n, const char *name, const char *m
 static void make_dump(char *dump, size_t n)
 {
     make_dump_with(dump, n, "twin", "\"tiny\"", "[{\"prefill\": 9}, {\"decode\": 3}]", "[0, 3, 5, 7]", NULL);
+}
+
+/* The summary's lines, as notes (what check said, for the record). */
+static void note_out(const char *out)
+{
+    for (const char *p = out; p && *p;) {
+        const char *e = strchr(p, '\n');
+        int len = e ? (int)(e - p) : (int)strlen(p);
+        as_test_note("  %.*s", len, p);
+        p = e ? e + 1 : NULL;
+    }
 }
 
 /* ---- HDF5 edits of a dump (what a user's engine might have written instead) ---- */
@@ -313,9 +325,199 @@ TEST(check_planted_near_tie_is_inherited_by_the_reusing_layer)
              step ? "decode" : "prefill", start, reuser, l, step);
     CHECK(strstr(r->out, want), "the reusing layer inherits it (%s):\n%s", want, r->out);
     CHECK(strstr(r->out, "1 near-ties, 0 tie-order, 1 inherited, 0 mismatches"), "nothing else differs:\n%s", r->out);
+    note_out(r->out);
     char *rep = as_slurp(json, NULL);
     CHECK(rep && strstr(rep, "\"verdict\":\t\"inherited\"") && strstr(rep, "\"from\":"), "the JSON names the origin");
     free(rep);
+    free(r);
+}
+
+/* Block maxima of a score row (the pinned newest visible block +inf), as select_candidate_blocks
+ * ranks them. */
+static void block_max(const float *row, int width, int bs, int cl, float *bm, int *arg)
+{
+    int nb = (width + bs - 1) / bs, pin = cl >= 1 ? (cl - 1) / bs : -1;
+    for (int b = 0; b < nb; b++) {
+        bm[b] = -INFINITY, arg[b] = b * bs;
+        for (int p = b * bs; p < (b + 1) * bs && p < width; p++)
+            if (row[p] > bm[b])
+                bm[b] = row[p], arg[b] = p;
+        if (b == pin)
+            bm[b] = INFINITY;
+    }
+}
+
+/* The engine side of one step rewritten from the candidate source's scores on: a candidate mask the
+ * source's (edited) scores select, the users' scores masked by it (from their stored iq, keys, w),
+ * every selection from its scores and every reusing layer's from its publisher. */
+static void engine_from_scores(hid_t f, const AsConfig *cfg, int step, int start, int s)
+{
+    int src = cfg->candidate_source;
+    uint8_t *mask = NULL;
+    int32_t *pub[AS_MAX_LAYERS] = {NULL};
+    for (int l = src; l < cfg->n_layers; l++) {
+        const AsLayerRole *role = &cfg->role[l];
+        AsRun at;
+        as_run_init(&at);
+        as_dump_rule_attrs(cfg, l, start, s, &at);
+        int cl[128];
+        REQUIRE(s <= 128 && role->ratio > 0, "rows");
+        for (int t = 0; t < s; t++)
+            cl[t] = start == 0 ? (t + 1) / role->ratio : at.width;
+        char path[160];
+        size_t n;
+        int32_t *cs = malloc(sizeof(int32_t) * (size_t)s * (at.k ? at.k : 1));
+        REQUIRE(cs, "memory");
+        if (role->index_source) {
+            snprintf(path, sizeof path, "/steps/%04d/layers/%02d/engine/iscore", step, l);
+            float *sc = read_ds(f, path, H5T_NATIVE_FLOAT, 4, &n);
+            if (role->candidate_source) {
+                mask = malloc((size_t)s * at.width);
+                REQUIRE(mask && as_select_candidate_blocks(sc, s, at.width, cl, cfg->candidate_block_size,
+                                                           cfg->candidate_topk_blocks, mask) == 0, "mask");
+            } else if (role->uses_candidates) {
+                char pq[160], pk[160], pw[160];
+                snprintf(pq, sizeof pq, "/steps/%04d/layers/%02d/engine/iq", step, l);
+                snprintf(pk, sizeof pk, "/steps/%04d/layers/%02d/engine/keys", step, l);
+                snprintf(pw, sizeof pw, "/steps/%04d/layers/%02d/engine/w", step, l);
+                size_t n1, n2, n3;
+                float *iq = read_ds(f, pq, H5T_NATIVE_FLOAT, 4, &n1), *keys = read_ds(f, pk, H5T_NATIVE_FLOAT, 4, &n2),
+                      *w = read_ds(f, pw, H5T_NATIVE_FLOAT, 4, &n3);
+                REQUIRE(as_index_scores(iq, keys, w, s, cfg->index_n_heads, cfg->index_head_dim, at.width, sc) == 0,
+                        "scores");
+                as_index_visibility(sc, s, at.width, cl);
+                for (size_t i = 0; i < (size_t)s * at.width; i++)
+                    if (!mask[i])
+                        sc[i] = -INFINITY;
+                write_ds(f, path, H5T_NATIVE_FLOAT, sc);
+                free(iq), free(keys), free(w);
+            }
+            REQUIRE(as_index_topk(sc, s, at.width, at.k, cl, at.rows_a_len, cs) == 0, "topk");
+            free(sc);
+            pub[l] = cs;
+        } else {
+            REQUIRE(pub[role->select_from], "publisher of layer %d", l);
+            memcpy(cs, pub[role->select_from], sizeof(int32_t) * (size_t)s * at.k);
+        }
+        snprintf(path, sizeof path, "/steps/%04d/layers/%02d/engine/csel", step, l);
+        write_ds(f, path, H5T_NATIVE_INT32, cs);
+        snprintf(path, sizeof path, "/steps/%04d/layers/%02d/engine/idx", step, l);
+        int32_t *ix = read_ds(f, path, H5T_NATIVE_INT32, 4, &n);
+        for (int t = 0; t < s; t++)
+            memcpy(ix + (size_t)t * at.topk + at.cols, cs + (size_t)t * at.k, sizeof(int32_t) * (size_t)at.k);
+        write_ds(f, path, H5T_NATIVE_INT32, ix);
+        free(ix);
+        if (!role->index_source)
+            free(cs);
+    }
+    for (int l = 0; l < AS_MAX_LAYERS; l++)
+        free(pub[l]);
+    free(mask);
+}
+
+/* A near-tie planted in the candidate source's block selection (the engine's scores put the block
+ * one ulp below the weakest kept one above it), with no cand stored (the mask follows from the
+ * source's scores): the candidate users, which score, select and attend under that mask, inherit
+ * it from the source; the layer reusing a user's selection inherits from that user. */
+TEST(check_planted_mask_near_tie_is_inherited_by_the_candidate_users)
+{
+    AsConfig cfg;
+    AsError err = {0};
+    REQUIRE(as_config_preset("tiny", &cfg, &err) == 0, "%s", err.msg);
+    int src = cfg.candidate_source, bs = cfg.candidate_block_size;
+    char dump[600], json[600];
+    int found_step = -1, found_t = -1, pk = -1, pd = -1, start = 0, s = 0;
+    const int prefill = 40, decodes = 6;
+    for (int seed = 1; seed <= 6 && found_step < 0; seed++) {
+        char steps[200], name[32];
+        snprintf(name, sizeof name, "mask%d", seed);
+        snprintf(steps, sizeof steps, "[{\"prefill\": %d}, {\"decode\": %d}]", prefill, decodes);
+        /* the inputs' seed varies the scores until a boundary one ulp wide turns up */
+        char model[64];
+        snprintf(model, sizeof model, "\"tiny\", \"inputs\": {\"seed\": %d}", seed);
+        make_dump_with(dump, sizeof dump, name, model, steps, "\"all\"", "x,iq,keys,w,iscore,csel,idx");
+        hid_t f = open_rw(dump);
+        for (int step = 0; step <= decodes && found_step < 0; step++) {
+            start = step == 0 ? 0 : prefill + step - 1, s = step == 0 ? prefill : 1;
+            AsRun at;
+            as_run_init(&at);
+            as_dump_rule_attrs(&cfg, src, start, s, &at);
+            char path[128];
+            size_t n;
+            snprintf(path, sizeof path, "/steps/%04d/layers/%02d/ref/iscore", step, src);
+            float *sc = read_ds(f, path, H5T_NATIVE_FLOAT, 4, &n);
+            for (int t = 0; t < s && found_step < 0; t++) {
+                int cl = start == 0 ? t + 1 : at.width, nb = (at.width + bs - 1) / bs;
+                uint8_t m[512];
+                float bm[128];
+                int arg[128];
+                REQUIRE(at.width <= 512 && nb <= 128, "width");
+                REQUIRE(as_select_candidate_blocks(sc + (size_t)t * at.width, 1, at.width, &cl, bs,
+                                                   cfg.candidate_topk_blocks, m) == 0, "mask");
+                block_max(sc + (size_t)t * at.width, at.width, bs, cl, bm, arg);
+                int kept = -1, dropped = -1;
+                for (int b = 0; b < nb; b++) {
+                    if (!isfinite(bm[b]))
+                        continue;
+                    if (m[b * bs] && (kept < 0 || bm[b] < bm[kept]))
+                        kept = b;
+                    if (!m[b * bs] && (dropped < 0 || bm[b] > bm[dropped]))
+                        dropped = b;
+                }
+                if (kept >= 0 && dropped >= 0 && as_bf16_ulp_distance(bm[kept], bm[dropped]) == 1) {
+                    found_step = step, found_t = t, pk = arg[kept], pd = arg[dropped];
+                    /* the engine's scores: the two block maxima swapped */
+                    float *row = sc + (size_t)t * at.width;
+                    snprintf(path, sizeof path, "/steps/%04d/layers/%02d/engine/iscore", step, src);
+                    float *e = read_ds(f, path, H5T_NATIVE_FLOAT, 4, &n);
+                    e[(size_t)t * at.width + pk] = row[pd], e[(size_t)t * at.width + pd] = row[pk];
+                    write_ds(f, path, H5T_NATIVE_FLOAT, e);
+                    free(e);
+                    engine_from_scores(f, &cfg, step, start, s);
+                }
+            }
+            free(sc);
+        }
+        H5Fclose(f);
+    }
+    REQUIRE(found_step >= 0, "no candidate block boundary one ulp wide in six runs");
+    as_test_note("step %d, query %d: the source's blocks of positions %d (kept) and %d (dropped) one ulp apart", found_step,
+                 found_t, pk, pd);
+    snprintf(json, sizeof json, "%s/mask.json", as_test_tmpdir());
+    AsCliResult *r = malloc(sizeof *r);
+    as_cli_run(r, AS_ARGS("check", dump, "-q", "--report-json", json));
+    CHECK(r->status == 0 && strstr(r->out, " 0 mismatches"), "the mask's difference is explained: exit %d\n%s%s",
+          r->status, r->out, r->err);
+    note_out(r->out);
+    char *text = as_slurp(json, NULL);
+    cJSON *rep = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    REQUIRE(rep, "the JSON report");
+    int users = 0;
+    cJSON *st;
+    cJSON_ArrayForEach(st, cJSON_GetObjectItem(rep, "steps"))
+    {
+        if (cJSON_GetObjectItem(st, "step")->valueint != found_step)
+            continue;
+        cJSON *ly;
+        cJSON_ArrayForEach(ly, cJSON_GetObjectItem(st, "layers"))
+        {
+            int l = cJSON_GetObjectItem(ly, "layer")->valueint;
+            const char *v = cJSON_GetObjectItem(ly, "verdict")->valuestring;
+            cJSON *cause = cJSON_GetObjectItem(ly, "cause");
+            const char *why = cause ? cJSON_GetObjectItem(cause, "why")->valuestring : "-";
+            if (l > src && cfg.role[l].uses_candidates && cfg.role[l].index_source) {
+                char want[64];
+                snprintf(want, sizeof want, "inherited from layer %d step %d", src, found_step);
+                CHECK(!strcmp(v, "inherited") && !strcmp(why, want), "user layer %d: %s, %s (want %s)", l, v, why, want);
+                users++;
+            } else if (l == 8) {
+                CHECK(strcmp(v, "MISMATCH"), "layer 8 (reuses 7's selection): %s, %s", v, why);
+            }
+        }
+    }
+    CHECK(users == 2, "layers 7 and 9 judged: %d", users);
+    cJSON_Delete(rep);
     free(r);
 }
 
