@@ -195,19 +195,6 @@ __device__ __forceinline__ float as_d_warp_max(float v)
     return v;
 }
 
-// The attention sink folded into a finished online softmax: o = O * as_d_sink_fold(m, l, sink) for a
-// row whose weights were taken relative to m (the running max, or any reference) and sum to l:
-// M = max(m, sink), o = O e^(m - M) / (e^(sink - M) + l e^(m - M)); 0 when no row was selected
-// (m = -inf). kernels/sparse_attn.cu and sparse_attn_wgmma.cu.
-__device__ __forceinline__ float as_d_sink_fold(float m, float l, float sink)
-{
-    if (m == -INFINITY)
-        return 0.0f;
-    const float M = fmaxf(m, sink);
-    const float e = expf(m - M);
-    return e / (expf(sink - M) + l * e);
-}
-
 #define AS_LAUNCH_RESULT() ((int)cudaGetLastError())
 
 // Programmatic dependent launch (Hopper). Every kernel calls as_d_pdl_wait() first: launched with

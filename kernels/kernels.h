@@ -225,13 +225,15 @@ int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, 
 
 /* ---- one query (kernels/attn_decode.cu): the automatic path of as_k_sparse_attn and
  * as_k_sparse_attn_decode at s = 1 where it applies (hd 256 or 512, nh a multiple of 4, 16-byte
- * aligned q and rows, at most 8192 entries). Splits of 32 entries x 8 heads per block (4 where nh is
- * not a multiple of 8) on tensor cores, then a combine with the sink. topk / nb by value, or read
- * from topk_d / nb_d (at most topk / nb, which size the launch); ws at least
+ * aligned q and rows, at most 8192 entries). Splits of 64 entries (kernel.py's softmax blocks) x 8
+ * heads per block (4 where nh is not a multiple of 8) on tensor cores, then a combine with the sink.
+ * topk / nb by value, or read from topk_d / nb_d (at most topk / nb, which size the launch); ws at least
  * as_k_attn_decode_ws_bytes(nh, hd, topk) bytes, or null (by value only: allocated on the stream); ob
- * (optional): the combine also writes o_back (AsOBack, rd <= hd, rd even). */
+ * (optional): the combine also writes o_back (AsOBack, rd <= hd, rd even). _prepare raises the split
+ * kernels' shared-memory limits for hd now (as_k_sparse_attn_decode_plan calls it, before a capture). */
 int as_k_attn_decode_applies(int nh, int hd, int topk_max);
 size_t as_k_attn_decode_ws_bytes(int nh, int hd, int topk_max);
+int as_k_attn_decode_prepare(int hd);
 int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                      const int32_t *nb_d, const int32_t *idx, int topk, const int32_t *topk_d, const float *sink,
                      as_bf16_t *o, int nh, int hd, float scale, void *ws, size_t ws_bytes, const AsOBack *ob,

@@ -1,11 +1,10 @@
 // Sparse attention with the attention sink on Hopper's warpgroup MMA (wgmma, sm_90a): the prefill
-// form of kernels/sparse_attn.cu for hd 512 (the flash geometry). Same math, same twin
-// (as_sparse_attention in ref/attention.c), same tests (tests/gpu_sparse_attn.c, path 3):
-//
-//   z_i = (q[t][h] . row_i) * scale over the selected rows i = idx[t][j] (j < topk; entries < 0 or
-//         >= na + nb are skipped; i < na reads rows_a[i], else rows_b[i - na])
-//   m = max(sink[h], max z);  den = exp(sink[h] - m) + sum_i exp(z_i - m)
-//   o[t][h] = bf16( sum_i exp(z_i - m) / den * row_i )            (no selected row: o = 0)
+// form of kernels/sparse_attn.cu for hd 512 (the flash geometry). Same math (kernel.py's blockwise
+// softmax, stated in kernels/sparse_attn.cu's header: blocks of 64 entries from m = -1e30, f32 p into
+// the denominator, bf16(p) into P.R, the sink added to the denominator at the end), same twin
+// (as_sparse_attention in ref/attention.c), same tests (tests/gpu_sparse_attn.c, path 3). A tile of
+// 64 selected rows is one of kernel.py's blocks, so the tiles start at entry 0 and the running max
+// moves once a tile.
 //
 // Why a second kernel: the mma.sync kernel feeds every warp's tensor-core operands through ldmatrix,
 // one copy per warp, about 6 MAC per shared-memory byte, which caps it near 20% of the tensor-core
@@ -22,19 +21,21 @@
 //     S = S_w + S_(1-w) through shared memory, each warpgroup for the 32 rows it exponentiates (it
 //       hands the other its partial sums of the other 32: fp addition commutes, so either order gives
 //       the same bits), z = S * scale, -inf for skipped rows; the halves' row maxima swapped;
-//     online softmax per head (max without the sink, sum of unrounded exp, P rounded to bf16 for the
-//       product), relative to a reference max that moves only when a tile's max passes it by more
-//       than 8 / ln 2 (weights <= 2^8): most tiles skip the rescale of O; each warpgroup
-//       exponentiates half of the tile's rows and the bf16 halves are swapped through shared memory;
-//     O_w = O_w * alpha + bf16(P) . R[:, 256 w .. +256]      4 x wgmma m64n256k16 (P from registers)
+//     the block's softmax step per head: m' = max(m, the tile's max); O and l are rescaled by
+//       c = exp(m - m') in a warp where a row's max moved (c = 1 for its other rows; a warp where none
+//       moved skips the multiplies: the same bits); p = exp(z - m') against that true running max
+//       (bf16(p) must be rounded relative to it); each warpgroup exponentiates half of the tile's rows,
+//       sums its part of the f32 p, and the bf16 halves are swapped through shared memory;
+//     O_w = O_w c + bf16(P) . R[:, 256 w .. +256]      4 x wgmma m64n256k16 (P from registers)
 //   The next tile's rows are in flight (cp.async) while a tile is computed; the selection entries
 //   two tiles ahead are read into registers meanwhile. The loop stops after the last tile holding a
-//   row that exists: an early query's selection ends in -1 entries, whose tiles would add nothing.
+//   row that exists: an early query's selection ends in -1 entries, whose tiles would change nothing
+//   (m' = m, c = 1, p = 0).
 //   The selection's first 1024 entries are read before anything else, as independent loads that
 //   land with Q's and tile 0's copies (as a dependent loop after them the scan cost 9% on full
 //   selections: bench/RESULTS.md).
-//   end: the sink is folded in as in the mma.sync kernel, the bf16 rows staged in the Q buffer and
-//   written with coalesced 16-byte stores.
+//   end: den = l + exp(sink - m), o = O * (1 / den), the bf16 rows staged in the Q buffer and written
+//   with coalesced 16-byte stores.
 // No split over the selection: the launcher takes this kernel where s x head blocks fill the device
 // (prefill); decode and short chunks keep kernels/sparse_attn.cu and kernels/attn_decode.cu. Blocks
 // run from the last query down: the heavy ones first, the light ones fill the last wave.
@@ -67,8 +68,8 @@ constexpr uint32_t kBiasBytes = 2 * kTR * 4;
 constexpr uint32_t kLastBytes = 8 * 4; // [8 warps]: each one's last tile holding a row that exists
 constexpr uint32_t kSmemBytes = 1024 + kQBytes + 2 * kRBytes + kXBytes + kBiasBytes + kLastBytes; // 230944
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kSlack = 8.0f / kLog2e; // a tile maximum this far above the reference moves it (weights <= 2^8)
 static_assert(kHB == kTR, "Q and a row tile share one layout");
+static_assert(kTR == asattn::kBlock, "a tile is one block of kernel.py's softmax");
 static_assert(kSmemBytes <= 227 * 1024, "an sm_90 block's shared memory");
 
 // Byte offset of 16-byte chunk `ch` (0..63) of row `row` in a swizzled 64-row tile.
@@ -263,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
 #pragma unroll
     for (int i = 0; i < 128; i++)
         acc_o[i] = 0.0f;
-    float m_run[2] = {-INFINITY, -INFINITY}; // rows g, g + 8 of warp wi: heads 16 wi + g, + 8
+    float m_run[2] = {asattn::kMaxInit, asattn::kMaxInit}; // rows g, g + 8 of warp wi: heads 16 wi + g, + 8
     float l_run[2] = {0.0f, 0.0f};           // this thread's part of the row sums
     // Descriptors of this warpgroup's hd half: Q (K-major), a stage's rows (K-major for S, MN-major for O).
     // A k-step adds its byte offset / 16 to the start-address field (no carry: shared addresses < 256 KB).
@@ -324,21 +325,24 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
             mx[0] = fmaxf(mx[0], om.x);
             mx[1] = fmaxf(mx[1], om.y);
         }
-        // ---- online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3). The weights are taken relative to
-        // m_run, which moves only when a row's tile maximum passes it by more than kSlack (then every
-        // row of the warp moves to its running maximum and O, l are rescaled): weights stay <= 2^8,
-        // and most tiles skip the 128 multiplies of the rescale. Any reference gives the same
-        // normalised result; the epilogue folds the sink relative to the final m_run.
-        if (__any_sync(0xffffffffu, mx[0] > m_run[0] + kSlack || mx[1] > m_run[1] + kSlack)) {
-            float alpha[2];
+        // ---- the block's softmax step, rows g (e = 0, 1) and g + 8 (e = 2, 3): m' = max(m, the tile's
+        // max); where a row of the warp moved, its O and l are rescaled by c = exp(m - m') (c = 1 for the
+        // others; the same decision in both warpgroups: they hold the same maxima). One warp-uniform
+        // branch for both rows (one for each row measured slower).
+        float mc[2], alpha[2];
+        bool moved = false;
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const float m_new = fmaxf(m_run[r], mx[r]);
-                const float m_use = m_new == -INFINITY ? 0.0f : m_new; // nothing seen yet: exp(-inf - 0) = 0
-                alpha[r] = ex2_approx((m_run[r] - m_use) * kLog2e);
-                m_run[r] = m_new;
+        for (int r = 0; r < 2; r++) {
+            const float m_new = fmaxf(m_run[r], mx[r]); // >= -1e30: finite
+            moved |= m_new != m_run[r];
+            alpha[r] = m_new == m_run[r] ? 1.0f : ex2_approx((m_run[r] - m_new) * kLog2e);
+            m_run[r] = m_new;
+            mc[r] = m_new * kLog2e;
+        }
+        if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+            for (int r = 0; r < 2; r++)
                 l_run[r] *= alpha[r];
-            }
 #pragma unroll
             for (int j = 0; j < 32; j++) {
                 acc_o[4 * j + 0] *= alpha[0];
@@ -347,10 +351,6 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
                 acc_o[4 * j + 3] *= alpha[1];
             }
         }
-        float mc[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-            mc[r] = (m_run[r] == -INFINITY ? 0.0f : m_run[r]) * kLog2e;
         // ---- the weights, half each: warpgroup w exponentiates rows 32 w .. 32 w + 31 of the tile (k-steps
         // 2 w, 2 w + 1 of the O product) and keeps their part of the row sums; the bf16 halves are swapped
         // through the slots just read (each thread's partner reads only its own slots)
@@ -400,11 +400,11 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
         l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
     }
     const int hl[2] = {wi * 16 + g, wi * 16 + g + 8}; // local heads of rows g, g + 8
-    float f[2];
+    float inv[2]; // 1 / den, the sink in the denominator
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int h = h0 + hl[r];
-        f[r] = as_d_sink_fold(m_run[r], l_run[r], h < a.nh ? a.sink[h] : 0.0f);
+        inv[r] = asattn::attn_inv(asattn::attn_den(l_run[r], m_run[r], h < a.nh ? a.sink[h] : 0.0f));
     }
     __syncthreads(); // every warpgroup is done reading Q
 #pragma unroll
@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
 #pragma unroll
         for (int j = 0; j < 32; j++)
             *(uint32_t *)(sq + tile_off(hl[r], wg * 32 + j) + c4 * 4) =
-                pack_bf16x2(acc_o[4 * j + 2 * r] * f[r], acc_o[4 * j + 2 * r + 1] * f[r]);
+                pack_bf16x2(acc_o[4 * j + 2 * r] * inv[r], acc_o[4 * j + 2 * r + 1] * inv[r]);
     __syncthreads();
     if (h0 + cp_row < a.nh) { // row cp_row, chunks cq + 4 i: the copy pattern of the loads
         uint16_t *orow = a.o + ((int64_t)t * a.nh + h0 + cp_row) * kHD;
@@ -421,7 +421,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attn_wgmma_kernel(AttnArgs
             *(uint4 *)(orow + (cq + 4 * i) * 8) = *(const uint4 *)(sq + tile_off(cp_row, cq + 4 * i));
     }
 #else
-    (void)a, (void)kLog2e, (void)kSlack, (void)tile_off(0, 0), (void)ex2_approx(0.0f);
+    (void)a, (void)kLog2e, (void)tile_off(0, 0), (void)ex2_approx(0.0f);
     __trap(); // not the sm_90a code: the launcher never gets here (as_k_sparse_attn_wgmma_applies)
 #endif // AS_WGMMA
 }

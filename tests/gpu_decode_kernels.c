@@ -4,14 +4,19 @@
  * launch produces (whose twins pin it to ref/). as_k_build_idx_decode (window selection + idx) vs
  * as_k_window_select + as_k_build_idx; as_k_compress_pool_decode vs as_k_compress_pool (decode);
  * as_k_index_scores_decode vs as_k_index_scores; as_k_sparse_attn_decode vs as_k_sparse_attn, at
- * the flash (tensor cores, split one tile per split into the caller's workspace) and tiny (warp
- * kernel) geometries, live widths from one entry to the whole. Outputs are poisoned before each
- * launch; past the live length nothing may be written (scores) or everything is -1 (idx). */
+ * the flash (the one-query kernel: a split per 64-entry block into the caller's workspace) and tiny
+ * (warp kernel) geometries, live widths from one entry to the whole (1, 20, 64, 65, 129, ...), a
+ * running max that grows between blocks, every live entry -1; the by-value attention is checked
+ * against its twin as_sparse_attention too (SPEC 6, the ratio to the tolerance printed: its splits
+ * round bf16(p) against their own running max, the accepted deviation from kernel.py). Outputs are
+ * poisoned before each launch; past the live length nothing may be written (scores) or everything is
+ * -1 (idx). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "ref/attention.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
 #include "tests/gpu_util.h"
@@ -212,14 +217,41 @@ GPU_TEST(gpu_decode_index_scores)
 
 /* ---- sparse attention ---- */
 
-static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int nb_max, int topk_live, int topk_max,
-                      uint64_t seed)
+typedef enum {
+    ATTN_RANDOM,  /* random live rows, a third of the ring's entries -1 */
+    ATTN_ALL_NEG, /* every live entry -1: o = 0 */
+    ATTN_HOT,     /* random over all but the last two live rows, which score ~5 and ~15 above the rest
+                   * (f / sqrt(nh) times the sum of the heads' q, f = 1.5 and 4) at entries in blocks 1 and
+                   * 2+: the running max grows between blocks */
+} AttnKind;
+
+/* The SPEC 6 rule (max|got - want| <= max|want| 2^-7 + 1e-4) for got (bf16 bits) against the twin's want:
+ * the ratio of the max error to the tolerance, infinite for a NaN. */
+static double spec6_ratio(const uint16_t *got, const float *want, size_t n, int64_t *exact)
+{
+    double maxw = 0, maxe = 0;
+    *exact = 0;
+    for (size_t i = 0; i < n; i++)
+        maxw = fmax(maxw, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        const float g = as_bf16_to_f32(got[i]);
+        maxe = fmax(maxe, isnan(g) ? INFINITY : fabs((double)g - want[i]));
+        *exact += got[i] == as_bf16_bits(want[i]);
+    }
+    return maxe / (maxw * 0x1p-7 + 1e-4);
+}
+
+static double g_attn_worst; /* the by-value attention against its twin, over the cases: reported at the end */
+
+static void attn_case_k(const char *name, int nh, int hd, int na, int nb_live, int nb_max, int topk_live, int topk_max,
+                        AttnKind kind, uint64_t seed)
 {
     g_rs = seed;
     char what[200];
     snprintf(what, sizeof what, "sparse_attn_decode %s (%d heads x %d, rows %d+%d of %d, topk %d of %d)", name, nh, hd,
              na, nb_live, nb_max, topk_live, topk_max);
-    const int nrows = na + nb_max;
+    const int nrows = na + nb_max, live = na + nb_live, cold = kind == ATTN_HOT ? live - 2 : live;
+    REQUIRE(cold > 0, "%s: the hot rows need more than two live rows", what);
     float *q = xmalloc(sizeof(float) * (size_t)nh * hd), *rows = xmalloc(sizeof(float) * (size_t)nrows * hd),
           *sink = xmalloc(sizeof(float) * (size_t)nh);
     for (int i = 0; i < nh * hd; i++)
@@ -228,15 +260,27 @@ static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int
         rows[i] = urnd(2.0f);
     for (int h = 0; h < nh; h++)
         sink[h] = urnd(2.0f);
+    if (kind == ATTN_HOT)
+        for (int k = 0; k < 2; k++)
+            for (int d = 0; d < hd; d++) {
+                float sum = 0.0f;
+                for (int h = 0; h < nh; h++)
+                    sum += q[h * hd + d];
+                rows[(int64_t)(cold + k) * hd + d] = as_bf16((k ? 4.0f : 1.5f) / sqrtf((float)nh) * sum);
+            }
     int32_t *idx = xmalloc(sizeof(int32_t) * (size_t)topk_max);
     for (int j = 0; j < topk_max; j++) {
-        int v = (int)(rnd() % (uint64_t)(na + nb_live));
+        int v = (int)(rnd() % (uint64_t)cold);
         if (j < na && j < topk_live && rnd() % 3 == 0)
             v = -1; /* a ring not yet full */
-        if (j >= topk_live)
+        if (j >= topk_live || kind == ATTN_ALL_NEG)
             v = -1; /* as build_idx_decode leaves them */
         idx[j] = v;
     }
+    if (kind == ATTN_HOT && topk_live > 64)
+        idx[64 + (int)(seed % (uint64_t)(topk_live - 64 < 64 ? topk_live - 64 : 64))] = cold;
+    if (kind == ATTN_HOT && topk_live > 128)
+        idx[128 + (int)(7 * seed % (uint64_t)(topk_live - 128))] = cold + 1;
     as_bf16_t *dq = as_gpu_bf16(q, (int64_t)nh * hd), *drows = as_gpu_bf16(rows, (int64_t)nrows * hd);
     float *dsink = as_gpu_f32(sink, nh);
     int32_t *didx = as_gpu_bytes(idx, sizeof(int32_t) * (size_t)topk_max);
@@ -267,6 +311,19 @@ static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int
     if (!bad)
         as_test_note("%s: exact (%s, %d tiles per split, workspace %zu bytes)", what,
                      mma == 2 ? "one-query kernel" : mma ? "tensor cores" : "warp kernel", tps, wsb);
+    { /* the by-value launch against the twin (entries past the live width are -1 in idx already) */
+        float *want = xmalloc(sizeof(float) * (size_t)nh * hd);
+        as_sparse_attention(q, rows, nrows, idx, topk_live, sink, want, 1, nh, hd, scale);
+        int64_t exact = 0;
+        const double ratio = spec6_ratio(ga, want, (size_t)nh * hd, &exact);
+        CHECK(ratio <= 1.0, "%s: the by-value launch against as_sparse_attention: max err %.3f x the SPEC 6 tolerance",
+              what, ratio);
+        as_test_note("%s: against the twin: max err %.3f x tolerance, %lld/%d bit-exact", what, ratio,
+                     (long long)exact, nh * hd);
+        if (ratio > g_attn_worst)
+            g_attn_worst = ratio;
+        free(want);
+    }
     /* early_rows: the rows staged before the PDL wait while the kernel launched just before writes q (here
      * a copy of q by as_k_o_back at a negative position, as wq_b's GEMV writes it in the engine): the same
      * bits */
@@ -325,16 +382,35 @@ static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int
         as_gpu_free(ws);
 }
 
+static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int nb_max, int topk_live, int topk_max,
+                      uint64_t seed)
+{
+    attn_case_k(name, nh, hd, na, nb_live, nb_max, topk_live, topk_max, ATTN_RANDOM, seed);
+}
+
 GPU_TEST(gpu_decode_sparse_attn)
 {
-    /* flash: window 128 + index_topk 512 (ratio > 0), window only (ratio 0) */
-    attn_case("one live tile", 64, 512, 128, 300, 4096, 20, 640, 1);
-    attn_case("two live tiles", 64, 512, 128, 300, 4096, 33, 640, 2);
+    g_attn_worst = 0;
+    /* flash: window 128 + index_topk 512 (ratio > 0), window only (ratio 0); a split is a 64-entry block */
+    attn_case("one live entry", 64, 512, 128, 300, 4096, 1, 640, 9);
+    attn_case("one live split, partial", 64, 512, 128, 300, 4096, 20, 640, 1);
+    attn_case("one live split, whole (64)", 64, 512, 128, 300, 4096, 64, 640, 10);
+    attn_case("two live splits, the second of one entry (65)", 64, 512, 128, 300, 4096, 65, 640, 2);
     attn_case("window + 1", 64, 512, 128, 1, 4096, 129, 640, 3);
     attn_case("window + 300", 64, 512, 128, 300, 4096, 428, 640, 4);
     attn_case("window + 512", 64, 512, 128, 2048, 4096, 640, 640, 5);
     attn_case("ratio 0, window only", 64, 512, 128, 0, 0, 128, 128, 6);
+    attn_case_k("the max grows in block 1", 64, 512, 128, 300, 4096, 65, 640, ATTN_HOT, 11);
+    attn_case_k("the max grows in blocks 1 and 2+", 64, 512, 128, 300, 4096, 640, 640, ATTN_HOT, 12);
+    attn_case_k("the max grows, window + 300", 64, 512, 128, 300, 4096, 428, 640, ATTN_HOT, 13);
+    attn_case_k("every live entry -1", 64, 512, 128, 300, 4096, 428, 640, ATTN_ALL_NEG, 14);
+    /* heads not a multiple of 8: 4 a block */
+    attn_case_k("12 heads, the max grows", 12, 512, 128, 300, 4096, 333, 640, ATTN_HOT, 15);
     /* tiny: the warp kernel */
     attn_case("tiny", 4, 64, 8, 5, 256, 13, 16, 7);
     attn_case("tiny, whole", 4, 64, 8, 40, 256, 16, 16, 8);
+    attn_case_k("tiny, the max grows", 4, 64, 16, 200, 256, 150, 160, ATTN_HOT, 16);
+    attn_case_k("tiny, every live entry -1", 4, 64, 8, 40, 256, 16, 16, ATTN_ALL_NEG, 17);
+    as_test_note("sparse_attn_decode: worst max-err / tolerance of the by-value launches against the twin: %.3f",
+                 g_attn_worst);
 }
