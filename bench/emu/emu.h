@@ -57,6 +57,7 @@ inline int __shfl_up_sync(unsigned, int v, unsigned d)
     return got;
 }
 inline unsigned __ballot_sync(unsigned, int pred) { return emu::ballot(pred != 0); }
+inline int __any_sync(unsigned, int pred) { return emu::ballot(pred != 0) != 0u; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }

@@ -132,7 +132,7 @@ int main()
     run<512>("flash, window + 1", 64, 128, 1, 2048, 129, 640, false, 2);
     run<512>("flash, window + 300", 64, 128, 300, 2048, 428, 640, false, 3);
     run<512>("flash, window + 512", 64, 128, 2048, 2048, 640, 640, false, 4);
-    run<512>("flash, 33 entries (a split of one)", 64, 128, 300, 400, 33, 640, false, 5);
+    run<512>("flash, 65 entries (a split of one)", 64, 128, 300, 400, 65, 640, false, 5);
     run<256>("hd 256, 16 heads", 16, 40, 70, 100, 90, 110, false, 6);
     run<512>("12 heads (three blocks of 4)", 12, 128, 300, 400, 428, 640, false, 8);
     run<256>("hd 256, 20 heads", 20, 40, 70, 100, 90, 110, false, 9);

@@ -105,7 +105,7 @@ int main()
 {
     // flash: window 128 + index_topk 512
     run<512>("one live tile (finalised in place)", 64, 128, 300, 600, 20, 640, true, 1);
-    run<512>("two live tiles", 64, 128, 300, 600, 33, 640, true, 2);
+    run<512>("two live tiles", 64, 128, 300, 600, 65, 640, true, 2);
     run<512>("window + 1", 64, 128, 300, 600, 129, 640, true, 3);
     run<512>("window + 300", 64, 128, 300, 600, 428, 640, true, 4);
     run<512>("full width", 64, 128, 600, 600, 640, 640, true, 5);

@@ -48,12 +48,4 @@ inline float as_d_group_max(float v, int width)
     return v;
 }
 inline float as_d_expf(float x) { return (float)std::exp((double)x); }
-inline float as_d_sink_fold(float m, float l, float sink) // kernels/common.cuh's, on the host
-{
-    if (m == -INFINITY)
-        return 0.0f;
-    const float M = fmaxf(m, sink);
-    const float e = expf(m - M);
-    return e / (expf(sink - M) + l * e);
-}
 inline void as_d_pdl_wait() {}
