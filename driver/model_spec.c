@@ -9,20 +9,9 @@
 #include <unistd.h>
 
 #include "driver/driver.h"
+#include "driver/model_find.h"
 #include "model/gen.h"
 #include "model/precision.h"
-
-static int cache_dir(char *buf, size_t n)
-{
-    const char *e = getenv("ATTNSCOPE_CACHE");
-    if (e && *e)
-        return snprintf(buf, n, "%s", e) < (int)n ? 0 : -1;
-    const char *x = getenv("XDG_CACHE_HOME");
-    if (x && *x)
-        return snprintf(buf, n, "%s/attnscope", x) < (int)n ? 0 : -1;
-    const char *h = getenv("HOME");
-    return snprintf(buf, n, "%s/.cache/attnscope", h && *h ? h : "/tmp") < (int)n ? 0 : -1;
-}
 
 static bool exists(const char *path)
 {
@@ -46,7 +35,7 @@ int as_resolve_model(const char *spec, uint64_t seed, char *dir, size_t n, bool 
         return 0;
     }
     char base[900];
-    if (cache_dir(base, sizeof base))
+    if (as_cache_dir(base, sizeof base))
         return as_err(err, AS_EBADINPUT, "cache directory path too long");
     /* The precision and the generator's format in the name: a model an older generator (or the
      * other precision) wrote is never taken for this one. */

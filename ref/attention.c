@@ -17,19 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/alloc.h"
 #include "ref/gemm.h"
 #include "ref/linear.h"
 #include "ref/numerics.h"
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "attnscope: attention: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    return p;
-}
 
 /* The online-softmax state of one (query, head) between blocks. */
 typedef struct {
@@ -131,10 +122,10 @@ void as_sparse_attention(const float *q, const float *rows, int64_t nrows, const
     const int groups = (nh + hpg - 1) / hpg;
 #pragma omp parallel num_threads(nt)
     {
-        float *k = xmalloc((size_t)AS_ATTN_BLOCK * (size_t)hd * sizeof *k);
-        float *z = xmalloc((size_t)hpg * AS_ATTN_BLOCK * sizeof *z);
-        float *pv = xmalloc((size_t)hpg * (size_t)hd * sizeof *pv);
-        float *acc = xmalloc((size_t)hpg * (size_t)hd * sizeof *acc);
+        float *k = as_ref_xmalloc((size_t)AS_ATTN_BLOCK * (size_t)hd * sizeof *k, "attention");
+        float *z = as_ref_xmalloc((size_t)hpg * AS_ATTN_BLOCK * sizeof *z, "attention");
+        float *pv = as_ref_xmalloc((size_t)hpg * (size_t)hd * sizeof *pv, "attention");
+        float *acc = as_ref_xmalloc((size_t)hpg * (size_t)hd * sizeof *acc, "attention");
         RunningSoftmax rs[AS_ATTN_MAX_HEADS_PER_ITEM];
         for (int h = 0; h < hpg; h++)
             rs[h].acc = acc + (int64_t)h * hd;

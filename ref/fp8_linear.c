@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/alloc.h"
 #include "ref/gemm.h"
 #include "ref/gemv.h"
 #include "ref/linear.h"
@@ -21,16 +22,6 @@
 #include "ref/quant.h"
 
 #define KB AS_FP8_BLOCK /* the accumulation's K block: act_quant's block, 32 */
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "attnscope: fp8 linear: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    return p;
-}
 
 /* The weight scale of row o for every 32-wide block: ws[k] = Ws[o / B][32 k / B]. */
 static void row_scales(const AsWTensor *w, int64_t o, float *scale_row, float *ws)
@@ -118,8 +109,8 @@ static void fp8_gemv(const float *xq, const float *sx, const AsWTensor *w, int64
     const int64_t nchunk = (nout + chunk - 1) / chunk;
 #pragma omp parallel num_threads(as_ref_threads()) if (nchunk > 1)
     {
-        float *scale_row = xmalloc(sizeof(float) * (size_t)as_wt_cols(w->scale));
-        float *ws = xmalloc(sizeof(float) * (size_t)nk);
+        float *scale_row = as_ref_xmalloc(sizeof(float) * (size_t)as_wt_cols(w->scale), "fp8 linear");
+        float *ws = as_ref_xmalloc(sizeof(float) * (size_t)nk, "fp8 linear");
         int64_t ws_row = -1; /* the weight-scale row ws holds */
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < nchunk; j++) {
@@ -159,10 +150,10 @@ static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTenso
     as_blas_serial();
 #pragma omp parallel num_threads(nt)
     {
-        float *panel = xmalloc(sizeof(float) * (size_t)(prow * cols));
-        float *ws = xmalloc(sizeof(float) * (size_t)(prow * nk));
-        float *scale_row = xmalloc(sizeof(float) * (size_t)as_wt_cols(w->scale));
-        float *pk = xmalloc(sizeof(float) * (size_t)(s * prow));
+        float *panel = as_ref_xmalloc(sizeof(float) * (size_t)(prow * cols), "fp8 linear");
+        float *ws = as_ref_xmalloc(sizeof(float) * (size_t)(prow * nk), "fp8 linear");
+        float *scale_row = as_ref_xmalloc(sizeof(float) * (size_t)as_wt_cols(w->scale), "fp8 linear");
+        float *pk = as_ref_xmalloc(sizeof(float) * (size_t)(s * prow), "fp8 linear");
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < npanel; j++) {
             const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
@@ -212,8 +203,8 @@ void as_fp8_linear_rows(const float *x, int64_t s, const AsWTensor *w, int64_t o
     }
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_lut);
-    float *xq = xmalloc(sizeof(float) * (size_t)(s * cols));
-    float *sx = xmalloc(sizeof(float) * (size_t)(s * (cols / KB)));
+    float *xq = as_ref_xmalloc(sizeof(float) * (size_t)(s * cols), "fp8 linear");
+    float *sx = as_ref_xmalloc(sizeof(float) * (size_t)(s * (cols / KB)), "fp8 linear");
     for (int64_t t = 0; t < s; t++)
         as_act_quant(x + t * cols, cols, xq + t * cols, sx + t * (cols / KB));
     if (s == 1)

@@ -13,21 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ref/alloc.h"
 #include "ref/gemm.h"
 #include "ref/gemv.h"
 #include "ref/numerics.h"
 
 #define GEMV_ROWS 16   /* rows a thread decodes at once (the decode path) */
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "attnscope: linear: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    return p;
-}
 
 static bool streams_in_place(const AsWTensor *w)
 {
@@ -89,7 +80,7 @@ static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t 
         /* decoded rows, or the f32 block scales of one chunk's rows */
         const int64_t scale_floats = w->scale ? (chunk / (w->block > 0 ? w->block : 1) + 2) * as_wt_cols(w->scale) : 0;
         const int64_t nbuf = GEMV_ROWS * cols > scale_floats ? GEMV_ROWS * cols : scale_floats;
-        float *buf = streams_in_place(w) ? NULL : xmalloc((size_t)nbuf * sizeof *buf);
+        float *buf = streams_in_place(w) ? NULL : as_ref_xmalloc((size_t)nbuf * sizeof *buf, "linear");
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < nchunk; j++) {
             int64_t a = j * chunk, b = a + chunk < nout ? a + chunk : nout;
@@ -124,7 +115,7 @@ static void linear_gemm(const float *x, int64_t s, const AsWTensor *w, int64_t o
     as_blas_serial();
 #pragma omp parallel num_threads(nt)
     {
-        float *panel = direct ? NULL : xmalloc((size_t)(prow * cols) * sizeof *panel);
+        float *panel = direct ? NULL : as_ref_xmalloc((size_t)(prow * cols) * sizeof *panel, "linear");
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < npanel; j++) {
             const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;

@@ -31,12 +31,9 @@ long long as_topk_depth_limit_hits(void) { return atomic_load(&depth_limit_hits)
 
 /* ---- torch ---- */
 
-void as_topk_torch_order(const float *v, int64_t n, int64_t k, int32_t *out, AsTopkPair *scratch)
+/* (value, index) pairs in index order, in scratch (n pairs) or a new array. */
+static Pair *index_pairs(const float *v, int64_t n, AsTopkPair *scratch)
 {
-    if (k <= 0 || n <= 0)
-        return; /* torch returns an empty result for k == 0 */
-    if (k > n)
-        k = n;
     Pair *p = scratch ? scratch : malloc((size_t)n * sizeof *p);
     if (!p) {
         fprintf(stderr, "attnscope: topk: out of memory for %lld pairs\n", (long long)n);
@@ -44,6 +41,16 @@ void as_topk_torch_order(const float *v, int64_t n, int64_t k, int32_t *out, AsT
     }
     for (int64_t j = 0; j < n; j++)
         p[j] = (Pair){v[j], (int32_t)j};
+    return p;
+}
+
+void as_topk_torch_order(const float *v, int64_t n, int64_t k, int32_t *out, AsTopkPair *scratch)
+{
+    if (k <= 0 || n <= 0)
+        return; /* torch returns an empty result for k == 0 */
+    if (k > n)
+        k = n;
+    Pair *p = index_pairs(v, n, scratch);
     if (as_topk_uses_partial_sort(n, k))
         partial_sort(p, n, k);
     else
@@ -125,13 +132,7 @@ void as_topk_set_ties(const float *v, int64_t n, int64_t k, int32_t *out, AsTopk
         return;
     if (k > n)
         k = n;
-    Pair *p = scratch ? scratch : malloc((size_t)n * sizeof *p);
-    if (!p) {
-        fprintf(stderr, "attnscope: topk: out of memory for %lld pairs\n", (long long)n);
-        abort();
-    }
-    for (int64_t j = 0; j < n; j++)
-        p[j] = (Pair){v[j], (int32_t)j};
+    Pair *p = index_pairs(v, n, scratch);
     /* a total order (value, then index), so any sort gives the one answer */
     qsort(p, (size_t)n, sizeof *p, ties == AS_TIES_LOWEST ? cmp_lowest : cmp_highest);
     for (int64_t j = 0; j < k; j++)
