@@ -4,10 +4,12 @@
 #include "model/gen.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -295,8 +297,10 @@ static int mkdir_p(const char *dir, AsError *err)
         if (*s == '/' || !*s) {
             char c = *s;
             *s = '\0';
-            if (mkdir(p, 0755) && errno != EEXIST)
-                return as_err(err, AS_EBADINPUT, "%s: cannot create directory (%s)", p, strerror(errno));
+            if (mkdir(p, 0755) && errno != EEXIST) /* a missing or non-directory parent is bad input; a refusal, I/O */
+                return as_err(err, errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG ? AS_EBADINPUT
+                                                                                                : AS_ERUNTIME,
+                              "%s: cannot create directory (%s)", p, strerror(errno));
             *s = c;
             if (!c)
                 break;
@@ -533,6 +537,17 @@ int as_gen_model_opts(const AsConfig *cfg, const AsGenOptions *o, const char *di
     int rc = mkdir_p(dir, err);
     if (rc)
         return rc;
+    /* The directory is written as one unit: an exclusive lock on it for the whole write, so that two
+     * gens into one directory run one after the other and the last leaves its configs and weights. */
+    int lock = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock < 0)
+        return as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", dir, strerror(errno));
+    if (flock(lock, LOCK_EX | LOCK_NB)) {
+        if (errno == EWOULDBLOCK)
+            fprintf(stderr, "gen: %s: another gen is writing it; waiting\n", dir);
+        while (flock(lock, LOCK_EX) && errno == EINTR)
+            ;
+    }
     List L = {0};
     GenCtx ctx = {.progress = o->progress, .last_pct = -1};
     AsStTensorSpec *sub = NULL;
@@ -602,6 +617,7 @@ int as_gen_model_opts(const AsConfig *cfg, const AsGenOptions *o, const char *di
     else if (!rc && unlink(path) && errno != ENOENT) /* a stale index would be loaded instead */
         rc = as_err(err, AS_ERUNTIME, "%s: cannot remove the index of an earlier model (%s)", path, strerror(errno));
 out:
+    close(lock); /* releases the lock */
     list_free(&L);
     free(ctx.codes);
     free(ctx.scales);
