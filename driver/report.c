@@ -519,20 +519,40 @@ int as_report_write_junit(const AsReport *r, const char *path, AsError *err)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return as_err(err, AS_ERUNTIME, "out of memory for the JUnit report");
+    /* A script with an expectation is one test, the expectation: its layers' mismatches are what it
+     * looked for, listed as output, and the counts agree with the exit code. */
+    const bool expect = r->expectation_set && !r->error[0];
     int failures = 0;
     for (int i = 0; i < r->n_cases; i++)
         failures += r->cases[i].verdict == AS_V_MISMATCH;
+    if (expect)
+        failures = r->expectation_met ? 0 : 1;
     int errors = r->error[0] ? 1 : 0;
+    const int tests = r->n_cases + errors + (expect ? 1 : 0);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"attnscope\" tests=\"%d\" failures=\"%d\" "
-               "errors=\"%d\">\n", r->n_cases + errors, failures, errors);
+               "errors=\"%d\">\n", tests, failures, errors);
     fprintf(f, "  <testsuite name=\"");
     xml_escape(f, r->name);
-    fprintf(f, "\" tests=\"%d\" failures=\"%d\" errors=\"%d\">\n", r->n_cases + errors, failures, errors);
+    fprintf(f, "\" tests=\"%d\" failures=\"%d\" errors=\"%d\">\n", tests, failures, errors);
+    if (expect) {
+        fprintf(f, "    <testcase classname=\"run\" name=\"expect\"");
+        if (r->expectation_met) {
+            fprintf(f, ">\n      <system-out>expectation met: ");
+            xml_escape(f, r->expectation);
+            fprintf(f, "</system-out>\n    </testcase>\n");
+        } else {
+            fprintf(f, ">\n      <failure message=\"expectation not met: ");
+            xml_escape(f, r->expectation);
+            fprintf(f, "\" type=\"expectation\">expectation not met: ");
+            xml_escape(f, r->expectation);
+            fprintf(f, "</failure>\n    </testcase>\n");
+        }
+    }
     for (int i = 0; i < r->n_cases; i++) {
         const Case *c = &r->cases[i];
         fprintf(f, "    <testcase classname=\"step%04d.%s.pos%d\" name=\"layer %02d\"", c->step,
                 c->prefill ? "prefill" : "decode", c->start_pos, c->layer);
-        if (c->verdict == AS_V_MISMATCH) {
+        if (c->verdict == AS_V_MISMATCH && !expect) {
             fprintf(f, ">\n      <failure message=\"");
             xml_escape(f, c->failure);
             fprintf(f, "\" type=\"mismatch\">step %d, layer %d: ", c->step, c->layer);
@@ -548,6 +568,10 @@ int as_report_write_junit(const AsReport *r, const char *path, AsError *err)
             fprintf(f, ">\n      <skipped message=\"reference only: nothing compared\"/>\n    </testcase>\n");
         } else {
             fprintf(f, ">\n      <system-out>%s", as_verdict_name(c->verdict));
+            if (c->verdict == AS_V_MISMATCH) { /* under an expectation: what it looked for */
+                fprintf(f, ": ");
+                xml_escape(f, c->failure);
+            }
             if (c->cause[0]) {
                 fprintf(f, "\ncause: ");
                 xml_escape(f, c->cause);
