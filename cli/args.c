@@ -54,7 +54,8 @@ int as_cli_usage_error(const char *cmd, const char *fmt, ...)
 int as_cli_fail(const char *cmd, const AsError *err)
 {
     fprintf(stderr, "attnscope %s: %s\n", cmd, err->msg);
-    return err->code ? err->code : AS_ERUNTIME;
+    /* the exit status is one of the documented table's: a refused step or a cancel is a runtime failure */
+    return !err->code || err->code == AS_EREFUSED || err->code == AS_ECANCELLED ? AS_ERUNTIME : err->code;
 }
 
 int as_cli_verdict_exit(const char *cmd, int rc, const AsError *err)

@@ -41,7 +41,8 @@ bool as_parse_u64(const char *s, uint64_t *out);
 
 /* "attnscope CMD: <message> (see attnscope CMD --help)" on stderr; returns AS_EBADINPUT. */
 int as_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* "attnscope CMD: <err's message>" on stderr; returns err's code. */
+/* "attnscope CMD: <err's message>" on stderr; returns err's code as an exit status (AS_EREFUSED and
+ * AS_ECANCELLED as AS_ERUNTIME). */
 int as_cli_fail(const char *cmd, const AsError *err);
 /* The exit code of a verdict command (run, check) from its result rc: 0 and AS_EMISMATCH as they
  * are; any other failure is reported (as_cli_fail) with the documented code, a refused step or a

@@ -7,6 +7,7 @@
 #include "cli/signals.h"
 #include "driver/check.h"
 #include "dumps/dump.h"
+#include "model/safetensors.h"
 
 static int cmd_check(int argc, char **argv)
 {
@@ -46,6 +47,11 @@ static int cmd_check(int argc, char **argv)
     }
     o.dump = pos[0];
     as_cli_install_abort_handlers(NULL);
+    /* the report paths checked before the replay: a directory or socket there fails now */
+    const char *outs[] = {o.report_json, o.report_junit};
+    for (int i = 0; i < 2; i++)
+        if (outs[i] && (rc = as_atomic_check(outs[i], &err)))
+            return as_cli_fail("check", &err);
     return as_cli_verdict_exit("check", as_check_dump(&o, &err), &err);
 }
 

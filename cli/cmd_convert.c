@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/signals.h"
 #include "model/gguf.h"
+#include "model/safetensors.h"
 #include "model/weights.h"
 
 static int cmd_convert(int argc, char **argv)
@@ -53,6 +54,10 @@ static int cmd_convert(int argc, char **argv)
     as_cli_install_abort_handlers(NULL); /* Ctrl-C leaves no half-written OUT.gguf.tmp-* */
     if ((rc = as_model_load(pos[0], 0, &m, &err)))
         return as_cli_fail("convert", &err);
+    if ((rc = as_atomic_check(pos[1], &err))) { /* before the conversion: a directory there fails now */
+        as_model_free(&m);
+        return as_cli_fail("convert", &err);
+    }
     o.source = m.weights_name;
     rc = as_gguf_convert(&m, &o, pos[1], &err);
     as_model_free(&m);

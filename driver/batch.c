@@ -10,6 +10,7 @@
 #include "driver/report.h"
 #include "dumps/dump.h"
 #include "model/precision.h"
+#include "model/safetensors.h"
 
 typedef struct {
     const AsScript *s;
@@ -171,9 +172,31 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
     if (o->bf16_model)
         dopt.bf16_model = o->bf16_model;
     Batch b = {.s = s, .dumped_step = -1, .progress = !o->quiet && isatty(2), .t0 = now()};
-    int rc = as_driver_open(&dopt, &b.d, err);
+    const char *dump_path = o->dump_path ? o->dump_path : (s->dump_path[0] ? s->dump_path : NULL);
+    const char *json = o->report_json ? o->report_json : (s->report_json[0] ? s->report_json : NULL);
+    const char *junit = o->report_junit ? o->report_junit : (s->report_junit[0] ? s->report_junit : NULL);
+    const char *outs[] = {dump_path, json, junit};
+    int rc = 0;
+    /* every output path checked before any work: a directory or socket there fails now, not after the run */
+    for (int i = 0; i < 3 && !rc; i++)
+        if (outs[i] && !(rc = make_parent_dirs(outs[i], err)))
+            rc = as_atomic_check(outs[i], err);
     if (rc)
         return rc;
+    rc = as_driver_open(&dopt, &b.d, err);
+    if (rc)
+        return rc;
+    /* positions past max_seq are refused before the first step, not after running up to them */
+    long need = 0;
+    for (int i = 0; i < s->n_steps; i++)
+        need += s->steps[i].kind == AS_SS_FIRST_DIVERGENCE ? (need ? 0 : s->steps[i].prefill) + s->steps[i].n
+                                                           : s->steps[i].n;
+    if (need > b.d->model.cfg.max_seq) {
+        rc = as_err(err, AS_EBADINPUT, "the script's steps need up to %ld positions: beyond max_seq %d (raise max_seq); "
+                    "nothing run", need, b.d->model.cfg.max_seq);
+        as_driver_close(b.d);
+        return rc;
+    }
     for (int i = 0; i < AS_T_COUNT; i++)
         b.d->cmp.tol[i] = s->tol[i];
     b.rep = as_report_new(s->name, &b.d->model, b.d->got_name, dump_mode(b.d), b.d->note);
@@ -183,14 +206,7 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
     }
     if (b.d->bf16)
         as_report_bf16_model(b.rep, b.d->bf16);
-    const char *dump_path = o->dump_path ? o->dump_path : (s->dump_path[0] ? s->dump_path : NULL);
-    const char *json = o->report_json ? o->report_json : (s->report_json[0] ? s->report_json : NULL);
-    const char *junit = o->report_junit ? o->report_junit : (s->report_junit[0] ? s->report_junit : NULL);
-    const char *outs[] = {dump_path, json, junit};
-    for (int i = 0; i < 3 && !rc; i++)
-        if (outs[i])
-            rc = make_parent_dirs(outs[i], err);
-    if (dump_path && !rc) {
+    if (dump_path) {
         AsDumpMeta meta = {.cfg = &b.d->model.cfg, .weights_name = b.d->model.weights_name,
                            .weights_digest = b.d->model.digest,
                            .precision = as_precision_name(b.d->model.precision), .mode = dump_mode(b.d)};

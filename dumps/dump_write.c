@@ -1,5 +1,7 @@
-/* The dump writer: everything goes into ".NAME.tmp-XXXXXX" beside the requested name; commit
- * fsyncs and renames it into place, any failure or abort unlinks it. A static table of the
+/* The dump writer: everything goes into ".NAME.tmp-XXXXXX" beside the requested name (beside the
+ * file a symlink names); commit fsyncs and renames it into place, any failure or abort unlinks it.
+ * A character device or FIFO target (/dev/stdout, /dev/null) is opened when the dump is created
+ * and gets the finished file's bytes at commit, from a temporary in $TMPDIR. A static table of the
  * temporaries lets a signal handler unlink them all (as_dump_abort_all). */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +60,7 @@ struct AsDumpWriter {
     hid_t file;
     int slot;
     bool failed;            /* an HDF5 write failed: the file may be inconsistent, commit refuses */
+    int stream;             /* a character device or FIFO target, written at commit; -1 for a file */
     char path[PATH_MAX], tmp[PATH_MAX];
     AsConfig cfg;
     int h0_tokens, h0_first;
@@ -100,6 +103,8 @@ static void drop(AsDumpWriter *w)
     if (w->file >= 0)
         H5Fclose(w->file);
     w->file = -1;
+    if (w->stream >= 0)
+        close(w->stream);
     unlink(w->tmp);
     slot_release(w->slot);
     free(w);
@@ -144,6 +149,7 @@ int as_dump_create(const char *path, const AsDumpMeta *meta, AsDumpWriter **out,
         return as_err(err, AS_ERUNTIME, "out of memory");
     w->file = -1;
     w->slot = -1;
+    w->stream = -1;
     w->cfg = *meta->cfg;
     int rc = as_config_validate(&w->cfg, err);
     if (rc) {
@@ -151,23 +157,44 @@ int as_dump_create(const char *path, const AsDumpMeta *meta, AsDumpWriter **out,
         return as_err_wrap(err, "dump %s: config", path);
     }
     snprintf(w->path, sizeof w->path, "%s", path);
-    rc = temp_name(path, w->tmp, sizeof w->tmp, err);
+    char real[PATH_MAX];
+    rc = as_output_target(path, real, sizeof real, &w->stream, err);
     if (rc) {
+        free(w);
+        return as_err_wrap(err, "dump");
+    }
+    if (w->stream >= 0) {
+        const char *td = getenv("TMPDIR");
+        if (snprintf(real, sizeof real, "%s/attnscope-dump", td && *td ? td : "/tmp") >= (int)sizeof real) {
+            close(w->stream);
+            free(w);
+            return as_err(err, AS_EBADINPUT, "dump %s: TMPDIR too long", path);
+        }
+    }
+    rc = temp_name(real, w->tmp, sizeof w->tmp, err);
+    if (rc) {
+        if (w->stream >= 0)
+            close(w->stream);
         free(w);
         return rc;
     }
     /* register before the file exists, so that no moment has an unregistered temporary */
     w->slot = slot_claim(w->tmp);
     if (w->slot < 0) {
+        if (w->stream >= 0)
+            close(w->stream);
         free(w);
         return as_err(err, AS_ERUNTIME, "dump %s: too many dumps open at once (%d)", path, MAX_OPEN);
     }
     int fd = mkstemp(slot_path[w->slot]);
-    if (fd < 0) {
+    if (fd < 0) { /* a directory that does not exist or a name too long is bad input; one that refuses, I/O */
         int e = errno;
         slot_release(w->slot);
+        if (w->stream >= 0)
+            close(w->stream);
         free(w);
-        return as_err(err, AS_ERUNTIME, "dump %s: cannot create a file in its directory: %s", path, strerror(e));
+        return as_err(err, e == ENOENT || e == ENOTDIR || e == ENAMETOOLONG ? AS_EBADINPUT : AS_ERUNTIME,
+                      "dump %s: cannot create a file in its directory: %s", path, strerror(e));
     }
     snprintf(w->tmp, sizeof w->tmp, "%s", slot_path[w->slot]);
     mode_t um = umask(0);
@@ -602,6 +629,36 @@ int as_dump_write_state_in(AsDumpWriter *w, const AsDumpStateIn *si, const AsRun
     return io_fail(w, rc);
 }
 
+/* The finished temporary's bytes to the stream target, then the temporary removed. */
+static int commit_stream(AsDumpWriter *w, AsError *err)
+{
+    int rc = 0;
+    int fd = open(w->tmp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        rc = as_err(err, AS_ERUNTIME, "dump %s: cannot reopen its temporary: %s", w->path, strerror(errno));
+    char buf[1 << 16];
+    for (ssize_t n; !rc && (n = read(fd, buf, sizeof buf)) != 0;) {
+        if (n < 0) {
+            if (errno != EINTR)
+                rc = as_err(err, AS_ERUNTIME, "dump %s: cannot read its temporary: %s", w->path, strerror(errno));
+            continue;
+        }
+        for (ssize_t off = 0; !rc && off < n;) {
+            ssize_t k = write(w->stream, buf + off, (size_t)(n - off));
+            if (k < 0 && errno != EINTR)
+                rc = as_err(err, AS_ERUNTIME, "dump %s: cannot write: %s", w->path, strerror(errno));
+            off += k > 0 ? k : 0;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (close(w->stream) < 0 && !rc && errno != EINTR)
+        rc = as_err(err, AS_ERUNTIME, "dump %s: cannot write: %s", w->path, strerror(errno));
+    w->stream = -1;
+    drop(w);
+    return rc;
+}
+
 int as_dump_commit(AsDumpWriter *w, AsError *err)
 {
     int rc = usable(w, err);
@@ -616,9 +673,17 @@ int as_dump_commit(AsDumpWriter *w, AsError *err)
         return rc;
     }
     w->file = -1;
+    if (w->stream >= 0)
+        return commit_stream(w, err);
     /* the data reaches the disk before the name does: fsync the file, rename, fsync the dir */
+    char real[PATH_MAX];
+    rc = as_output_target(w->path, real, sizeof real, NULL, err);
+    if (rc) {
+        drop(w);
+        return as_err_wrap(err, "dump");
+    }
     int fd = open(w->tmp, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) < 0 || rename(w->tmp, w->path) < 0) {
+    if (fd < 0 || fsync(fd) < 0 || rename(w->tmp, real) < 0) {
         rc = as_err(err, AS_ERUNTIME, "dump %s: cannot commit: %s", w->path, strerror(errno));
         if (fd >= 0)
             close(fd);

@@ -1,4 +1,6 @@
-/* One error type for every layer of attnscope: a code that is also the process exit status,
+/* One error type for every layer of attnscope: a code that is also the process exit status
+ * (a refused step and a cancel exit 3: the comment's "exit N" is the status; the table in
+ * README.md, docs/BATCH.md and docs/SECURITY.md lists them, tests/test_exit_codes.c compares),
  * and a one-line message that names what is wrong. */
 #ifndef AS_ERRORS_H
 #define AS_ERRORS_H
@@ -11,8 +13,8 @@ enum {
     AS_EMISMATCH = 1,   /* a comparison out of tolerance (batch mode verdict) */
     AS_EBADINPUT = 2,   /* bad script, config, weights, dump, option or value */
     AS_ERUNTIME = 3,    /* CUDA, memory, I/O failure at run time */
-    AS_EREFUSED = 4,    /* the model refuses the step (SPEC 3.6): a layer may not attend */
-    AS_ECANCELLED = 5,  /* the user cancelled a long operation */
+    AS_EREFUSED = 4,    /* the model refuses the step (SPEC 3.6): a layer may not attend; exit 3 */
+    AS_ECANCELLED = 5,  /* the user cancelled a long operation; exit 3 */
 };
 
 typedef struct {

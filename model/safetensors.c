@@ -414,10 +414,84 @@ void as_atomic_abort_all(void)
             unlink(temp_path[i]);
 }
 
+int as_output_target(const char *path, char *real, size_t real_size, int *stream_fd, AsError *err)
+{
+    if (stream_fd)
+        *stream_fd = -1;
+    if (snprintf(real, real_size, "%s", path) >= (int)real_size)
+        return as_err(err, AS_EBADINPUT, "%s: path too long", path);
+    struct stat ls, st;
+    if (lstat(path, &ls)) /* absent (or unreachable: creating beside it says why) */
+        return AS_OK;
+    if (stat(path, &st))
+        return as_err(err, AS_EBADINPUT, "%s: a symbolic link to nothing (%s); name the file itself", path,
+                      strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return as_err(err, AS_EBADINPUT, "%s: is a directory; name a file", path);
+    /* the process's own standard output or error (/dev/stdout, /proc/self/fd/2, or the file they are
+     * redirected to) is written through that descriptor, in place */
+    for (int fd = 1; fd <= 2; fd++) {
+        struct stat fs;
+        if (!fstat(fd, &fs) && fs.st_dev == st.st_dev && fs.st_ino == st.st_ino &&
+            (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+            if (stream_fd && (*stream_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0)
+                return as_err(err, AS_ERUNTIME, "%s: cannot write (%s)", path, strerror(errno));
+            return AS_OK;
+        }
+    }
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+        if (!stream_fd) /* a check: opening a FIFO would hand its reader an end of file */
+            return access(path, W_OK) ? as_err(err, AS_ERUNTIME, "%s: cannot write (%s)", path, strerror(errno))
+                                      : AS_OK;
+        /* O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of waiting for a reader */
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+            int e = errno;
+            return as_err(err, AS_ERUNTIME, e == ENXIO ? "%s: a FIFO with no reader" : "%s: cannot write (%s)", path,
+                          strerror(e));
+        }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+            int e = errno;
+            close(fd);
+            return as_err(err, AS_ERUNTIME, "%s: cannot write (%s)", path, strerror(e));
+        }
+        *stream_fd = fd;
+        return AS_OK;
+    }
+    if (!S_ISREG(st.st_mode))
+        return as_err(err, AS_EBADINPUT, "%s: not a regular file, character device or FIFO; refused", path);
+    if (S_ISLNK(ls.st_mode)) { /* a link to a regular file: that file is replaced, the link stays */
+        char *r = realpath(path, NULL);
+        if (!r)
+            return as_err(err, AS_ERUNTIME, "%s: cannot resolve the link (%s)", path, strerror(errno));
+        const bool fits = snprintf(real, real_size, "%s", r) < (int)real_size;
+        free(r);
+        if (!fits)
+            return as_err(err, AS_EBADINPUT, "%s: the file it links to has too long a path", path);
+    }
+    return AS_OK;
+}
+
 int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, AsError *err)
 {
     *out = NULL;
-    if (snprintf(tmp, tmp_size, "%s.tmp-XXXXXX", path) >= (int)tmp_size)
+    char real[AS_ATOMIC_TMP_MAX];
+    int sfd = -1;
+    int rc = as_output_target(path, real, sizeof real, &sfd, err);
+    if (rc)
+        return rc;
+    if (sfd >= 0) { /* a stream: written in place, tmp empty */
+        if (tmp_size)
+            tmp[0] = '\0';
+        if (!(*out = fdopen(sfd, "wb"))) {
+            rc = as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", path, strerror(errno));
+            close(sfd);
+        }
+        return rc;
+    }
+    /* "<target>.tmp-XXXXXX": commit renames it to its name less the suffix */
+    if (snprintf(tmp, tmp_size, "%s.tmp-XXXXXX", real) >= (int)tmp_size)
         return as_err(err, AS_EBADINPUT, "%s: path too long", path);
     int fd = mkstemp(tmp);
     if (fd < 0) { /* a path that does not exist is bad input; a directory that refuses is an I/O failure */
@@ -427,7 +501,7 @@ int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, A
     }
     temp_register(tmp);
     if (fchmod(fd, 0644) || !(*out = fdopen(fd, "wb"))) {
-        int rc = as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", tmp, strerror(errno));
+        rc = as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", tmp, strerror(errno));
         close(fd);
         unlink(tmp);
         temp_release(tmp);
@@ -440,15 +514,22 @@ void as_atomic_abort(FILE *f, const char *tmp)
 {
     if (f)
         fclose(f);
+    if (!*tmp)
+        return;
     unlink(tmp);
     temp_release(tmp);
 }
 
 int as_atomic_check(const char *path, AsError *err)
 {
+    char real[AS_ATOMIC_TMP_MAX];
+    int rc = as_output_target(path, real, sizeof real, NULL, err);
+    struct stat st;
+    if (rc || (!stat(path, &st) && !S_ISREG(st.st_mode)))
+        return rc; /* a stream: nothing to create beside it */
     char tmp[AS_ATOMIC_TMP_MAX];
     FILE *f;
-    const int rc = as_atomic_create(path, tmp, sizeof tmp, &f, err);
+    rc = as_atomic_create(path, tmp, sizeof tmp, &f, err);
     if (!rc)
         as_atomic_abort(f, tmp);
     return rc;
@@ -456,10 +537,19 @@ int as_atomic_check(const char *path, AsError *err)
 
 int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err)
 {
+    if (!*tmp) { /* a stream: flushed, nothing to rename (fsync means nothing on a device or a FIFO) */
+        bool ok = fflush(f) == 0;
+        int e = errno;
+        ok = (fclose(f) == 0) && ok;
+        return ok ? AS_OK : as_err(err, AS_ERUNTIME, "%s: cannot write (%s)", path, strerror(e ? e : errno));
+    }
     bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e = errno;
     ok = (fclose(f) == 0) && ok;
-    if (ok && rename(tmp, path) == 0) {
+    char target[AS_ATOMIC_TMP_MAX];
+    const size_t tl = strlen(tmp);
+    snprintf(target, sizeof target, "%.*s", (int)(tl > 11 ? tl - 11 : 0), tmp); /* less ".tmp-XXXXXX" */
+    if (ok && rename(tmp, target) == 0) {
         temp_release(tmp);
         return AS_OK;
     }

@@ -96,10 +96,19 @@ typedef struct {
 int as_st_write(const char *path, const AsStTensorSpec *t, int n, const AsStWriteOptions *opt, AsError *err);
 
 /* Atomic file writing, shared with other writers: create a temporary file beside path, write
- * to it, then commit (flush, fsync, rename over path) or abort (remove it). */
+ * to it, then commit (flush, fsync, rename over path) or abort (remove it). The target is what
+ * as_output_target says: a symlink to a regular file has the file it names replaced; a character
+ * device or FIFO (or the process's own stdout/stderr) is written in place, tmp left empty; a
+ * directory, socket, block device or dangling link is refused. */
 /* The size of a temporary's name buffer (tmp below): the signal handler's table holds names this long, so
  * every caller's buffer is this size. */
 #define AS_ATOMIC_TMP_MAX 1100
+/* Where an output named path goes: real is the regular file to replace (path, or the file a
+ * symlink names); with stream_fd non-NULL a character device or FIFO is opened for writing in
+ * place (*stream_fd, blocking; a FIFO with no reader fails at once) and *stream_fd is -1 otherwise;
+ * with stream_fd NULL nothing is opened (a check). A directory, socket, block device or dangling
+ * link is AS_EBADINPUT. */
+int as_output_target(const char *path, char *real, size_t real_size, int *stream_fd, AsError *err);
 int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, AsError *err);
 int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err);
 void as_atomic_abort(FILE *f, const char *tmp);

@@ -272,7 +272,7 @@ TEST(cli_run_dump_end_to_end)
     snprintf(dump, sizeof dump, "%s/never.h5", target);
     write_script(script, dump);
     rc = run(&out, "run '%s' --no-engine --quiet", script);
-    CHECK(rc == 3 && strstr(out, "cannot create a file in its directory"), "unwritable dump: exit %d:\n%s", rc, out);
+    CHECK(rc == 3 && strstr(out, "cannot create a file"), "unwritable dump: exit %d:\n%s", rc, out);
     free(out);
     CHECK(access(dump, F_OK) != 0, "no file under the name");
     DIR *d = target == ro ? opendir(ro) : NULL;
