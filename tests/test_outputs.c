@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -243,6 +244,17 @@ TEST(outputs_symlink_socket_and_dangling_targets)
     }
     close(fd);
     unlink(sock);
+    /* a block device node (as root; loop0's numbers, never opened): refused, left a block device */
+    char blk[800];
+    snprintf(blk, sizeof blk, "%s/blk", t);
+    if (mknod(blk, S_IFBLK | 0600, makedev(7, 0)) == 0) {
+        as_cli_run(r, AS_ARGS("run", "-q", s, "--report-json", blk));
+        CHECK(r->status == 2 && lines(r->err) == 1 && strstr(r->err, "not a regular file"),
+              "a block device: exit %d (want 2): %s", r->status, r->err);
+        CHECK(!lstat(blk, &st) && S_ISBLK(st.st_mode), "the block device is still one");
+    } else {
+        as_test_note("no block device node (mknod: %s): that case not run", strerror(errno));
+    }
     free(r);
 }
 
