@@ -13,6 +13,7 @@
 #include "dumps/h5guard.h"
 #include "dumps/h5io.h"
 #include "ref/numerics.h"
+#include "model/infile.h"
 
 typedef struct {
     const char *path, *name;
@@ -150,6 +151,8 @@ int as_inputs_file_load(const char *path, const char *name, int dim, int max_tok
 {
     *out = NULL;
     *tokens = 0;
+    if (as_check_input(path, err)) /* a FIFO or a device: refused before HDF5 opens it */
+        return AS_EBADINPUT;
     as_h5_init();
     Job *j = as_guard_alloc(sizeof *j);
     if (!j)

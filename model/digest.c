@@ -1,9 +1,11 @@
 /* SHA-256 as FIPS 180-4 defines it: 64-byte blocks, big-endian words and length. */
 #include "model/digest.h"
+#include "model/infile.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -100,9 +102,14 @@ void as_sha256_hex(const uint8_t d[32], char hex[65])
 
 int as_sha256_file(const char *path, char hex[65], AsError *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
+    int fd = as_open_input(path, err);
+    if (fd < 0)
+        return AS_EBADINPUT;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", path, strerror(errno));
+    }
     AsSha256 s;
     as_sha256_init(&s);
     static _Thread_local uint8_t buf[1 << 16];

@@ -1,5 +1,7 @@
 #include "model/mapfile.h"
 
+#include "model/infile.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -12,11 +14,11 @@ int as_map_file(const char *path, uint64_t min_size, const char *header, void **
 {
     *map = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = as_open_input(path, err); /* regular files only, a FIFO never blocks */
     if (fd < 0)
-        return as_err(err, AS_EBADINPUT, "%s: cannot open (%s)", path, strerror(errno));
+        return AS_EBADINPUT;
     struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st)) {
         close(fd);
         return as_err(err, AS_EBADINPUT, "%s: not a regular file", path);
     }
