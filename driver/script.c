@@ -10,6 +10,7 @@
 #include "dumps/dump.h"
 #include "model/precision.h"
 #include "model/textfile.h"
+#include "model/json_strict.h"
 
 #define MAX_SCRIPT_BYTES (4 << 20)
 
@@ -350,13 +351,10 @@ int as_script_parse(const char *text, size_t len, const char *path, AsScript *s,
         snprintf(tmp, sizeof tmp, "%s", path);
         snprintf(s->name, sizeof s->name, "%s", basename(tmp));
     }
-    const char *endp = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &endp, 0);
-    if (!root) {
-        long off = endp ? (long)(endp - text) : -1;
-        return as_err(err, AS_EBADINPUT, "not valid JSON (near byte %ld)", off);
-    }
-    int rc = 0;
+    cJSON *root;
+    int rc = as_json_parse_strict(text, len, &root, err);
+    if (rc)
+        return rc;
     if (!cJSON_IsObject(root)) {
         rc = as_err(err, AS_EBADINPUT, "the script must be a JSON object");
         goto out;

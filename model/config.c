@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model/textfile.h"
+#include "model/json_strict.h"
 
 /* A config.json is a few KiB; anything near this is not one. */
 #define CONFIG_MAX_BYTES (16 << 20)
@@ -265,9 +266,10 @@ static int parse_dtype(const cJSON *root, AsConfig *cfg, AsError *err)
 int as_config_parse_json(const char *text, size_t len, AsConfig *cfg, AsError *err)
 {
     memset(cfg, 0, sizeof *cfg);
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root)
-        return as_err(err, AS_EBADINPUT, "not valid JSON");
+    cJSON *root;
+    int rc0 = as_json_parse_strict(text, len, &root, err);
+    if (rc0)
+        return rc0;
     int rc = AS_OK;
     const cJSON *geo = root;
     if (!cJSON_IsObject(root)) {

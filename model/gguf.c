@@ -17,6 +17,7 @@
 #include "model/safetensors.h"
 #include "model/mapfile.h"
 #include "model/textfile.h"
+#include "model/json_strict.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "GGUF data is little-endian and is read in place: little-endian hosts only"
@@ -820,7 +821,9 @@ static int read_json(const char *path, cJSON **out, AsError *err)
     int rc = as_read_text_file(path, MAX_CONFIG_BYTES, "config", &buf, &n, err);
     if (rc)
         return rc;
-    if (!(*out = cJSON_ParseWithLength(buf, n)) || !cJSON_IsObject(*out)) {
+    if ((rc = as_json_parse_strict(buf, n, out, err))) {
+        as_err_wrap(err, "%s", path);
+    } else if (!cJSON_IsObject(*out)) {
         rc = as_err(err, AS_EBADINPUT, "%s: not a JSON object", path);
         cJSON_Delete(*out);
         *out = NULL;

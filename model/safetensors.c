@@ -15,6 +15,7 @@
 
 #include "model/mapfile.h"
 #include "model/textfile.h"
+#include "model/json_strict.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian and is read in place: little-endian hosts only"
@@ -263,20 +264,14 @@ int as_st_open_filtered(const char *path, AsStWantFn want, void *want_ctx, AsWei
     f->header_len = hn;
     f->data = f->map + 8 + hn;
     f->data_len = size - 8 - hn;
-    const char *text = (const char *)f->map + 8, *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)hn, &end, false);
-    if (!root) {
-        rc = as_err(err, AS_EBADINPUT, "%s: header is not valid JSON", path);
-    } else if (!cJSON_IsObject(root)) {
+    const char *text = (const char *)f->map + 8;
+    cJSON *root = NULL;
+    if ((rc = as_json_parse_strict(text, (size_t)hn, &root, err))) /* offsets count from the header's start */
+        as_err_wrap(err, "%s: header", path);
+    else if (!cJSON_IsObject(root))
         rc = as_err(err, AS_EBADINPUT, "%s: header is not a JSON object", path);
-    } else {
-        for (const char *p = end; p < text + hn && !rc; p++)
-            if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
-                rc = as_err(err, AS_EBADINPUT, "%s: bytes after the header's JSON object (offset %lld)", path,
-                            (long long)(p - text) + 8);
-        if (!rc)
-            rc = parse_header(path, root, f, want, want_ctx, tensors, n, cap, err);
-    }
+    else
+        rc = parse_header(path, root, f, want, want_ctx, tensors, n, cap, err);
     cJSON_Delete(root);
     if (rc) {
         as_st_close(f);
@@ -331,27 +326,27 @@ static int index_from_json(const char *path, const cJSON *root, AsStIndex *ix, A
                           e->string);
         if (!(ix->names[ix->n_entries++] = strdup(e->string)))
             return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
-        /* the shards in a small sorted list (a checkpoint has tens of them): insert if new */
-        int lo = 0, hi = ix->n_shards;
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            if (strcmp(ix->shards[mid], s) < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo == ix->n_shards || strcmp(ix->shards[lo], s)) {
-            char *dup = strdup(s);
-            if (!dup)
-                return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
-            memmove(ix->shards + lo + 1, ix->shards + lo, (size_t)(ix->n_shards - lo) * sizeof *ix->shards);
-            ix->shards[lo] = dup;
-            ix->n_shards++;
-        }
     }
+    /* the shards: every entry's file name, sorted once and made unique (n log n for any count) */
+    const char **all = malloc((size_t)n * sizeof *all);
+    if (!all)
+        return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
+    int k = 0;
+    cJSON_ArrayForEach(e, wm) all[k++] = e->valuestring;
+    qsort(all, (size_t)k, sizeof *all, cmp_str);
+    for (int i = 0; i < k; i++) {
+        if (ix->n_shards && !strcmp(ix->shards[ix->n_shards - 1], all[i]))
+            continue;
+        if (!(ix->shards[ix->n_shards] = strdup(all[i]))) {
+            free(all);
+            return as_err(err, AS_ERUNTIME, "%s: out of memory", path);
+        }
+        ix->n_shards++;
+    }
+    free(all);
     /* each entry's shard, found in the sorted list (sorted so that the tensor list does not depend
      * on the JSON's order) */
-    int k = 0;
+    k = 0;
     cJSON_ArrayForEach(e, wm) {
         const char *s = e->valuestring;
         char *const *hit = bsearch(&s, ix->shards, (size_t)ix->n_shards, sizeof *ix->shards, cmp_str);
@@ -368,8 +363,11 @@ int as_st_read_index(const char *path, AsStIndex *ix, AsError *err)
     int rc = as_read_text_file(path, (size_t)AS_ST_MAX_INDEX, "safetensors index", &buf, &len, err);
     if (rc)
         return rc;
-    cJSON *root = cJSON_ParseWithLength(buf, len);
-    rc = root ? index_from_json(path, root, ix, err) : as_err(err, AS_EBADINPUT, "%s: not valid JSON", path);
+    cJSON *root;
+    if ((rc = as_json_parse_strict(buf, len, &root, err)))
+        as_err_wrap(err, "%s", path);
+    else
+        rc = index_from_json(path, root, ix, err);
     cJSON_Delete(root);
     free(buf);
     if (rc)
