@@ -358,6 +358,22 @@ static void shards_needed(const AsStIndex *ix, const NameSet *want, bool *need)
             need[ix->shard_of[i]] = true;
 }
 
+/* A shard is read only where it resolves inside the model's directory: a symlink leaving it is
+ * refused (a missing shard is left to the open, which names it). */
+static int shard_inside(const char *dir, const char *path, AsError *err)
+{
+    char rd[PATH_MAX], rp[PATH_MAX];
+    if (!realpath(path, rp))
+        return AS_OK;
+    if (!realpath(dir, rd))
+        return as_err(err, AS_EBADINPUT, "%s: %s", dir, strerror(errno));
+    size_t n = strlen(rd);
+    bool inside = !strncmp(rp, rd, n) && (rp[n] == '/' || (n == 1 && rd[0] == '/'));
+    if (!inside)
+        return as_err(err, AS_EBADINPUT, "%s: the shard resolves to %s, outside the model directory %s", path, rp, rd);
+    return AS_OK;
+}
+
 static int open_weights(AsModel *m, const char *dir, const char *weights, bool is_index, AsError *err)
 {
     int cap = 0, rc;
@@ -385,7 +401,7 @@ static int open_weights(AsModel *m, const char *dir, const char *weights, bool i
             continue; /* experts, embeddings, MTP layers...: never opened */
         if (snprintf(path, sizeof path, "%s/%s", dir, ix.shards[i]) >= (int)sizeof path)
             rc = as_err(err, AS_EBADINPUT, "%s: shard path too long", weights);
-        else
+        else if (!(rc = shard_inside(dir, path, err)))
             rc = add_file(m, path, &want, &cap, err);
     }
     free(need);
