@@ -1,6 +1,7 @@
 #include "driver/model_find.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,23 @@ static bool digest_is(const char *dir, const AsConfig *cfg, const char *digest)
     return same;
 }
 
+/* A relative name whose components never climb: no leading '/', no '..' component. */
+static bool name_stays_inside(const char *w)
+{
+    if (w[0] == '/')
+        return false;
+    for (const char *p = w; *p;) {
+        const char *q = strchr(p, '/');
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        if (len == 2 && p[0] == '.' && p[1] == '.')
+            return false;
+        p += len;
+        while (*p == '/')
+            p++;
+    }
+    return true;
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* A cache entry with the dump's geometry and digest (entries in name order, the first that fits). */
@@ -123,25 +141,32 @@ int as_find_dump_model(const char *dump_path, const AsDumpInfo *info, const char
         snprintf(how, how_n, "found by the dump's weights digest in the preset cache %s", cache);
         return 0;
     }
-    /* the weights name ("tiny-fp8-g2-s1/model.safetensors"): beside the dump, here, in the cache */
-    if (info->weights_name[0] && !strstr(info->weights_name, "..")) {
-        char tmp[1024];
+    /* the weights name ("tiny-fp8-g2-s1/model.safetensors"): only inside the dump's directory */
+    if (info->weights_name[0]) {
+        const char *w = info->weights_name;
+        if (!name_stays_inside(w))
+            return as_err(err, AS_EBADINPUT,
+                          "%s: its weights_name '%.200s' leaves the dump's directory (absolute or '..'): give --model",
+                          dump_path, w);
+        char tmp[1024], rbase[PATH_MAX], rcand[PATH_MAX];
         snprintf(tmp, sizeof tmp, "%s", dump_path);
         const char *base = dirname(tmp);
-        const char *where[3] = {base, ".", have_cache ? cache : NULL};
-        for (int i = 0; i < 3; i++) {
-            if (!where[i] || snprintf(dir, n, "%s/%s", where[i], info->weights_name) >= (int)n || !exists(dir))
-                continue;
-            snprintf(how, how_n, "the dump's weights name %s, %s", info->weights_name,
-                     i == 0 ? "beside the dump" : i == 1 ? "in the current directory" : "in the preset cache");
+        if (snprintf(dir, n, "%s/%s", base, w) < (int)n && exists(dir)) {
+            size_t bl = realpath(base, rbase) ? strlen(rbase) : 0;
+            if (!bl || !realpath(dir, rcand) || strncmp(rcand, rbase, bl) || (rcand[bl] != '/' && bl > 1))
+                return as_err(err, AS_EBADINPUT,
+                              "%s: its weights_name '%.200s' resolves outside the dump's directory: give --model",
+                              dump_path, w);
+            snprintf(how, how_n, "the dump's weights name %s, beside the dump", w);
             return 0;
         }
+        dir[0] = '\0';
     }
     if (!info->weights_digest[0] && !info->weights_name[0])
         return as_err(err, AS_EBADINPUT, "%s names no weights (no weights_name, no weights_digest): give --model",
                       dump_path);
-    return as_err(err, AS_EBADINPUT, "%s: no model with its weights %s%s%s found (beside it, here, or in the preset "
-                  "cache %s): give --model", dump_path, info->weights_name[0] ? "name '" : "",
+    return as_err(err, AS_EBADINPUT, "%s: no model with its weights %s%s%s found (beside it, or by digest in the "
+                  "preset cache %s): give --model", dump_path, info->weights_name[0] ? "name '" : "",
                   info->weights_name[0] ? info->weights_name : "digest", info->weights_name[0] ? "' or digest" : "",
                   have_cache ? cache : "(none)");
 }
