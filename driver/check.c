@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "driver/explain.h"
 #include "driver/model_find.h"
@@ -111,6 +113,13 @@ static void publish(Published *p, const AsConfig *cfg, int l, const AsRun *got)
     }
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void note(AsReport *rep, bool quiet, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void note(AsReport *rep, bool quiet, const char *fmt, ...)
 {
@@ -159,6 +168,29 @@ static int plan_replay(const AsCheckOptions *o, const AsDumpInfo *info, Plan *p,
         return as_err(err, AS_EBADINPUT, "%s: the first step stored is step %d at position %d, which no prefill and "
                       "decode steps lead to", o->dump, f->step, f->start_pos);
     p->s0 = s0;
+    return 0;
+}
+
+/* Every stored step against the plan, before anything is replayed: step S's kind, position and
+ * token count are those the replay reaches it with, and its end is within max_seq. A dump whose
+ * later step claims a position that no run leads to is refused at once, not after replaying up to it. */
+static int check_positions(const AsCheckOptions *o, const AsDumpInfo *info, const Plan *p, int max_seq, AsError *err)
+{
+    for (int i = 0; i < info->n_steps; i++) {
+        const AsDumpStepInfo *si = &info->steps[i];
+        if (si->step < p->step)
+            continue; /* before the state_in group: never replayed (plan_replay refused what leads nowhere) */
+        bool prefill = si->step == 0;
+        long long start = prefill ? 0 : p->step == 0 ? (long long)p->s0 + si->step - 1 : (long long)p->pos + si->step - p->step;
+        int s = prefill ? p->s0 : 1;
+        if (si->start_pos != start || si->tokens != s || strcmp(si->kind, prefill ? "prefill" : "decode"))
+            return as_err(err, AS_EBADINPUT, "%s: step %d is a %s of %d tokens at position %d; the replay reaches it as a "
+                          "%s of %d at %lld (step 0 is the prefill, each later step one decoded token)", o->dump,
+                          si->step, si->kind, si->tokens, si->start_pos, prefill ? "prefill" : "decode", s, start);
+        if (start + s > max_seq)
+            return as_err(err, AS_EBADINPUT, "%s: step %d ends at position %lld, past the model's max_seq %d", o->dump,
+                          si->step, start + s, max_seq);
+    }
     return 0;
 }
 
@@ -214,7 +246,7 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
         goto out;
     }
     Plan plan;
-    if ((rc = plan_replay(o, info, &plan, err)))
+    if ((rc = plan_replay(o, info, &plan, err)) || (rc = check_positions(o, info, &plan, m.cfg.max_seq, err)))
         goto out;
     int tokens = 0, first = 0;
     if ((rc = as_dump_read_inputs(rd, &h0, &tokens, &first, err))) {
@@ -277,6 +309,9 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
     cmp.got_partial = true; /* what the checked side stores is compared; the rest is absent */
     cmp.require = o->require;
     int pos = plan.pos, compared = 0;
+    /* progress on stderr for long replays, as run's: a terminal only, never with --quiet */
+    bool progress = !o->quiet && isatty(2), shown = false;
+    double t0 = now_s(), last_progress = t0;
     for (int step = plan.step; step <= last->step && !rc; step++) {
         const AsDumpStepInfo *si = as_dump_find_step(rd, step);
         bool prefill = step == 0;
@@ -316,7 +351,15 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
             compared++;
         }
         pos = start + s;
+        double t = now_s();
+        if (progress && (t - last_progress > 1.0 || step == last->step)) {
+            fprintf(stderr, "\r[%7.1fs] step %d of %d (pos %d)   ", t - t0, step, last->step, start);
+            last_progress = t;
+            shown = true;
+        }
     }
+    if (shown)
+        fputc('\n', stderr);
     if (!rc && compared == 0)
         rc = as_err(err, AS_EBADINPUT, "%s: no layer holds a side to check%s%s", o->dump, o->side ? " named " : "",
                     o->side ? o->side : "");

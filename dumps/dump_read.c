@@ -15,6 +15,7 @@
 #include "dumps/h5guard.h"
 #include "dumps/h5io.h"
 #include "model/precision.h"
+#include "model/infile.h"
 
 #define MAX_JSON (1 << 20)
 #define MAX_STR 4096
@@ -294,6 +295,25 @@ static int cmp_layer(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A group reached by more than one hard link (a step, its layers, a layer stored once and linked
+ * under many names) is refused before it is walked: the structure is a tree, each group once. */
+static int single_link(hid_t g, AsH5At at, AsError *err)
+{
+#if H5_VERSION_GE(1, 12, 0)
+    H5O_info2_t oi;
+    herr_t e = H5Oget_info3(g, &oi, H5O_INFO_BASIC);
+#else
+    H5O_info_t oi;
+    herr_t e = H5Oget_info2(g, &oi, H5O_INFO_BASIC);
+#endif
+    if (e < 0)
+        return as_h5_fail(err, AS_EBADINPUT, at, "cannot read its object header");
+    if (oi.rc != 1)
+        return as_err(err, AS_EBADINPUT, "dump %s: %s: a group with %u hard links (a repeated group: each is stored once)",
+                      at.file, at.path, (unsigned)oi.rc);
+    return 0;
+}
+
 static int index_step(AsDumpReader *r, hid_t sg, const char *spath, AsDumpStepInfo *si, AsError *err)
 {
     const char *file = r->info.path;
@@ -320,6 +340,10 @@ static int index_step(AsDumpReader *r, hid_t sg, const char *spath, AsDumpStepIn
     hid_t lsg = H5Gopen2(sg, "layers", H5P_DEFAULT);
     if (lsg < 0)
         return as_h5_fail(err, AS_EBADINPUT, lat, "cannot open");
+    if ((rc = single_link(lsg, lat, err))) {
+        H5Gclose(lsg);
+        return rc;
+    }
     char **names;
     int n;
     rc = as_h5_list(lsg, r->info.cfg.n_layers, &names, &n, lat, err);
@@ -344,7 +368,8 @@ static int index_step(AsDumpReader *r, hid_t sg, const char *spath, AsDumpStepIn
             rc = as_h5_fail(err, AS_EBADINPUT, (AsH5At){file, path}, "cannot open");
             break;
         }
-        rc = index_layer(r, lg, path, si->start_pos, si->tokens, li, err);
+        if (!(rc = single_link(lg, (AsH5At){file, path}, err)))
+            rc = index_layer(r, lg, path, si->start_pos, si->tokens, li, err);
         H5Gclose(lg);
         si->n_layers++;
     }
@@ -393,7 +418,8 @@ static int index_steps(AsDumpReader *r, AsError *err)
             break;
         }
         r->info.n_steps++;
-        rc = index_step(r, g, path, si, err);
+        if (!(rc = single_link(g, (AsH5At){file, path}, err)))
+            rc = index_step(r, g, path, si, err);
         H5Gclose(g);
     }
     as_h5_free_list(names, n);
@@ -765,15 +791,9 @@ int as_dump_open(const char *path, AsDumpReader **out, AsError *err)
 {
     *out = NULL;
     as_h5_init();
-    struct stat st;
-    if (stat(path, &st) < 0)
-        return as_err(err, AS_EBADINPUT, "dump %s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return as_err(err, AS_EBADINPUT, "dump %s: not a regular file", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC); /* HDF5 would call an unreadable file "not HDF5" */
-    if (fd < 0)
-        return as_err(err, AS_EBADINPUT, "dump %s: cannot open (%s)", path, strerror(errno));
-    close(fd);
+    /* regular files only, opened without blocking (HDF5 would call an unreadable file "not HDF5") */
+    if (as_check_input(path, err))
+        return as_err_wrap(err, "dump");
     /* the whole validating open runs in a child first (dumps/h5guard.h): the parent then only
      * walks structure that the child got through */
     char what[600];
@@ -784,18 +804,30 @@ int as_dump_open(const char *path, AsDumpReader **out, AsError *err)
 
 const AsDumpStepInfo *as_dump_find_step(const AsDumpReader *r, int step)
 {
-    for (int i = 0; i < r->info.n_steps; i++)
-        if (r->info.steps[i].step == step)
-            return &r->info.steps[i];
-    return NULL;
+    int lo = 0, hi = r->info.n_steps; /* sorted by step once, at open */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (r->info.steps[mid].step < step)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->info.n_steps && r->info.steps[lo].step == step ? &r->info.steps[lo] : NULL;
 }
 
 const AsDumpLayerInfo *as_dump_find_layer(const AsDumpStepInfo *s, int layer)
 {
-    for (int i = 0; s && i < s->n_layers; i++)
-        if (s->layers[i].layer == layer)
-            return &s->layers[i];
-    return NULL;
+    if (!s)
+        return NULL;
+    int lo = 0, hi = s->n_layers; /* sorted by layer once, at open */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (s->layers[mid].layer < layer)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->n_layers && s->layers[lo].layer == layer ? &s->layers[lo] : NULL;
 }
 
 int as_dump_side_index(const AsDumpLayerInfo *l, const char *name)
