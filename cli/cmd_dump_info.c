@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "dumps/dump.h"
+#include "model/text_safe.h"
 
 static int popcount64(uint64_t m)
 {
@@ -52,7 +53,9 @@ static void print_text(AsDumpReader *r)
 {
     const AsDumpInfo *in = as_dump_info(r);
     const AsConfig *c = &in->cfg;
-    printf("dump       %s\n", in->path);
+    char path[4096]; /* the command line's path: escaped like every name shown */
+    as_text_escape(in->path, path, sizeof path);
+    printf("dump       %s\n", path);
     printf("format     %s v%d, mode %s, created %s by attnscope %s\n", AS_DUMP_FORMAT, in->format_version, in->mode,
            in->created, in->version);
     printf("weights    %s%s%s\n", *in->weights_name ? in->weights_name : "(none)", *in->weights_digest ? ", digest " : "",
@@ -103,7 +106,9 @@ static int print_json(AsDumpReader *r)
     cJSON *root = cJSON_CreateObject();
     if (!root)
         return AS_ERUNTIME;
-    cJSON_AddStringToObject(root, "path", in->path);
+    char path[4096];
+    as_text_escape(in->path, path, sizeof path);
+    cJSON_AddStringToObject(root, "path", path);
     cJSON_AddStringToObject(root, "format", AS_DUMP_FORMAT);
     cJSON_AddNumberToObject(root, "format_version", in->format_version);
     cJSON_AddStringToObject(root, "mode", in->mode);

@@ -9,6 +9,7 @@
 #include "model/config.h"
 #include "model/precision.h"
 #include "model/safetensors.h"
+#include "model/text_safe.h"
 #include "model/weights.h"
 
 static int64_t total_bytes(const AsModel *m)
@@ -117,7 +118,10 @@ static void print_precision(const AsModel *m, AsPrecision asked)
 static void print_text(const AsModel *m, AsPrecision asked)
 {
     const AsConfig *c = &m->cfg;
-    printf("model      %s  (%s, %d file%s)\n", m->dir, m->weights_name, m->n_files, m->n_files == 1 ? "" : "s");
+    char dir[2 * sizeof m->dir], wn[2 * sizeof m->weights_name]; /* a directory's name may hold anything */
+    as_text_escape(m->dir, dir, sizeof dir);
+    as_text_escape(m->weights_name, wn, sizeof wn);
+    printf("model      %s  (%s, %d file%s)\n", dir, wn, m->n_files, m->n_files == 1 ? "" : "s");
     printf("digest     %s\n", m->digest);
     printf("geometry   dim %d, %d layers, %d heads x %d (rope %d), q_lora_rank %d, %d output groups x %d (gw %d)\n",
            c->dim, c->n_layers, c->n_heads, c->head_dim, c->rope_head_dim, c->q_lora_rank, c->o_groups,
@@ -203,8 +207,11 @@ static int print_json(const AsModel *m, AsPrecision asked)
         fprintf(stderr, "attnscope info: out of memory\n");
         return 3;
     }
-    cJSON_AddStringToObject(root, "path", m->dir);
-    cJSON_AddStringToObject(root, "weights", m->weights_name);
+    char dir[2 * sizeof m->dir], wn[2 * sizeof m->weights_name]; /* valid UTF-8 for the JSON */
+    as_text_escape(m->dir, dir, sizeof dir);
+    as_text_escape(m->weights_name, wn, sizeof wn);
+    cJSON_AddStringToObject(root, "path", dir);
+    cJSON_AddStringToObject(root, "weights", wn);
     cJSON_AddStringToObject(root, "digest", m->digest);
     cJSON_AddItemToObject(root, "config", cfg);
     cJSON *prec = precision_json(m, asked);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "driver/driver.h"
+#include "model/text_safe.h" /* as_text_escape */
 
 typedef struct AsReport AsReport;
 
@@ -25,10 +26,6 @@ void as_report_bf16_model(AsReport *r, const AsModel *bf16);
 /* One line on how the run went (a check's model, a missing digest...): "notes" in the JSON, a line of
  * the summary. */
 void as_report_note(AsReport *r, const char *line);
-/* in, with every control character and every byte that is not part of well-formed UTF-8 written as
- * \xNN (and the backslash as \\), into out (n bytes, always terminated): text from files and
- * command lines made safe for a report or a terminal. */
-void as_text_escape(const char *in, char *out, size_t n);
 /* A failure that stopped the run (refusal, CUDA error...). */
 void as_report_error(AsReport *r, const AsError *err);
 /* The expectation's outcome (batch scripts that check the checker). */

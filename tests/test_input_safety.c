@@ -470,3 +470,37 @@ TEST(input_safety_hostile_names_escaped_in_reports)
         CHECK(st == 0, "the JUnit XML parses (python3 xml.dom.minidom)");
     free(r);
 }
+
+/* A model directory and a dump path whose names hold an ESC sequence and bytes that are not UTF-8:
+ * info and dump-info show them escaped, and their --json parses back as valid UTF-8. */
+TEST(input_safety_hostile_paths_escaped_in_listings)
+{
+    const char *tmp = as_test_tmpdir();
+    setenv("ATTNSCOPE_CACHE", tmp, 1);
+    char model[700], err[8192], dump[700];
+    snprintf(model, sizeof model, "%s/m\x1b[2J\xff", tmp);
+    int st = run_limited(AS_ARGS("gen", "--preset", "tiny", "-o", model), 120, err, sizeof err);
+    REQUIRE(st == 0, "gen: exit %d: %s", st, err);
+    tiny_dump(dump, sizeof dump, "plain");
+    char hostile[800];
+    snprintf(hostile, sizeof hostile, "%s/d\x1b]0;t\x07\xfe.h5", tmp);
+    REQUIRE(rename(dump, hostile) == 0, "rename");
+    AsCliResult *r = malloc(sizeof *r);
+    REQUIRE(r, "memory");
+    const char *const *runs[] = {AS_ARGS("info", model), AS_ARGS("info", "--json", model),
+                                 AS_ARGS("dump-info", hostile), AS_ARGS("dump-info", "--json", hostile)};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        as_cli_run(r, runs[i]);
+        bool json = !strcmp(runs[i][1], "--json");
+        CHECK(r->status == 0, "%s %s: exit %d: %s", runs[i][0], json ? "--json" : "", r->status, r->err);
+        CHECK(utf8_clean((const unsigned char *)r->out, strlen(r->out), true) && strstr(r->out, "\\x1b"),
+              "%s %s: escaped, valid UTF-8: %.200s", runs[i][0], json ? "--json" : "", r->out);
+        if (json) {
+            cJSON *j = cJSON_Parse(r->out);
+            CHECK(j && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "path")), "%s --json parses back",
+                  runs[i][0]);
+            cJSON_Delete(j);
+        }
+    }
+    free(r);
+}
