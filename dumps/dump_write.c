@@ -637,6 +637,7 @@ static int commit_stream(AsDumpWriter *w, AsError *err)
     if (fd < 0)
         rc = as_err(err, AS_ERUNTIME, "dump %s: cannot reopen its temporary: %s", w->path, strerror(errno));
     char buf[1 << 16];
+    as_output_pipe_guard(true);
     for (ssize_t n; !rc && (n = read(fd, buf, sizeof buf)) != 0;) {
         if (n < 0) {
             if (errno != EINTR)
@@ -652,6 +653,7 @@ static int commit_stream(AsDumpWriter *w, AsError *err)
     }
     if (fd >= 0)
         close(fd);
+    as_output_pipe_guard(false);
     if (close(w->stream) < 0 && !rc && errno != EINTR)
         rc = as_err(err, AS_ERUNTIME, "dump %s: cannot write: %s", w->path, strerror(errno));
     w->stream = -1;

@@ -5,6 +5,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -412,6 +413,20 @@ void as_atomic_abort_all(void)
             unlink(temp_path[i]);
 }
 
+static int pipe_guard_depth;
+static struct sigaction pipe_guard_saved;
+
+void as_output_pipe_guard(bool on)
+{
+    if (on && pipe_guard_depth++ == 0) {
+        struct sigaction ign = {.sa_handler = SIG_IGN};
+        sigemptyset(&ign.sa_mask);
+        sigaction(SIGPIPE, &ign, &pipe_guard_saved);
+    } else if (!on && pipe_guard_depth > 0 && --pipe_guard_depth == 0) {
+        sigaction(SIGPIPE, &pipe_guard_saved, NULL);
+    }
+}
+
 int as_output_target(const char *path, char *real, size_t real_size, int *stream_fd, AsError *err)
 {
     if (stream_fd)
@@ -479,12 +494,14 @@ int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, A
     int rc = as_output_target(path, real, sizeof real, &sfd, err);
     if (rc)
         return rc;
-    if (sfd >= 0) { /* a stream: written in place, tmp empty */
+    if (sfd >= 0) { /* a stream: written in place, tmp empty, SIGPIPE ignored until commit or abort */
         if (tmp_size)
             tmp[0] = '\0';
         if (!(*out = fdopen(sfd, "wb"))) {
             rc = as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", path, strerror(errno));
             close(sfd);
+        } else {
+            as_output_pipe_guard(true);
         }
         return rc;
     }
@@ -512,8 +529,10 @@ void as_atomic_abort(FILE *f, const char *tmp)
 {
     if (f)
         fclose(f);
-    if (!*tmp)
+    if (!*tmp) {
+        as_output_pipe_guard(false);
         return;
+    }
     unlink(tmp);
     temp_release(tmp);
 }
@@ -539,6 +558,7 @@ int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err)
         bool ok = fflush(f) == 0;
         int e = errno;
         ok = (fclose(f) == 0) && ok;
+        as_output_pipe_guard(false);
         return ok ? AS_OK : as_err(err, AS_ERUNTIME, "%s: cannot write (%s)", path, strerror(e ? e : errno));
     }
     bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;

@@ -109,6 +109,9 @@ int as_st_write(const char *path, const AsStTensorSpec *t, int n, const AsStWrit
  * with stream_fd NULL nothing is opened (a check). A directory, socket, block device or dangling
  * link is AS_EBADINPUT. */
 int as_output_target(const char *path, char *real, size_t real_size, int *stream_fd, AsError *err);
+/* SIGPIPE ignored while a stream target is written (on), restored after (off; nests): a reader
+ * that goes away is a write error (EPIPE, exit 3) and the temporaries are still removed. */
+void as_output_pipe_guard(bool on);
 int as_atomic_create(const char *path, char *tmp, size_t tmp_size, FILE **out, AsError *err);
 int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err);
 void as_atomic_abort(FILE *f, const char *tmp);

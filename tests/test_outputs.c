@@ -147,6 +147,22 @@ TEST(outputs_fifo_with_and_without_a_reader)
     CHECK(st == 0, "a dump into a FIFO with a reader: exit %d: %s", st, err);
     st = sh(err, sizeof err, "\"$B\" dump-info %s.h5 > /dev/null", got);
     CHECK(st == 0, "the dump read back from the FIFO: exit %d: %s", st, err);
+    /* a reader that goes away: a write error (exit 3, one line), not SIGPIPE; a GGUF of tiny-q is
+     * megabytes, past any pipe buffer */
+    char model[800], gguf[800];
+    snprintf(model, sizeof model, "%s/tq", as_test_tmpdir());
+    snprintf(gguf, sizeof gguf, "%s/f.gguf", as_test_tmpdir());
+    st = sh(err, sizeof err, "\"$B\" gen --preset tiny-q -o %s > /dev/null && mkfifo %s", model, gguf);
+    REQUIRE(st == 0, "gen tiny-q, mkfifo: %s", err);
+    st = sh(err, sizeof err, "head -c 1 %s > /dev/null & sleep 0.5; \"$B\" convert --to gguf --quant q8_0 %s %s > /dev/null; "
+            "r=$?; wait; exit $r", gguf, model, gguf);
+    CHECK(st == 3 && lines(err) == 1 && strstr(err, "Broken pipe"), "a reader that stops: exit %d (want 3): %s", st,
+          err);
+    st = sh(err, sizeof err, "cat %s > %s.gguf & sleep 0.5; \"$B\" convert --to gguf --quant q8_0 %s %s > /dev/null; "
+            "r=$?; wait; exit $r", gguf, got, model, gguf);
+    CHECK(st == 0, "a GGUF through a FIFO: exit %d: %s", st, err);
+    st = sh(err, sizeof err, "\"$B\" info %s.gguf > /dev/null", got);
+    CHECK(st == 0, "the GGUF read back from the FIFO: exit %d: %s", st, err);
 }
 
 /* A directory as an output is refused before the model is loaded or a step runs: the script's
