@@ -684,6 +684,12 @@ int as_dump_commit(AsDumpWriter *w, AsError *err)
         drop(w);
         return as_err_wrap(err, "dump");
     }
+    struct stat st; /* what became of the target meanwhile: only a regular file (or nothing) is replaced */
+    if (!lstat(real, &st) && !S_ISREG(st.st_mode)) {
+        rc = as_err(err, AS_ERUNTIME, "dump %s: no longer a regular file; nothing written", w->path);
+        drop(w);
+        return rc;
+    }
     int fd = open(w->tmp, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fsync(fd) < 0 || rename(w->tmp, real) < 0) {
         rc = as_err(err, AS_ERUNTIME, "dump %s: cannot commit: %s", w->path, strerror(errno));

@@ -567,6 +567,12 @@ int as_atomic_commit(FILE *f, const char *tmp, const char *path, AsError *err)
     char target[AS_ATOMIC_TMP_MAX];
     const size_t tl = strlen(tmp);
     snprintf(target, sizeof target, "%.*s", (int)(tl > 11 ? tl - 11 : 0), tmp); /* less ".tmp-XXXXXX" */
+    struct stat st; /* what became of the target meanwhile: only a regular file (or nothing) is replaced */
+    if (ok && !lstat(target, &st) && !S_ISREG(st.st_mode)) {
+        unlink(tmp);
+        temp_release(tmp);
+        return as_err(err, AS_ERUNTIME, "%s: no longer a regular file; nothing written", path);
+    }
     if (ok && rename(tmp, target) == 0) {
         temp_release(tmp);
         return AS_OK;

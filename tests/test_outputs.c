@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/errors.h"
+#include "model/safetensors.h"
 #include "tests/cli_util.h"
 #include "tests/harness.h"
 
@@ -346,4 +348,22 @@ TEST(outputs_example_06_junit_agrees_with_the_exit_code)
           "an unmet expectation: exit %d, one failure", r->status);
     free(t);
     free(r);
+}
+
+/* A target that turns into something else while it is written (here a FIFO made at its name
+ * between create and commit) is not replaced: the commit fails, the temporary is removed. */
+TEST(outputs_target_changed_while_written_is_not_replaced)
+{
+    char path[700], tmp[AS_ATOMIC_TMP_MAX];
+    snprintf(path, sizeof path, "%s/r.json", as_test_tmpdir());
+    FILE *f;
+    AsError err = {0};
+    REQUIRE(as_atomic_create(path, tmp, sizeof tmp, &f, &err) == 0, "create: %s", err.msg);
+    fputs("{}\n", f);
+    REQUIRE(mkfifo(path, 0644) == 0, "mkfifo");
+    CHECK(as_atomic_commit(f, tmp, path, &err) == AS_ERUNTIME && strstr(err.msg, "no longer a regular file"),
+          "commit over a FIFO: '%s'", err.msg);
+    struct stat st;
+    CHECK(!lstat(path, &st) && S_ISFIFO(st.st_mode), "the FIFO is left as it is");
+    CHECK(access(tmp, F_OK) != 0, "the temporary is removed");
 }
