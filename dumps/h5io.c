@@ -3,6 +3,7 @@
 #include "dumps/h5io.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,6 +399,39 @@ void as_h5_free_list(char **names, int n)
     free(names);
 }
 
+/* The names of a group, collected in one pass (by name, increasing): reading entry i by index costs
+ * a walk of the group's storage each time in some layouts, n^2 for a group of n links. */
+typedef struct {
+    char **v;
+    hsize_t cap, n;
+    bool too_long, no_memory;
+} ListCtx;
+
+static herr_t list_one(const char *name, ListCtx *c)
+{
+    size_t len = strlen(name);
+    if (len > 255) {
+        c->too_long = true;
+        return 1;
+    }
+    if (c->n >= c->cap || !(c->v[c->n] = malloc(len + 1))) {
+        c->no_memory = c->n < c->cap;
+        return 1; /* more entries than the group said: stop, refused below */
+    }
+    memcpy(c->v[c->n++], name, len + 1);
+    return 0;
+}
+
+#if H5_VERSION_GE(1, 12, 0)
+static herr_t list_cb(hid_t g, const char *name, const H5L_info2_t *li, void *ctx)
+#else
+static herr_t list_cb(hid_t g, const char *name, const H5L_info_t *li, void *ctx)
+#endif
+{
+    (void)g, (void)li;
+    return list_one(name, ctx);
+}
+
 int as_h5_list(hid_t group, int max, char ***names, int *n, AsH5At at, AsError *err)
 {
     *names = NULL;
@@ -408,30 +442,28 @@ int as_h5_list(hid_t group, int max, char ***names, int *n, AsH5At at, AsError *
     if (gi.nlinks > (hsize_t)max)
         return as_err(err, AS_EBADINPUT, "dump %s: %s: %llu entries, more than the format allows (%d)", at.file,
                       at.path, (unsigned long long)gi.nlinks, max);
-    char **v = calloc(gi.nlinks ? gi.nlinks : 1, sizeof *v);
-    if (!v)
+    ListCtx c = {.cap = gi.nlinks};
+    if (!(c.v = calloc(gi.nlinks ? gi.nlinks : 1, sizeof *c.v)))
         return as_err(err, AS_ERUNTIME, "out of memory");
-    for (hsize_t i = 0; i < gi.nlinks; i++) {
-        ssize_t len = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
-        if (len < 0) {
-            as_h5_free_list(v, (int)i);
-            return as_h5_fail(err, AS_EBADINPUT, at, "cannot read entry %llu", (unsigned long long)i);
-        }
-        if (len > 255) {
-            as_h5_free_list(v, (int)i);
-            return as_err(err, AS_EBADINPUT, "dump %s: %s: an entry name of %zd bytes (limit 255)", at.file, at.path,
-                          len);
-        }
-        v[i] = malloc((size_t)len + 1);
-        if (!v[i] || H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, v[i], (size_t)len + 1,
-                                        H5P_DEFAULT) < 0) {
-            int rc = v[i] ? as_h5_fail(err, AS_EBADINPUT, at, "cannot read entry %llu", (unsigned long long)i)
-                          : as_err(err, AS_ERUNTIME, "out of memory");
-            as_h5_free_list(v, (int)i + 1);
-            return rc;
-        }
+    hsize_t idx = 0;
+#if H5_VERSION_GE(1, 12, 0)
+    herr_t e = H5Literate2(group, H5_INDEX_NAME, H5_ITER_INC, &idx, list_cb, &c);
+#else
+    herr_t e = H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &idx, list_cb, &c);
+#endif
+    int rc = 0;
+    if (c.no_memory)
+        rc = as_err(err, AS_ERUNTIME, "out of memory");
+    else if (c.too_long)
+        rc = as_err(err, AS_EBADINPUT, "dump %s: %s: an entry name of more than 255 bytes", at.file, at.path);
+    else if (e < 0 || c.n != gi.nlinks)
+        rc = as_h5_fail(err, AS_EBADINPUT, at, "cannot read its entries (%llu of %llu)", (unsigned long long)c.n,
+                        (unsigned long long)gi.nlinks);
+    if (rc) {
+        as_h5_free_list(c.v, (int)c.n);
+        return rc;
     }
-    *names = v;
+    *names = c.v;
     *n = (int)gi.nlinks;
     return 0;
 }
