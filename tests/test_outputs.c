@@ -5,6 +5,7 @@
  * gens into one directory leaving one model; a script's expectation as its JUnit result. Every
  * run that could block goes through timeout(1). */
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -366,4 +367,38 @@ TEST(outputs_target_changed_while_written_is_not_replaced)
     struct stat st;
     CHECK(!lstat(path, &st) && S_ISFIFO(st.st_mode), "the FIFO is left as it is");
     CHECK(access(tmp, F_OK) != 0, "the temporary is removed");
+}
+
+/* gen into a directory it may not create (a read-only parent) is exit 3 like every read-only
+ * target, not 2 (as root, run as uid 65534 so that modes apply). */
+TEST(outputs_gen_under_a_read_only_parent_exit_3)
+{
+    if (geteuid() != 0)
+        as_test_skip("needs root to run as uid 65534");
+    const char *t = as_test_tmpdir();
+    REQUIRE(chmod(t, 0755) == 0, "chmod");
+    char ro[700], sub[800], ep[800];
+    snprintf(ro, sizeof ro, "%s/ro", t);
+    snprintf(sub, sizeof sub, "%s/sub", ro);
+    snprintf(ep, sizeof ep, "%s/gen.err", t);
+    REQUIRE(mkdir(ro, 0555) == 0 && chmod(ro, 0555) == 0, "mkdir");
+    int fe = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fe >= 0, "open %s", ep);
+    fflush(stdout);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork");
+    if (pid == 0) {
+        if (dup2(fe, 2) < 0 || setgroups(0, NULL) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+            _exit(126);
+        execl(as_cli_bin(), as_cli_bin(), "gen", "--preset", "tiny", "-o", sub, (char *)NULL);
+        _exit(127);
+    }
+    close(fe);
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
+    char *e = as_slurp(ep, NULL);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3 && e && lines(e) == 1 && strstr(e, "Permission denied"),
+          "gen under a read-only parent: status %d (want exit 3): %s", st, e ? e : "");
+    free(e);
+    CHECK(access(sub, F_OK) != 0, "nothing created");
 }
