@@ -22,6 +22,7 @@
 #include "model/safetensors.h"
 #include "tests/cli_util.h"
 #include "tests/harness.h"
+#include "tui/model.h"
 
 static double now_s(void)
 {
@@ -509,4 +510,19 @@ TEST(input_safety_hostile_paths_escaped_in_listings)
         }
     }
     free(r);
+}
+
+/* The TUI's status line shows a model name holding an ESC sequence and invalid UTF-8 as text. */
+TEST(input_safety_hostile_model_name_escaped_in_the_tui)
+{
+    TuiData data;
+    memset(&data, 0, sizeof data);
+    data.model_name = "m\x1b[2J\xff";
+    data.cur.step = -1;
+    TuiLine line;
+    tl_init(&line);
+    tui_model_status(&data, 200, &line);
+    CHECK(line.text && utf8_clean((const unsigned char *)line.text, line.len, false) && strstr(line.text, "m\\x1b[2J\\xff"),
+          "status line: %s", line.text ? line.text : "(none)");
+    tl_free(&line);
 }

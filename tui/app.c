@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "dumps/dump.h"
+#include "model/text_safe.h"
 #include "tui/draw.h"
 #include "tui/keys.h"
 #include "tui/model.h"
@@ -76,10 +77,12 @@ static void on_signal(int sig)
 static void say(App *a, TuiColor c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(App *a, TuiColor c, const char *fmt, ...)
 {
+    char raw[sizeof a->msgtext];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(a->msgtext, sizeof a->msgtext, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    as_text_escape(raw, a->msgtext, sizeof a->msgtext); /* paths and names typed or read: shown as text */
     a->msgcolor = c;
 }
 

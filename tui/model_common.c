@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "model/precision.h"
+#include "model/text_safe.h"
 #include "tui/keys.h"
 #include "tui/model.h"
 
@@ -131,7 +132,9 @@ void tui_model_status(const TuiData *d, int width, TuiLine *o)
     for (int pass = 0; pass < 2; pass++) {
         const char *sp = pass == 0 ? "  " : " ";
         tl_clear(&req);
-        tl_add(&req, TC_NORMAL, " %s", d->model_name ? d->model_name : "?");
+        char name[512];
+        as_text_escape(d->model_name ? d->model_name : "?", name, sizeof name);
+        tl_add(&req, TC_NORMAL, " %s", name);
         if (d->precision)
             tl_add(&req, TC_NORMAL, " %s", d->precision);
         if (d->cur.step < 0)
