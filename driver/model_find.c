@@ -111,7 +111,8 @@ static bool by_digest(const char *cache, const AsDumpInfo *info, char *dir, size
         count++;
     }
     closedir(d);
-    qsort(names, (size_t)count, sizeof *names, cmp_str);
+    if (count > 1) /* an empty cache leaves names NULL: qsort must not see it */
+        qsort(names, (size_t)count, sizeof *names, cmp_str);
     bool found = false;
     for (int i = 0; i < count && !found; i++) {
         char cand[1200], w[1300];
