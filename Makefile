@@ -148,6 +148,14 @@ $(BUILD)/fuzz/%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# The hostile corpus (fuzz/hostile.sh: mutations of what attnscope writes, links, FIFOs) written
+# into HOSTILE_DIR, then run by tests/test_hostile.c (which writes and runs its own copy too).
+HOSTILE_DIR ?= $(BUILD)/hostile
+.PHONY: hostile
+hostile: $(BUILD)/attnscope $(BUILD)/attnscope_tests
+	sh fuzz/hostile.sh $(BUILD)/attnscope "$(HOSTILE_DIR)/corpus" "$(HOSTILE_DIR)/outside"
+	ATTNSCOPE_BIN=./$(BUILD)/attnscope ./$(BUILD)/attnscope_tests 'hostile_*'
+
 bundle: $(BUILD)/attnscope $(BUILD)/attnscope_tests $(BUILD)/attnscope_kbench $(BUILD)/attnscope_boundary
 	sh scripts/bundle.sh $(BUILD) dist/attnscope
 
