@@ -287,16 +287,21 @@ def mutated(cls, f):
     return p
 def first_attr_obj(h):
     return h
-# attributes holding ESC sequences and invalid UTF-8: shown escaped (benign), never raw
-for bad in (b"\x1b[2J\x1b]0;pwn\x07", b"\xff\xfe\xfd", b"\xc0\xaf\xed\xa0\x80"):
-    def f(h, bad=bad):
-        for k in list(h.attrs):
-            v = h.attrs[k]
-            if isinstance(v, (bytes, str)) and k not in ("config_json", "format", "schema", "version"):
-                h.attrs[k] = (v.encode() if isinstance(v, str) else v) + bad
-    p = mutated("dump-bad-attr", f)
-    each_cmd("dump-bad-attr", "any", p, ("dump-info",))
-    entry("dump-bad-attr", "any", "dump-info", "--json", p)
+# attributes holding ESC sequences and invalid UTF-8, one attribute at a time; never raw on the terminal
+for path, attr in (("/", "attnscope_version"), ("/", "created"), ("/", "weights_name"), ("/", "mode"),
+                   ("/", "precision"), ("steps/0000", "kind"), ("inputs/h0", "dims")):
+    for bad in (b"\x1b[2J\x1b]0;pwn\x07", b"\xff\xfe\xfd", b"\xc0\xaf\xed\xa0\x80"):
+        def f(h, path=path, attr=attr, bad=bad):
+            o = h[path]
+            if attr in o.attrs:
+                v = o.attrs[attr]
+                o.attrs[attr] = __import__("numpy").bytes_((v.encode() if isinstance(v, str) else bytes(v)) + bad)
+        p = mutated("dump-bad-attr", f)
+        # every string attribute attnscope reads is refused when it holds a control character or
+        # is not UTF-8; inputs/h0's dims (a note for h5py readers) is not read: benign
+        cls, ex = ("dump-bad-attr-unread", "any") if attr == "dims" else ("dump-bad-attr", "err")
+        entry(cls, ex, "dump-info", p)
+        entry(cls, ex, "dump-info", "--json", p)
 # hard-linked step groups: one group under many names
 def steps_group(h):
     for k in ("steps", "runs"):

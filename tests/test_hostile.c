@@ -1,11 +1,12 @@
 /* The hostile corpus (fuzz/hostile.sh, issue 35): every entry run through its command under a
  * 10 s limit. An entry marked "err" must exit 2 or 3; one marked "any" (a benign mutation: a bit
  * flip that may land in tensor data or a name, an ESC sequence in a name that is only shown
- * escaped) may also exit 0 or 1; one marked "known" (a broken input attnscope is known to accept:
+ * escaped) may also exit 0 or 1 (a --json output then parses); one marked "known" (a broken input attnscope is known to accept:
  * listed in the table, reported, not failed on) likewise. Never a signal or a timeout; a failure is one line on stderr;
  * no raw ESC byte on stdout or stderr; and no path outside the test's directory changes (the
  * sentinels the corpus's links point at, the outside directory's entries, /dev/null's type,
  * /etc/passwd). Ends with the table of classes x outcomes. */
+#include <cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -253,6 +254,19 @@ TEST(hostile_corpus)
                       err ? err : "");
                 bad = true;
             }
+        }
+        bool json_out = false;
+        for (int i = 2; i < nf; i++)
+            json_out |= strcmp(fields[i], "--json") == 0;
+        if (json_out && st == 0) {
+            char *out = as_slurp(outp, NULL);
+            cJSON *j = out ? cJSON_ParseWithOpts(out, NULL, 1) : NULL;
+            if (!j) {
+                CHECK(false, "%s: %s: exit 0 but its --json output does not parse", cls, what);
+                bad = true;
+            }
+            cJSON_Delete(j);
+            free(out);
         }
         if (has_esc(errp) || has_esc(outp)) {
             CHECK(false, "%s: %s: a raw ESC byte on stdout or stderr", cls, what);
