@@ -163,8 +163,8 @@ for v in (json.dumps(cj[k0]), '"x"', "1e999"):
     entry("cfg-dup-key", "err", "info", cfg_text('{"%s": %s, ' % (k0, v) + CFG.decode().strip()[1:]))
 for g in ("x", "}", "{}", "\x00garbage", "[1]", "\n\n// c"):
     entry("cfg-trailing", "err", "info", cfg_text(CFG.decode() + g))
-# one NUL byte alone after the value is accepted (exit 0): a known gap, kept visible
-entry("cfg-trailing-nul", "known", "info", cfg_text(CFG.decode() + "\x00"))
+# one NUL byte alone after the value is trailing garbage too
+entry("cfg-trailing-nul", "err", "info", cfg_text(CFG.decode() + "\x00"))
 for bad in (b"\xff", b"\xc3", b"\x1b[2J", b"\xe2\x80\xae"):
     # an unknown key is ignored: benign, but never echoed raw
     entry("cfg-bad-utf8-key", "any", "info", cfg_text(b'{"' + bad + b'": 1, ' + CFG.strip()[1:]))
@@ -231,7 +231,7 @@ entry("script-dup-key", "err", "run", "-q", sc("script", b'{"engine": "off", ' +
 entry("script-dup-key", "err", "run", "-q", sc("script", S.strip()[:-1] + b', "steps": [{"prefill": 1}]}'))
 for g in (b"x", b"}", b"{}", b"\x00garbage"):
     entry("script-trailing", "err", "run", "-q", sc("script", S + g))
-entry("script-trailing-nul", "known", "run", "-q", sc("script", S + b"\x00"))
+entry("script-trailing-nul", "err", "run", "-q", sc("script", S + b"\x00"))
 for bad in (b"\x1b[2J\x1b]0;pwn\x07", b"\xff\xfe", b"\xc0\x80", b"\x07\x08\x7f"):
     # the name only reaches reports and messages, escaped: a benign mutation, exit 0 expected
     s2 = S.replace(b"hostile base", b"hostile " + bad, 1)
@@ -357,9 +357,8 @@ d=$(mk link-cfg-loop2); rm "$d/config.json"; ln -s b "$d/config.json"; ln -s con
 # the weights a link leading out (to a copy of itself outside: refused by the shard rule) or to a device
 cp "$B/tiny/model.safetensors" "$OUTSIDE/model.safetensors"
 d=$(mk link-st-out); rm "$d/model.safetensors"; ln -s "$OUTSIDE/model.safetensors" "$d/model.safetensors"
-# the single-file layout's model.safetensors linked out of the directory is followed (exit 0),
-# while a shard of an index linked out is refused: a known gap, kept visible
-e link-weights-outside known info "$d"
+# the single-file layout's model.safetensors linked out of the directory is refused, as a shard is
+e link-weights-outside err info "$d"
 d=$(mk link-st-dev); rm "$d/model.safetensors"; ln -s /dev/zero "$d/model.safetensors"; e link-shard-outside err info "$d"
 d=$(mk link-st-dangling); rm "$d/model.safetensors"; ln -s nothing "$d/model.safetensors"; e link-dangling err info "$d"
 d=$(mk link-st-loop); rm "$d/model.safetensors"; ln -s model.safetensors "$d/model.safetensors"; e link-loop err info "$d"

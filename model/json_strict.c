@@ -89,9 +89,7 @@ int as_json_parse_strict(const char *text, size_t len, cJSON **out, AsError *err
     }
     for (const char *p = end; p && p < text + len; p++)
         if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r') {
-            if (!*p && p + 1 == text + len)
-                break; /* a length that counts the terminating NUL */
-            cJSON_Delete(root);
+            cJSON_Delete(root); /* a NUL byte too: every caller's length excludes the terminator */
             return as_err(err, AS_EBADINPUT, "bytes after the JSON value (offset %ld)", (long)(p - text));
         }
     char where[512] = "";

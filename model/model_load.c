@@ -358,19 +358,42 @@ static void shards_needed(const AsStIndex *ix, const NameSet *want, bool *need)
             need[ix->shard_of[i]] = true;
 }
 
-/* A shard is read only where it resolves inside the model's directory: a symlink leaving it is
- * refused (a missing shard is left to the open, which names it). */
+/* Whether the resolved path p lies below the resolved directory d. */
+static bool below(const char *p, const char *d)
+{
+    size_t n = strlen(d);
+    return !strncmp(p, d, n) && (p[n] == '/' || (n == 1 && d[0] == '/'));
+}
+
+/* A Hugging Face cache snapshot (REPO/snapshots/REV) keeps its files as links into REPO/blobs:
+ * *blobs gets that folder when rd is such a snapshot. */
+static bool hf_snapshot_blobs(const char *rd, char *blobs, size_t n)
+{
+    const char *rev = strrchr(rd, '/');
+    if (!rev || rev == rd)
+        return false;
+    const char *snap = rev - 1;
+    while (snap > rd && *snap != '/')
+        snap--;
+    if (*snap != '/' || rev - snap - 1 != 9 || strncmp(snap + 1, "snapshots", 9))
+        return false;
+    return snprintf(blobs, n, "%.*s/blobs", (int)(snap - rd), rd) < (int)n;
+}
+
+/* A weights file the model's directory names (a shard, or its model.safetensors) is read only where
+ * it resolves inside that directory, or, for a Hugging Face cache snapshot, inside its repository's
+ * blobs: any other symlink leaving it is refused (a missing file is left to the open, which names it).
+ * A file named on the command line is the user's choice and is not checked. */
 static int shard_inside(const char *dir, const char *path, AsError *err)
 {
-    char rd[PATH_MAX], rp[PATH_MAX];
+    char rd[PATH_MAX], rp[PATH_MAX], blobs[PATH_MAX];
     if (!realpath(path, rp))
         return AS_OK;
     if (!realpath(dir, rd))
         return as_err(err, AS_EBADINPUT, "%s: %s", dir, strerror(errno));
-    size_t n = strlen(rd);
-    bool inside = !strncmp(rp, rd, n) && (rp[n] == '/' || (n == 1 && rd[0] == '/'));
+    bool inside = below(rp, rd) || (hf_snapshot_blobs(rd, blobs, sizeof blobs) && below(rp, blobs));
     if (!inside)
-        return as_err(err, AS_EBADINPUT, "%s: the shard resolves to %s, outside the model directory %s", path, rp, rd);
+        return as_err(err, AS_EBADINPUT, "%s: resolves to %s, outside the model directory %s", path, rp, rd);
     return AS_OK;
 }
 
@@ -381,7 +404,9 @@ static int open_weights(AsModel *m, const char *dir, const char *weights, bool i
     if ((rc = wanted_names(&m->cfg, &want, err)))
         return rc;
     if (!is_index) {
-        rc = add_file(m, weights, &want, &cap, err);
+        /* m->dir is the path as given: a directory's model.safetensors is checked, a file named itself is not */
+        if (!strcmp(weights, m->dir) || !(rc = shard_inside(dir, weights, err)))
+            rc = add_file(m, weights, &want, &cap, err);
         free(want.name);
         return rc;
     }

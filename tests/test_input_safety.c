@@ -239,6 +239,51 @@ TEST(input_safety_shard_symlink_leaving_the_directory_refused)
         as_model_free(&m);
 }
 
+/* A Hugging Face cache snapshot keeps its files as links into the repository's blobs
+ * (REPO/snapshots/REV/model.safetensors -> ../../blobs/HASH): those load; a link from a plain
+ * directory's model.safetensors to a file outside it is refused like a shard's. */
+TEST(input_safety_hf_snapshot_links_into_blobs)
+{
+    const char *tmp = as_test_tmpdir();
+    setenv("ATTNSCOPE_CACHE", tmp, 1);
+    char model[700], repo[800], snap[900], p[1100];
+    gen_tiny(model, sizeof model, "m");
+    snprintf(repo, sizeof repo, "%s/models--deepseek-ai--x", tmp);
+    snprintf(snap, sizeof snap, "%s/snapshots/0123abc", repo);
+    sh("mkdir -p '%s/blobs' '%s'", repo, snap);
+    sh("cp '%s/model.safetensors' '%s/blobs/f00d'", model, repo);
+    sh("cp '%s/config.json' '%s/blobs/c0de'", model, repo);
+    snprintf(p, sizeof p, "%s/model.safetensors", snap);
+    REQUIRE(symlink("../../blobs/f00d", p) == 0, "symlink");
+    snprintf(p, sizeof p, "%s/config.json", snap);
+    REQUIRE(symlink("../../blobs/c0de", p) == 0, "symlink");
+    AsModel m;
+    AsError e = {0};
+    int rc = as_model_load(snap, 0, &m, &e);
+    CHECK(rc == 0, "a Hugging Face snapshot whose files link into its blobs loads: %s", e.msg);
+    if (!rc)
+        as_model_free(&m);
+    /* the same link from a directory that is no snapshot leaves it: refused */
+    char plain[800];
+    snprintf(plain, sizeof plain, "%s/plain", tmp);
+    sh("mkdir '%s'%s", plain, "");
+    sh("cp '%s/config.json' '%s'", model, plain);
+    snprintf(p, sizeof p, "%s/model.safetensors", plain);
+    char target[900];
+    snprintf(target, sizeof target, "%s/blobs/f00d", repo);
+    REQUIRE(symlink(target, p) == 0, "symlink");
+    rc = as_model_load(plain, 0, &m, &e);
+    CHECK(rc == AS_EBADINPUT && strstr(e.msg, "outside the model directory"), "model.safetensors linked out: rc %d, %s",
+          rc, e.msg);
+    if (!rc)
+        as_model_free(&m);
+    /* a weights file named on the command line is the user's choice: followed */
+    rc = as_model_load(p, 0, &m, &e);
+    CHECK(rc == 0, "the link named itself loads: %s", e.msg);
+    if (!rc)
+        as_model_free(&m);
+}
+
 /* A dump whose weights_name climbs out of its directory: check without --model refuses it. */
 TEST(input_safety_weights_name_leaving_the_dump_refused)
 {
