@@ -102,14 +102,9 @@ void as_sha256_hex(const uint8_t d[32], char hex[65])
 
 int as_sha256_file(const char *path, char hex[65], AsError *err)
 {
-    int fd = as_open_input(path, err);
-    if (fd < 0)
-        return AS_EBADINPUT;
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", path, strerror(errno));
-    }
+    FILE *f = as_fopen_input(path, err);
+    if (!f)
+        return err ? err->code : AS_EBADINPUT;
     AsSha256 s;
     as_sha256_init(&s);
     static _Thread_local uint8_t buf[1 << 16];

@@ -53,3 +53,16 @@ int as_check_input(const char *path, AsError *err)
     close(fd);
     return AS_OK;
 }
+
+FILE *as_fopen_input(const char *path, AsError *err)
+{
+    int fd = as_open_input(path, err);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}

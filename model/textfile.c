@@ -13,14 +13,9 @@ int as_read_text_file(const char *path, size_t max, const char *what, char **out
 {
     *out = NULL;
     *len = 0;
-    int fd = as_open_input(path, err); /* a FIFO or a device is refused, never waited on */
-    if (fd < 0)
-        return AS_EBADINPUT;
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return as_err(err, AS_ERUNTIME, "%s: cannot open (%s)", path, strerror(errno));
-    }
+    FILE *f = as_fopen_input(path, err); /* a FIFO or a device is refused, never waited on */
+    if (!f)
+        return err ? err->code : AS_EBADINPUT;
     struct stat st;
     /* a regular file's size is the first guess; pipes and devices grow the buffer as they go */
     size_t cap = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 ? (size_t)st.st_size : 4096;
