@@ -85,7 +85,7 @@ AS_COMMAND(gen, cmd_gen, "write a synthetic model with deterministic weights",
            "when missing.\n\n"
            "options:\n"
            "  --preset NAME      a built-in geometry: tiny (10 layers, every role, under 1 MiB), tiny-q (tiny's\n"
-           "                     roles at Q2_K-friendly widths) or flash (the released attention, about 10 GB)\n"
+           "                     roles at Q2_K-friendly widths) or flash (the released attention, ~6.5 GB in fp8)\n"
            "  --config FILE      a config.json in either spelling (Hugging Face, also nested in text_config,\n"
            "                     or DeepSeek's inference/config.json)\n"
            "  --precision P      fp8: the five fp8 projections (wq_a, wq_b, wkv, wo_b, indexer.wq_b) as\n"
