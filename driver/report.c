@@ -472,6 +472,17 @@ static void junit_lists(FILE *f, const Case *c)
     }
 }
 
+/* A layer case's cause line (when it has one), then what was compared and absent. */
+static void junit_cause_and_lists(FILE *f, const Case *c)
+{
+    if (c->cause[0]) {
+        fprintf(f, "\ncause: ");
+        xml_escape(f, c->cause);
+    }
+    fprintf(f, "\n");
+    junit_lists(f, c);
+}
+
 int as_report_write_junit(const AsReport *r, const char *path, AsError *err)
 {
     char *buf = NULL;
@@ -517,12 +528,7 @@ int as_report_write_junit(const AsReport *r, const char *path, AsError *err)
             xml_escape(f, c->failure);
             fprintf(f, "\" type=\"mismatch\">step %d, layer %d: ", c->step, c->layer);
             xml_escape(f, c->failure);
-            if (c->cause[0]) {
-                fprintf(f, "\ncause: ");
-                xml_escape(f, c->cause);
-            }
-            fprintf(f, "\n");
-            junit_lists(f, c);
+            junit_cause_and_lists(f, c);
             fprintf(f, "</failure>\n    </testcase>\n");
         } else if (c->verdict == AS_V_NOT_RUN) {
             fprintf(f, ">\n      <skipped message=\"reference only: nothing compared\"/>\n    </testcase>\n");
@@ -532,12 +538,7 @@ int as_report_write_junit(const AsReport *r, const char *path, AsError *err)
                 fprintf(f, ": ");
                 xml_escape(f, c->failure);
             }
-            if (c->cause[0]) {
-                fprintf(f, "\ncause: ");
-                xml_escape(f, c->cause);
-            }
-            fprintf(f, "\n");
-            junit_lists(f, c);
+            junit_cause_and_lists(f, c);
             fprintf(f, "</system-out>\n    </testcase>\n");
         }
     }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The hostile corpus (issue 35): mutations of files attnscope itself writes, and special files
+# The hostile corpus: mutations of files attnscope itself writes, and special files
 # and links in their place, written into DIR with a manifest that says how to run each one.
 #
 #   sh fuzz/hostile.sh BUILD/attnscope DIR [OUTSIDE]

@@ -1,4 +1,4 @@
-/* The hostile corpus (fuzz/hostile.sh, issue 35): every entry run through its command under a
+/* The hostile corpus (fuzz/hostile.sh): every entry run through its command under a
  * 10 s limit. An entry marked "err" must exit 2 or 3; one marked "any" (a benign mutation: a bit
  * flip that may land in tensor data or a name, an ESC sequence in a name that is only shown
  * escaped) may also exit 0 or 1 (a --json output then parses); one marked "known" (a broken input attnscope is known to accept:
