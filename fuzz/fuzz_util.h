@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #ifdef AS_FUZZ_IN_TESTS
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 static inline const char *fz_dir(void) { return as_test_tmpdir(); }
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "engine/bench_chart.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 static int count(const char *s, const char *what)
 {

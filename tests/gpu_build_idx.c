@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 static void one_case(int s, int cols, int k, int nrows, bool plant_bad)
 {

@@ -21,8 +21,8 @@
 #include "ref/compressor.h"
 #include "ref/numerics.h"
 #include "ref/rmsnorm.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 /* ---- helpers ---- */
 

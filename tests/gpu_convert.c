@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "ref/numerics.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 GPU_TEST(gpu_convert_f32_to_bf16)
 {

@@ -19,8 +19,8 @@
 #include "ref/attention.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 static void *xmalloc(size_t bytes)
 {

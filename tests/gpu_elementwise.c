@@ -9,8 +9,8 @@
 
 #include "ref/indexer.h"
 #include "ref/numerics.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 /* ---- helpers ---- */
 

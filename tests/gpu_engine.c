@@ -11,9 +11,9 @@
 #include "driver/driver.h"
 #include "engine/internal.h"
 #include "model/precision.h"
-#include "tests/fault_cases.h"
-#include "tests/harness.h"
-#include "tests/model_fixture.h"
+#include "tests/lib/fault_cases.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/model_fixture.h"
 
 static const AsPrecision precisions[2] = {AS_PREC_BF16, AS_PREC_FP8};
 

@@ -19,8 +19,8 @@
 #include "kernels/kernels.h"
 #include "ref/gemv.h"
 #include "ref/numerics.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 /* Not in kernels.h: explicit (R, W) configurations of the vector kernel (0 = automatic). */
 int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const as_bf16_t *x,

@@ -25,8 +25,8 @@
 #include "model/inputs.h"
 #include "model/precision.h"
 #include "ref/numerics.h"
-#include "tests/harness.h"
-#include "tests/model_fixture.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/model_fixture.h"
 
 typedef struct {
     const AsModel *m;

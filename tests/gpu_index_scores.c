@@ -17,8 +17,8 @@
 #include "ref/indexer.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 /* Not in kernels.h: force_scalar = 1 takes the scalar kernel whatever the geometry. */
 int as_k_index_scores_path(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh, int ihd,

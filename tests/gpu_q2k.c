@@ -36,8 +36,8 @@
 #include "model/quants.h"
 #include "model/weights.h"
 #include "ref/numerics.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 /* Not in kernels.h: explicit mmvq configuration (R rows per warp, W warps per row; 0 = automatic). */
 int as_k_q2k_mmvq_cfg(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const void *xq, int64_t ldx,

@@ -12,8 +12,8 @@
 
 #include "ref/numerics.h"
 #include "ref/quant.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 /* ---- helpers ---- */
 

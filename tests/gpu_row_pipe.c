@@ -16,9 +16,9 @@
 #include "model/config.h"
 #include "ref/numerics.h"
 #include "ref/rope.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
-#include "tests/rand.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/rand.h"
 
 static void *xmalloc(size_t bytes)
 {

@@ -30,8 +30,8 @@
 
 #include "ref/attention.h"
 #include "ref/numerics.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 /* Not in kernels.h: path 0 auto / 1 warp kernel / 2 tensor-core kernel / 3 wgmma kernel; split -1 none / 0
  * auto / n. */

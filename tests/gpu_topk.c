@@ -11,10 +11,10 @@
 #include "ref/indexer.h"
 #include "ref/numerics.h"
 #include "ref/topk.h"
-#include "tests/fixtures.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
-#include "tests/rand.h"
+#include "tests/lib/fixtures.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/rand.h"
 
 
 /* rows x n values on the device through as_k_topk_rows, each row's set against want(row). */

@@ -12,9 +12,9 @@
 #include "engine/internal.h"
 #include "engine/trace.h"
 #include "model/inputs.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
-#include "tests/model_fixture.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/model_fixture.h"
 
 GPU_TEST(gpu_trace_tiny_graph)
 {

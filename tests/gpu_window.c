@@ -9,8 +9,8 @@
 
 #include "ref/numerics.h"
 #include "ref/window.h"
-#include "tests/gpu_util.h"
-#include "tests/harness.h"
+#include "tests/lib/gpu_util.h"
+#include "tests/lib/harness.h"
 
 /* ---- helpers ---- */
 

@@ -7,7 +7,7 @@
 #include "ref/attention.h"
 #include "ref/linear.h"
 #include "ref/numerics.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 static float rnd(uint32_t *seed, float lo, float hi)
 {

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 static void use_test_cache(void) { setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1); }
 

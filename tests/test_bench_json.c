@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "engine/bench_json.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 static double num(const cJSON *j, const char *key)
 {

@@ -18,8 +18,8 @@
 #include "ref/candidates.h"
 #include "ref/indexer.h"
 #include "ref/numerics.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 #include "tui/worker.h"
 
 /* A faithful twin's dump of tiny: steps and layers as given, tensors (NULL: all). */

@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 typedef AsCliResult Result;
 

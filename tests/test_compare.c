@@ -7,7 +7,7 @@
 #include "ref/indexer.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 static float *mkf(AsRun *r, AsTensorId id, int nd, int64_t d0, int64_t d1, int64_t d2)
 {

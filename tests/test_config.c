@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "model/config.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 /* The released DeepSeek-V4.1-Flash config.json, attention fields plus a few of the others, with
  * 43 compress ratios (the last 3 for the MTP layers). */

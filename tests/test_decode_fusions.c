@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "engine/fusions.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 TEST(decode_fusions_values)
 {

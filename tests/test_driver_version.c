@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "engine/driver_version.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 TEST(nvidia_driver_version_parse)
 {

@@ -20,8 +20,8 @@
 #include "model/inputs.h"
 #include "ref/numerics.h"
 #include "ref/stack.h"
-#include "tests/harness.h"
-#include "tests/model_fixture.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/model_fixture.h"
 
 /* ---- shared builders (declared again in test_dump_cli.c) -------------------------------- */
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "dumps/dump.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 /* from test_dump.c */
 int tdump_write(const char *path, const AsConfig *cfg, unsigned seed, int plant_q, AsError *err);

@@ -12,8 +12,8 @@
 #include "dumps/schema.h"
 #include "model/inputs.h"
 #include "ref/stack.h"
-#include "tests/harness.h"
-#include "tests/model_fixture.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/model_fixture.h"
 
 static bool same_tensor(const AsHostTensor *a, const AsHostTensor *b)
 {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "engine/switches.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 static int listed(const char *name, size_t len)
 {

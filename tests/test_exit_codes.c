@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "model/errors.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 #define MAX_ROWS 16
 

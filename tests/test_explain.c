@@ -12,8 +12,8 @@
 #include "ref/numerics.h"
 #include "ref/quant.h"
 #include "ref/stack.h"
-#include "tests/harness.h"
-#include "tests/model_fixture.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/model_fixture.h"
 
 /* Moves kv[0][c] (and the rows and ring that hold it) one e4m3 step up, as a GPU whose
  * pre-quantisation value sat one bf16 ulp away might have, then recomputes the tail from it. */

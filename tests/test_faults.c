@@ -1,11 +1,11 @@
 /* Checking the checker: each named fault, run in a reference twin against the faithful
- * reference, is caught at the layer and tensor where it first acts (tests/fault_cases.h). */
+ * reference, is caught at the layer and tensor where it first acts (tests/lib/fault_cases.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "driver/driver.h"
-#include "tests/fault_cases.h"
-#include "tests/harness.h"
+#include "tests/lib/fault_cases.h"
+#include "tests/lib/harness.h"
 
 static void use_test_cache(void)
 {

@@ -9,7 +9,7 @@
 #include "ref/gemv.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
 static float rnd(uint32_t *s, float lo, float hi) { return lo + (hi - lo) * (float)(lcg(s) >> 8) / 16777216.0f; }

@@ -16,8 +16,8 @@
 #include "model/weights.h"
 #include "driver/driver.h"
 #include "ref/numerics.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 /* SHA-256 of `attnscope gen --preset tiny --seed 0`'s model.safetensors (fp8, tiny's precision)
  * and of the same with --precision bf16: the generator, the preset and the file layout together. A

@@ -11,9 +11,9 @@
 #include "model/quants.h"
 #include "model/safetensors.h"
 #include "ref/numerics.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
-#include "tests/quants_inputs.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/quants_inputs.h"
 
 /* ---- building a file ---- */
 

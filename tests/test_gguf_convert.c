@@ -16,8 +16,8 @@
 #include "model/model_load.h"
 #include "model/quants.h"
 #include "ref/numerics.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 static const char *tmp(const char *name)
 {

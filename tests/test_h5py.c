@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 /* The interpreter that has h5py and numpy: $ATTNSCOPE_PYTHON, else the system's python3 (the
  * Debian packages install there), else python3 on the PATH. Skips when none has them. */

@@ -26,8 +26,8 @@
 #include "model/errors.h"
 #include "model/safetensors.h"
 #include "model/textfile.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 /* ---- the fuzz targets, compiled into the test binary ---------------------------------- */
 

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 static void write_script(const char *path, const char *steps, const char *dump)
 {

@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 static double now_s(void)
 {

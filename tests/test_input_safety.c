@@ -20,8 +20,8 @@
 #include "model/json_strict.h"
 #include "model/model_load.h"
 #include "model/safetensors.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 #include "tui/model.h"
 
 static double now_s(void)

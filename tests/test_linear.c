@@ -9,7 +9,7 @@
 #include "ref/gemv.h"
 #include "ref/linear.h"
 #include "ref/numerics.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 typedef struct {
     AsWTensor w, scale;

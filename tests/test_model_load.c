@@ -11,8 +11,8 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "ref/numerics.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 static void path_in(char *buf, size_t n, const char *rel) { snprintf(buf, n, "%s/%s", as_test_tmpdir(), rel); }
 

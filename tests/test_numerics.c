@@ -4,8 +4,8 @@
 #include <math.h>
 
 #include "ref/numerics.h"
-#include "tests/fixtures.h"
-#include "tests/harness.h"
+#include "tests/lib/fixtures.h"
+#include "tests/lib/harness.h"
 
 TEST(numerics_bf16_e4m3_torch_fixture)
 {

@@ -21,8 +21,8 @@
 
 #include "model/errors.h"
 #include "model/safetensors.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 static void use_test_cache(void) { setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1); }
 

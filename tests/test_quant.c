@@ -4,7 +4,7 @@
 
 #include "ref/numerics.h"
 #include "ref/quant.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 static void check_block(const char *what, const float *got, const float *want, int n)
 {

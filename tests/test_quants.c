@@ -1,5 +1,5 @@
 /* model/quants: fp16 and nearest_int, ggml's Q8_0 / Q2_K on hand-checked blocks and against the
- * digests of ggml's own outputs (tests/oracle/ggml_oracle.c), the round-trip bounds, q8_1 and the
+ * digests of ggml's own outputs (tests/lib/oracle/ggml_oracle.c), the round-trip bounds, q8_1 and the
  * GPU-path dot products against exact arithmetic. */
 #include <math.h>
 #include <stdlib.h>
@@ -8,8 +8,8 @@
 #include "model/digest.h"
 #include "model/quants.h"
 #include "ref/numerics.h"
-#include "tests/harness.h"
-#include "tests/quants_inputs.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/quants_inputs.h"
 
 static void digest_hex(const void *p, size_t n, char hex[65])
 {
@@ -144,8 +144,8 @@ TEST(quants_q2_K_hand_blocks)
     CHECK(memcmp(&b, &z, sizeof b) == 0, "zero super-block is not all zero bytes");
 }
 
-/* ggml's own outputs on the fixed inputs (tests/quants_inputs.h): the digests printed by
- * tests/oracle/ggml_oracle.c running libggml-base's quantize_row_q2_K_ref, quantize_row_q8_0_ref,
+/* ggml's own outputs on the fixed inputs (tests/lib/quants_inputs.h): the digests printed by
+ * tests/lib/oracle/ggml_oracle.c running libggml-base's quantize_row_q2_K_ref, quantize_row_q8_0_ref,
  * dequantize_row_q2_K and dequantize_row_q8_0 (which also compared 300000 random super-blocks of
  * eight distributions byte for byte). */
 TEST(quants_bit_identical_to_ggml)

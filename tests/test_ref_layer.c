@@ -11,9 +11,9 @@
 #include "ref/numerics.h"
 #include "ref/quant.h"
 #include "ref/stack.h"
-#include "tests/harness.h"
-#include "tests/plain_linear.h"
-#include "tests/model_fixture.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/plain_linear.h"
+#include "tests/lib/model_fixture.h"
 
 typedef struct {
     AsModel *m;

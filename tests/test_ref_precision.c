@@ -1,6 +1,6 @@
 /* The whole reference in both precisions (SPEC 1-2): tiny and a geometry of this test's own with
  * every role, prefill and 40 decode steps. At every step and layer the projections the run exposes
- * whole are recomputed from that run's own inputs by their definitions (tests/plain_linear.c): out
+ * whole are recomputed from that run's own inputs by their definitions (tests/lib/plain_linear.c): out
  * from og through wo_b, the indexer's queries before RoPE from qr; fp8 precision runs them as the
  * fp8 linear, bf16 precision as the bf16 one, and the two precisions give different numbers. */
 #include <math.h>
@@ -12,9 +12,9 @@
 #include "ref/numerics.h"
 #include "ref/rope.h"
 #include "ref/stack.h"
-#include "tests/harness.h"
-#include "tests/model_fixture.h"
-#include "tests/plain_linear.h"
+#include "tests/lib/harness.h"
+#include "tests/lib/model_fixture.h"
+#include "tests/lib/plain_linear.h"
 
 /* Every role, at widths unlike tiny's: 6 heads of 64, a window of 12 that wraps, ratio-2 layers
  * whose groups complete on alternate steps, two kv sources, a key owner and an index source that

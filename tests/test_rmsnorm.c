@@ -3,7 +3,7 @@
 
 #include "ref/numerics.h"
 #include "ref/rmsnorm.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 TEST(rmsnorm_small_row)
 {

@@ -5,7 +5,7 @@
 
 #include "ref/numerics.h"
 #include "ref/rope.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 TEST(rope_pair_known_angle)
 {

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "model/safetensors.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 typedef struct {
     AsWeightFile *f;

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "ref/topk.h"
-#include "tests/fixtures.h"
-#include "tests/harness.h"
+#include "tests/lib/fixtures.h"
+#include "tests/lib/harness.h"
 
 /* "[3] got 17, torch 12" for the first differing position. */
 static int first_diff(const int32_t *a, const int32_t *b, int64_t k)

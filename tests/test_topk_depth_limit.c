@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ref/topk.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 /* ---- the adversary: ids compared through lazily frozen values ---- */
 static int *adv_val;      /* per id: a frozen value, or ADV_GAS */

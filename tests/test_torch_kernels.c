@@ -17,7 +17,7 @@
 #include "ref/quant.h"
 #include "ref/rmsnorm.h"
 #include "ref/topk.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 #define FIXTURE "tests/data/torch_kernels.json"
 

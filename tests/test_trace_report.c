@@ -8,8 +8,8 @@
 
 #include "engine/stats.h"
 #include "engine/trace_report.h"
-#include "tests/cli_util.h"
-#include "tests/harness.h"
+#include "tests/lib/cli_util.h"
+#include "tests/lib/harness.h"
 
 TEST(trace_stage_of_launch_descriptions)
 {

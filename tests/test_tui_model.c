@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 #include "tui/model.h"
 
 static AsDriver *open_tiny(const char *inject)

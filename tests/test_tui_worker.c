@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "dumps/dump.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 #include "tui/worker.h"
 
 static AsDriver *open_tiny(const char *inject)

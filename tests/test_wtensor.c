@@ -5,7 +5,7 @@
 
 #include "model/weights.h"
 #include "ref/numerics.h"
-#include "tests/harness.h"
+#include "tests/lib/harness.h"
 
 static AsWTensor tensor(AsDType dt, int64_t rows, int64_t cols, const void *data)
 {
