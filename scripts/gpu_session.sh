@@ -173,7 +173,7 @@ for p in "$@"; do
         phase info 60 sh -c "nvidia-smi; '$B/attnscope' --version; '$B/attnscope' devices; '$B/attnscope' gen --preset tiny -o $AS/tiny >/dev/null; '$B/attnscope' info $AS/tiny"
         grep -E "H200|CUDA|attnscope |Driver" "$(logf info)" | head -8 | tee -a "$SUM" ;;
     tests)
-        phase gpu_tests 240 "$B/attnscope_tests" 'gpu_*'
+        phase gpu_tests 240 "$B/attnscope_tests" 'gpu_*' 'hardening_gpu_*'
         for f in examples/0*.json; do
             phase "example_$(basename "$f" .json)" 40 "$B/attnscope" run -q "$f"
         done ;;
@@ -292,8 +292,8 @@ for p in "$@"; do
     indexchain)
         # next/index-chain (prepared 2026-11-30, not GPU-run): the selection's kernels on the chain of an
         # index layer; the tests first (the sets and scores against their CPU twins), then the A/B
-        phase indexchain_tests 300 "$B/attnscope_tests" 'gpu_topk*' 'gpu_index_scores*' 'gpu_decode_index_scores' \
-            'gpu_build_idx*' 'gpu_decode_build_idx' 'gpu_engine_tiny*' 'gpu_graph_tiny*'
+        phase indexchain_tests 300 "$B/attnscope_tests" 'gpu_topk*' 'gpu_index_scores*' 'gpu_decode_kernels_index_scores' \
+            'gpu_build_idx*' 'gpu_decode_kernels_build_idx' 'gpu_engine_tiny*' 'gpu_graph_tiny*'
         ab_main=""
         if [ -n "${AS_BUNDLE_B:-}" ]; then
             unpack "$AS_BUNDLE_B" /tmp/as-b && ab_main=AS_BIN=/tmp/as-b/attnscope/attnscope
@@ -353,7 +353,7 @@ for p in "$@"; do
         # so that a slow group's time bound does not cost the others their result
         export AS_KTEST_SMALL=1
         set -f # the test patterns are the harness's globs, not the shell's
-        for grp in "attn:gpu_sparse* gpu_decode_sparse_attn" "scores:gpu_index* gpu_decode_index_scores" \
+        for grp in "attn:gpu_sparse* gpu_decode_kernels_sparse_attn" "scores:gpu_index* gpu_decode_kernels_index_scores" \
             "gemv:gpu_gemv_flash* gpu_rmsnorm_flash*" "rows:gpu_row_pipe* gpu_compress* gpu_build_idx*" \
             "q2k:gpu_q2k_mmq* gpu_q2k_odd*" "topk:gpu_topk*"; do
             # shellcheck disable=SC2086
@@ -391,7 +391,7 @@ for p in "$@"; do
         fi ;;
     newsan)
         # the kernels new in this round alone (selection, one-query attention, row RMSNorm)
-        sanitized newsan 100 'gpu_topk*' 'gpu_decode_sparse_attn' 'gpu_rmsnorm*' ;;
+        sanitized newsan 100 'gpu_topk*' 'gpu_decode_kernels_sparse_attn' 'gpu_rmsnorm*' ;;
     decsan)
         # the decode-path kernels of the latest round: the GEMV (resident grid, early weights, residual and
         # RoPE in the store), the one-query attention with o_back, the row pipeline, RoPE, a tiny graph
@@ -432,7 +432,7 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
         LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 150 "$B/bin/attnscope_kbench"
         sed -n '/== summary/,$p' "$(logf kbench)" | tee -a "$SUM" ;;
     attn)
-        phase gpu_attn 120 "$B/attnscope_tests" 'gpu_sparse*' 'gpu_decode_sparse_attn'
+        phase gpu_attn 120 "$B/attnscope_tests" 'gpu_sparse*' 'gpu_decode_kernels_sparse_attn'
         grep -E "worst max-err|wgmma" "$(logf gpu_attn)" | head -20 | tee -a "$SUM"
         LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench_attn 120 "$B/bin/attnscope_kbench" --attn
         sed -n '/== summary/,$p' "$(logf kbench_attn)" | tee -a "$SUM" ;;

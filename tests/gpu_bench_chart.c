@@ -16,7 +16,7 @@ static int count(const char *s, const char *what)
     return n;
 }
 
-TEST(bench_chart_svg)
+TEST(gpu_bench_chart_svg)
 {
     AsBenchChart c;
     memset(&c, 0, sizeof c);

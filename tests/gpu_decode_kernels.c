@@ -110,7 +110,7 @@ static void idx_case(int win, int sp, int k, int kmax, int nrows, uint64_t seed)
         as_gpu_free(i_v2), as_gpu_free(flags), as_gpu_free(valid), as_gpu_free(dsp), as_gpu_free(dk), as_gpu_free(dn);
 }
 
-GPU_TEST(gpu_decode_build_idx)
+GPU_TEST(gpu_decode_kernels_build_idx)
 {
     idx_case(128, 1, 1, 512, 128 + 1, 1);       /* ring not full: leading -1 */
     idx_case(128, 127, 64, 512, 128 + 64, 2);   /* the wrap */
@@ -122,7 +122,7 @@ GPU_TEST(gpu_decode_build_idx)
 
 /* ---- compressor pooling ---- */
 
-GPU_TEST(gpu_decode_compress_pool)
+GPU_TEST(gpu_decode_kernels_compress_pool)
 {
     const int hd = 512, r = 2;
     float *part_kv0 = xmalloc(sizeof(float) * r * hd), *part_sc0 = xmalloc(sizeof(float) * r * hd);
@@ -204,7 +204,7 @@ static void scores_case(int nh, int ihd, int width, int max_width, uint64_t seed
     as_gpu_free(diq), as_gpu_free(dk), as_gpu_free(dw), as_gpu_free(a), as_gpu_free(b), as_gpu_free(dwidth);
 }
 
-GPU_TEST(gpu_decode_index_scores)
+GPU_TEST(gpu_decode_kernels_index_scores)
 {
     scores_case(32, 128, 1, 8192, 1);
     scores_case(32, 128, 64, 8192, 2);
@@ -388,7 +388,7 @@ static void attn_case(const char *name, int nh, int hd, int na, int nb_live, int
     attn_case_k(name, nh, hd, na, nb_live, nb_max, topk_live, topk_max, ATTN_RANDOM, seed);
 }
 
-GPU_TEST(gpu_decode_sparse_attn)
+GPU_TEST(gpu_decode_kernels_sparse_attn)
 {
     g_attn_worst = 0;
     /* flash: window 128 + index_topk 512 (ratio > 0), window only (ratio 0); a split is a 64-entry block */

@@ -96,7 +96,7 @@ static void check_widen(int64_t n, uint64_t seed)
     free(y);
 }
 
-GPU_TEST(gpu_bf16_to_f32_exact_widening)
+GPU_TEST(gpu_elementwise_bf16_to_f32_exact_widening)
 {
     check_widen(1, 1);
     check_widen(6, 2);
@@ -136,7 +136,7 @@ static void check_scale(const char *geom, int s, int nh, int ihd, int emin, int 
     as_gpu_free(dw);
 }
 
-GPU_TEST(gpu_scale_bf16_matches_index_weights_scale)
+GPU_TEST(gpu_elementwise_scale_bf16_matches_index_weights_scale)
 {
     /* flash: nh_i 32, ihd 128; tiny: 4 heads of 32 */
     check_scale("flash", 1, 32, 128, -8, 8, 11);
@@ -187,7 +187,7 @@ static void check_residual(const char *geom, int s, int dim, int emin, int emax,
     as_gpu_free(dout);
 }
 
-GPU_TEST(gpu_residual_add_matches_reference)
+GPU_TEST(gpu_elementwise_residual_add_matches_reference)
 {
     check_residual("flash", 1, 5120, -10, 10, 21);
     check_residual("flash", 7, 5120, -10, 10, 22);

@@ -104,7 +104,7 @@ TEST(bench_json_refuses_what_it_cannot_write)
 /* bench-engine refuses an output path it cannot write before any GPU work (and on a machine without
  * a GPU: the check comes before the device's), one line naming the path, exit 2; a good path is left
  * without a file or a temporary. */
-TEST(bench_engine_refuses_an_unwritable_output_up_front)
+TEST(bench_json_bench_engine_refuses_an_unwritable_output_up_front)
 {
     AsCliResult *r = calloc(1, sizeof *r);
     REQUIRE(r, "out of memory");

@@ -50,7 +50,7 @@ TEST(decode_fusions_refuses_unknown_names)
     }
 }
 
-TEST(sel_room_values_and_refusals)
+TEST(decode_fusions_sel_room_values_and_refusals)
 {
     static const struct {
         const char *v;
@@ -75,7 +75,7 @@ TEST(sel_room_values_and_refusals)
     }
 }
 
-TEST(attn_early_values_and_refusals)
+TEST(decode_fusions_attn_early_values_and_refusals)
 {
     static const struct {
         const char *v;
@@ -99,7 +99,7 @@ TEST(attn_early_values_and_refusals)
     }
 }
 
-TEST(sel_room_default_keeps_wq_b_one_block_an_sm)
+TEST(decode_fusions_sel_room_default_keeps_wq_b_one_block_an_sm)
 {
     static const struct {
         int64_t resident;

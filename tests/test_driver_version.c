@@ -4,7 +4,7 @@
 #include "engine/driver_version.h"
 #include "tests/lib/harness.h"
 
-TEST(nvidia_driver_version_parse)
+TEST(driver_version_nvidia_parse)
 {
     static const struct {
         const char *text, *want;

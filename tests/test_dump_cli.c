@@ -74,7 +74,7 @@ static void write_dump(char *path, size_t n, const char *name, unsigned seed, in
     REQUIRE(tdump_write(path, &cfg, seed, plant, &err) == 0, "writing %s: %s", name, err.msg);
 }
 
-TEST(cli_dump_info_lists)
+TEST(dump_cli_info_lists)
 {
     bin();
     char path[512], *out;
@@ -103,7 +103,7 @@ TEST(cli_dump_info_lists)
     free(out);
 }
 
-TEST(cli_diff_self_and_planted)
+TEST(dump_cli_diff_self_and_planted)
 {
     bin();
     char a[512], b[512], *out;
@@ -136,7 +136,7 @@ TEST(cli_diff_self_and_planted)
     free(out);
 }
 
-TEST(cli_diff_geometry_mismatch)
+TEST(dump_cli_diff_geometry_mismatch)
 {
     bin();
     char a[512], b[512], *out;
@@ -152,7 +152,7 @@ TEST(cli_diff_geometry_mismatch)
     free(out);
 }
 
-TEST(cli_malformed_dumps_exit_2)
+TEST(dump_cli_malformed_dumps_exit_2)
 {
     bin();
     char good[512], *out;
@@ -183,7 +183,7 @@ TEST(cli_malformed_dumps_exit_2)
 }
 
 /* An external writer's dump: one side "mine" with three tensors of one layer. */
-TEST(cli_diff_external_side_partial)
+TEST(dump_cli_diff_external_side_partial)
 {
     bin();
     char a[512], mine[512], *out;
@@ -232,7 +232,7 @@ static void write_script(const char *path, const char *dump)
 
 /* End to end: `attnscope run --no-engine` dumps the reference through the writer; the dump lists
  * and diffs clean; a dump into a directory that cannot be written is exit 3 with nothing left. */
-TEST(cli_run_dump_end_to_end)
+TEST(dump_cli_run_dump_end_to_end)
 {
     bin();
     const char *dir = as_test_tmpdir();

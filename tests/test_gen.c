@@ -366,7 +366,7 @@ TEST(gen_generator_moments_and_vectors)
           "elements and seeds give different hashes");
 }
 
-TEST(inputs_are_seeded_per_position)
+TEST(gen_inputs_are_seeded_per_position)
 {
     enum { DIM = 64, S = 6 };
     float prefill[S * DIM], one[DIM], other[S * DIM];

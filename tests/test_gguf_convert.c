@@ -168,7 +168,7 @@ TEST(gguf_convert_refuses_short_rows)
 
 /* The geometry: metadata missing attnscope's own keys (as a llama.cpp file would) is completed by
  * a config.json beside it; a config.json that contradicts the metadata is refused by field. */
-TEST(gguf_config_json_beside)
+TEST(gguf_convert_config_json_beside)
 {
     AsConfig cfg, got;
     AsError err = {0};
@@ -243,7 +243,7 @@ TEST(gguf_config_json_beside)
  * source: every layer's quantisation error is there, finite and non-zero after the first
  * projection; the layer input x is the same on both (the bf16 stack takes the quantised
  * reference's). */
-TEST(gguf_reference_runs_with_bf16_source)
+TEST(gguf_convert_reference_runs_with_bf16_source)
 {
     const char *dir = tmp("tq");
     gen("tiny-q", dir);
@@ -298,7 +298,7 @@ TEST(gguf_reference_runs_with_bf16_source)
 
 /* The CLI: convert, info showing the types, refusals with exit 2, a run script with bf16_model
  * whose report carries the quantisation error. */
-TEST(gguf_cli_convert_info_run)
+TEST(gguf_convert_cli_convert_info_run)
 {
     AsCliResult *r = malloc(sizeof *r);
     REQUIRE(r, "out of memory");
@@ -374,7 +374,7 @@ static AsTensorDiff cmpq(const AsRun *g, const AsRun *w, AsTensorId id, bool qua
 }
 
 /* tolerance = max|want| * (2^-7 + 0.032) + 1e-4 downstream of a quantised projection. */
-TEST(gguf_quantised_tolerance)
+TEST(gguf_convert_quantised_tolerance)
 {
     AsRun w, g;
     as_run_init(&w);
@@ -415,7 +415,7 @@ TEST(gguf_quantised_tolerance)
 }
 
 /* Selection boundaries within 8 bf16 ulps are near-ties when quantised (1 ulp otherwise). */
-TEST(gguf_quantised_near_tie)
+TEST(gguf_convert_quantised_near_tie)
 {
     AsRun r[2];
     const float base = 3.0f, lo = as_bf16_to_f32((uint16_t)(as_bf16_bits(3.0f) - 5)); /* 5 ulps below 3 */

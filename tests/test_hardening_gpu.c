@@ -28,7 +28,7 @@ static int run_limited(AsCliResult *r, const char *script, int limit_mb)
     return r->status;
 }
 
-GPU_TEST(gpu_out_of_memory_at_setup_and_mid_run_exit_3)
+GPU_TEST(hardening_gpu_out_of_memory_at_setup_and_mid_run_exit_3)
 {
     setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
     AsCliResult *r = malloc(sizeof *r);

@@ -62,7 +62,7 @@ static const int32_t *I(const AsRun *r, AsTensorId id) { return r->t[id].data; }
 static bool rows_equal(const float *a, const float *b, int n) { return memcmp(a, b, sizeof(float) * (size_t)n) == 0; }
 
 /* Prefill s = 1, s < window, s = window, s > window: shapes, the window selection, rows_a and the ring. */
-TEST(ref_prefill_window_regimes)
+TEST(ref_layer_prefill_window_regimes)
 {
     int sizes[] = {1, 5, 8, 13};
     for (int si = 0; si < 4; si++) {
@@ -98,7 +98,7 @@ TEST(ref_prefill_window_regimes)
 }
 
 /* Ratio-2 prefill, odd and even s: groups, latent positions, the partial group state. */
-TEST(ref_ratio2_prefill_groups)
+TEST(ref_layer_ratio2_prefill_groups)
 {
     for (int s = 6; s <= 7; s++) {
         Stack st;
@@ -134,7 +134,7 @@ TEST(ref_ratio2_prefill_groups)
 }
 
 /* compress_len == 0: the indexer does nothing, the compressed selection is empty. */
-TEST(ref_compress_len_zero)
+TEST(ref_layer_compress_len_zero)
 {
     Stack st;
     stack_open(&st, "tiny", NULL);
@@ -152,7 +152,7 @@ TEST(ref_compress_len_zero)
 }
 
 /* Decode: at least 3 window wraps and 20 ratio-2 group boundaries, checked at every step. */
-TEST(ref_decode_wraps_and_groups)
+TEST(ref_layer_decode_wraps_and_groups)
 {
     Stack st;
     stack_open(&st, "tiny", NULL);
@@ -202,7 +202,7 @@ TEST(ref_decode_wraps_and_groups)
 }
 
 /* The candidate selection narrows once width > topk_blocks * block_size; users mask their scores. */
-TEST(ref_candidate_narrowing)
+TEST(ref_layer_candidate_narrowing)
 {
     Stack st;
     stack_open(&st, "tiny", NULL);
@@ -247,7 +247,7 @@ TEST(ref_candidate_narrowing)
 
 /* Quirk: in a decode step where a ratio-2 key owner completes no group, it scores against the
  * index keys published last: layer 5's ratio-1 keys from the step before. */
-TEST(ref_quirk_index_key_aliasing)
+TEST(ref_layer_quirk_index_key_aliasing)
 {
     Stack st;
     stack_open(&st, "tiny", NULL);
@@ -283,7 +283,7 @@ static void stale_geometry(AsConfig *c)
     c->candidate_source = -1;
 }
 
-TEST(ref_empty_selection_published)
+TEST(ref_layer_empty_selection_published)
 {
     Stack st;
     stack_open(&st, "tiny", stale_geometry);
@@ -307,7 +307,7 @@ static void masked_geometry(AsConfig *c)
     c->candidate_topk_blocks = 2;
 }
 
-TEST(ref_quirk_masked_picks)
+TEST(ref_layer_quirk_masked_picks)
 {
     Stack st;
     stack_open(&st, "tiny", masked_geometry);
@@ -329,7 +329,7 @@ TEST(ref_quirk_masked_picks)
 }
 
 /* SPEC 3.6: a ratio > 0 layer with no published compressed cache must not attend. */
-TEST(ref_refuses_without_published_cache)
+TEST(ref_layer_refuses_without_published_cache)
 {
     AsModel *m = as_test_model("tiny", NULL, 7);
     AsRefModel rm;
@@ -396,7 +396,7 @@ static void plain_fp8(float *x, int n)
     }
 }
 
-TEST(ref_tiny_layer0_against_plain_loops)
+TEST(ref_layer_tiny_layer0_against_plain_loops)
 {
     Stack st;
     stack_open(&st, "tiny", NULL);
@@ -475,7 +475,7 @@ TEST(ref_tiny_layer0_against_plain_loops)
 }
 
 /* The same inputs and weights give the same bits, run after run. */
-TEST(ref_stack_deterministic)
+TEST(ref_layer_stack_deterministic)
 {
     float *outs[2];
     for (int rep = 0; rep < 2; rep++) {

@@ -11,7 +11,7 @@
 #include "tests/lib/cli_util.h"
 #include "tests/lib/harness.h"
 
-TEST(trace_stage_of_launch_descriptions)
+TEST(trace_report_stage_of_launch_descriptions)
 {
     const struct {
         const char *launch;
@@ -44,7 +44,7 @@ TEST(trace_stage_of_launch_descriptions)
     CHECK(layer == -1 && small[0] == '\0', "NULL: layer %d, '%s'", layer, small);
 }
 
-TEST(trace_short_kernel_names)
+TEST(trace_report_short_kernel_names)
 {
     const char *cases[][2] = {
         {"void topk_rows_kernel<256>(float const*, int, int*)", "topk_rows_kernel"},
@@ -74,7 +74,7 @@ static AsTraceEvent ev_at(uint64_t s, uint64_t e, uint32_t stream, int layer, co
  *   layer 0: a [1000, 3000) s7; b [2500, 4000) s9; c [5000, 6000) s7      idle in [1000, 7000): 4000-5000, 6000-7000
  *   layer 1: d [7000, 8000) s7; e [7500, 9500) s9; a copy [9800, 9900) (no layer)
  * layer 0 spans to layer 1's first start (6 us, idle 2 us); layer 1 to the step's end 9900 (2.9 us, idle 0.3 us). */
-TEST(trace_layers_span_and_idle)
+TEST(trace_report_layers_span_and_idle)
 {
     AsTraceEvent ev[6] = {ev_at(7500, 9500, 9, 1, "e"), ev_at(1000, 3000, 7, 0, "a"), ev_at(5000, 6000, 7, 0, "c"),
                           ev_at(2500, 4000, 9, 0, "b"), ev_at(7000, 8000, 7, 1, "d"), ev_at(9800, 9900, 7, -1, "")};
@@ -143,7 +143,7 @@ TEST(trace_layers_span_and_idle)
  * other inputs: build idx [120, 133), other [125, 134) and late [131, 135) end before the attention's first
  * kernel (138; late on the attention's stream: streams do not count), wkv [100, 150) and later [131, 170) do
  * not: the last input ends at 135, 5 us after wq_b; the attention's end, 141, is 6 us after it. */
-TEST(trace_chain_of_hand_made_layers)
+TEST(trace_report_chain_of_hand_made_layers)
 {
     AsTraceEvent ev[] = {
         ev_at(0, 5000, 1, 0, "wq_a"),           ev_at(4000, 30000, 1, 0, "wq_b + rope"),
@@ -187,7 +187,7 @@ TEST(trace_chain_of_hand_made_layers)
     free(md);
 }
 
-TEST(median_of_figures)
+TEST(trace_report_median_of_figures)
 {
     double odd[] = {3, 1, 2}, even[] = {4, 1, 3, 2}, one[] = {7};
     CHECK(as_median(odd, 3) == 2.0 && as_median(even, 4) == 2.5 && as_median(one, 1) == 7.0 && as_median(NULL, 0) == 0.0,

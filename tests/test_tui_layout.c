@@ -98,7 +98,7 @@ static bool screen_ascii(const TuiScreen *s, const char **where)
     return true;
 }
 
-TEST(tui_ascii_fallback_glyphs)
+TEST(tui_layout_ascii_fallback_glyphs)
 {
     CHECK(glyphs_ascii(&tui_glyphs_ascii), "every ASCII glyph is one ASCII byte");
     CHECK(!glyphs_ascii(&tui_glyphs_utf8), "the UTF-8 set is not (sanity)");
@@ -138,7 +138,7 @@ TEST(tui_ascii_fallback_glyphs)
     as_driver_close(d);
 }
 
-TEST(tui_whole_screens_at_80x24_and_250x70)
+TEST(tui_layout_whole_screens_at_80x24_and_250x70)
 {
     setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
     AsDriverOptions o;
@@ -193,7 +193,7 @@ TEST(tui_whole_screens_at_80x24_and_250x70)
     as_driver_close(d);
 }
 
-TEST(tui_key_line_fits_and_names_quit_and_help)
+TEST(tui_layout_key_line_fits_and_names_quit_and_help)
 {
     static const int widths[] = {80, 120, 250};
     for (int w = 0; w < 3; w++)

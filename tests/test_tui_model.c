@@ -54,7 +54,7 @@ static void dump_panel(const TuiPanel *p)
         as_test_note("%s", p->lines.v[i].text ? p->lines.v[i].text : "");
 }
 
-TEST(tui_layer_list_reference_only)
+TEST(tui_model_layer_list_reference_only)
 {
     AsDriver *d = open_tiny(NULL);
     run(d, 5, 6);
@@ -91,7 +91,7 @@ TEST(tui_layer_list_reference_only)
     as_driver_close(d);
 }
 
-TEST(tui_layer_list_verdict_colours_with_a_fault)
+TEST(tui_model_layer_list_verdict_colours_with_a_fault)
 {
     AsDriver *d = open_tiny("ring-slot");
     AsError err = {0};
@@ -134,7 +134,7 @@ TEST(tui_layer_list_verdict_colours_with_a_fault)
     as_driver_close(d);
 }
 
-TEST(tui_ring_positions_after_prefill_5_decode_6)
+TEST(tui_model_ring_positions_after_prefill_5_decode_6)
 {
     AsDriver *d = open_tiny(NULL);
     run(d, 5, 6);
@@ -167,7 +167,7 @@ TEST(tui_ring_positions_after_prefill_5_decode_6)
     as_driver_close(d);
 }
 
-TEST(tui_ring_positions_after_long_prefill)
+TEST(tui_model_ring_positions_after_long_prefill)
 {
     AsDriver *d = open_tiny(NULL);
     AsError err = {0};
@@ -194,7 +194,7 @@ TEST(tui_ring_positions_after_long_prefill)
     as_driver_close(d);
 }
 
-TEST(tui_ring_shows_the_ring_slot_fault)
+TEST(tui_model_ring_shows_the_ring_slot_fault)
 {
     AsDriver *d = open_tiny("ring-slot");
     run(d, 5, 1);
@@ -218,7 +218,7 @@ TEST(tui_ring_shows_the_ring_slot_fault)
     as_driver_close(d);
 }
 
-TEST(tui_candidate_grid_known_query)
+TEST(tui_model_candidate_grid_known_query)
 {
     AsDriver *d = open_tiny(NULL);
     AsError err = {0};
@@ -279,7 +279,7 @@ TEST(tui_candidate_grid_known_query)
     as_driver_close(d);
 }
 
-TEST(tui_topk_side_by_side_with_a_planted_difference)
+TEST(tui_model_topk_side_by_side_with_a_planted_difference)
 {
     AsDriver *d = open_tiny(NULL);
     run(d, 5, 6);
@@ -371,7 +371,7 @@ TEST(tui_topk_side_by_side_with_a_planted_difference)
     as_driver_close(d);
 }
 
-TEST(tui_topk_reference_only_known_selection)
+TEST(tui_model_topk_reference_only_known_selection)
 {
     AsDriver *d = open_tiny(NULL);
     run(d, 5, 6);
@@ -409,7 +409,7 @@ TEST(tui_topk_reference_only_known_selection)
     as_driver_close(d);
 }
 
-TEST(tui_caches_show_the_aliasing)
+TEST(tui_model_caches_show_the_aliasing)
 {
     AsDriver *d = open_tiny(NULL);
     run(d, 5, 6);
@@ -435,7 +435,7 @@ TEST(tui_caches_show_the_aliasing)
     as_driver_close(d);
 }
 
-TEST(tui_heatmap_reference_only_and_diff)
+TEST(tui_model_heatmap_reference_only_and_diff)
 {
     AsDriver *d = open_tiny(NULL);
     run(d, 5, 0);

@@ -135,7 +135,7 @@ TEST(tui_worker_saves_step_and_run)
     as_driver_close(d);
 }
 
-TEST(tui_history_budget)
+TEST(tui_worker_history_budget)
 {
     AsDriver *d = open_tiny(NULL);
     AsError err = {0};

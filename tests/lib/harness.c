@@ -18,6 +18,7 @@ typedef struct {
     const char *name;
     as_test_fn fn;
     bool gpu;
+    const char *file;
 } Test;
 
 static Test tests[MAX_TESTS];
@@ -28,10 +29,29 @@ static char skip_reason[256];
 static char tmpdir[256];
 static int cur_fail_lines;
 
-void as_test_register(const char *name, as_test_fn fn, bool gpu)
+void as_test_register(const char *name, as_test_fn fn, bool gpu, const char *file)
 {
     if (n_tests < MAX_TESTS)
-        tests[n_tests++] = (Test){name, fn, gpu};
+        tests[n_tests++] = (Test){name, fn, gpu, file};
+}
+
+bool as_test_name_fits_file(const char *name, const char *file)
+{
+    const char *stem = strrchr(file, '/');
+    stem = stem ? stem + 1 : file;
+    if (!strncmp(stem, "test_", 5))
+        stem += 5;
+    const char *dot = strchr(stem, '.');
+    size_t n = dot ? (size_t)(dot - stem) : strlen(stem);
+    return n > 0 && !strncmp(name, stem, n) && name[n] == '_';
+}
+
+int as_test_count(void) { return n_tests; }
+
+void as_test_at(int i, const char **name, const char **file)
+{
+    *name = tests[i].name;
+    *file = tests[i].file;
 }
 
 void as_test_fail(const char *file, int line, const char *fmt, ...)
