@@ -1,5 +1,6 @@
-/* Rendering with curses (htop's CRT + Panel drawing): the only TUI code that includes curses
- * besides tui/app.c. Everything drawn comes from the view models (tui/model.h). */
+/* Rendering with curses (htop's Panel drawing): the only TUI code that includes curses besides
+ * tui/term.c, which owns the terminal and the colour scheme. Everything drawn comes from the
+ * view models (tui/model.h). */
 #ifndef AS_TUI_DRAW_H
 #define AS_TUI_DRAW_H
 
@@ -7,14 +8,13 @@
 
 #include "tui/model.h"
 
-/* Colour pairs for every role when the terminal has colours; returns whether it does. */
-bool tui_draw_init_colors(void);
 /* One line at (y, x), at most w characters, skipping the first `skip`; pads with blanks to w
  * when fill. */
 void tui_draw_line(int y, int x, int w, const TuiLine *l, bool fill);
 /* The panel widget: border, title, header, the visible lines, the selection, a position mark. */
 void tui_draw_panel(const TuiPanel *p, const TuiGlyphs *g);
-/* The whole screen: status, message, panels (or the help), key line (or the prompt line). */
+/* The whole screen (erased, drawn, refreshed): status, message, panels (or the help), key line
+ * (or the prompt line). */
 void tui_draw_screen(const TuiScreen *s, const TuiLine *message, const TuiLine *keys, const TuiGlyphs *g);
 /* The message shown instead of the views on a terminal below the minimum size. */
 void tui_draw_too_small(int cols, int rows, const TuiLine *keys);

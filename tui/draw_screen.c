@@ -3,59 +3,9 @@
 #include <string.h>
 
 #include "tui/draw.h"
+#include "tui/term.h"
 
-static bool have_color;
-
-static const struct {
-    short fg, bg;
-    attr_t attr;      /* with colours */
-    attr_t mono;      /* without */
-} scheme[TC_COUNT] = {
-    [TC_NORMAL] = {-1, -1, A_NORMAL, A_NORMAL},
-    [TC_DIM] = {-1, -1, A_DIM, A_DIM},
-    [TC_TITLE] = {COLOR_CYAN, -1, A_BOLD, A_BOLD},
-    [TC_HEADER] = {COLOR_BLACK, COLOR_GREEN, A_NORMAL, A_REVERSE},
-    [TC_KEY] = {COLOR_BLACK, COLOR_CYAN, A_NORMAL, A_REVERSE},
-    [TC_SELECT] = {COLOR_BLACK, COLOR_CYAN, A_NORMAL, A_REVERSE},
-    [TC_PASS] = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
-    [TC_FLIPS] = {COLOR_CYAN, -1, A_NORMAL, A_NORMAL},
-    [TC_NEARTIE] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
-    [TC_MISMATCH] = {COLOR_RED, -1, A_BOLD, A_BOLD | A_UNDERLINE},
-    [TC_REFONLY] = {COLOR_BLUE, -1, A_BOLD, A_DIM},
-    [TC_GOOD] = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
-    [TC_WARN] = {COLOR_YELLOW, -1, A_NORMAL, A_BOLD},
-    [TC_BAD] = {COLOR_RED, -1, A_NORMAL, A_BOLD},
-    [TC_ACCENT] = {COLOR_MAGENTA, -1, A_BOLD, A_BOLD},
-    [TC_ONLY_GOT] = {COLOR_RED, -1, A_BOLD | A_REVERSE, A_BOLD | A_REVERSE},
-    [TC_ONLY_WANT] = {COLOR_YELLOW, -1, A_BOLD | A_REVERSE, A_UNDERLINE | A_REVERSE},
-    [TC_HEAT1] = {COLOR_BLUE, -1, A_NORMAL, A_NORMAL},
-    [TC_HEAT2] = {COLOR_GREEN, -1, A_NORMAL, A_NORMAL},
-    [TC_HEAT3] = {COLOR_YELLOW, -1, A_NORMAL, A_NORMAL},
-    [TC_HEAT4] = {COLOR_RED, -1, A_BOLD, A_BOLD},
-    [TC_CURSOR] = {COLOR_BLACK, COLOR_WHITE, A_NORMAL, A_REVERSE},
-    [TC_BUSY] = {COLOR_YELLOW, -1, A_BOLD, A_BOLD},
-};
-
-bool tui_draw_init_colors(void)
-{
-    have_color = has_colors();
-    if (!have_color)
-        return false;
-    start_color();
-    use_default_colors();
-    for (int i = 1; i < TC_COUNT; i++)
-        init_pair((short)i, scheme[i].fg, scheme[i].bg);
-    return true;
-}
-
-static attr_t attr_of(TuiColor c)
-{
-    if ((unsigned)c >= TC_COUNT)
-        c = TC_NORMAL;
-    if (!have_color)
-        return scheme[c].mono;
-    return scheme[c].attr | (c ? COLOR_PAIR(c) : 0);
-}
+static attr_t attr_of(TuiColor c) { return (attr_t)tui_term_attr(c); }
 
 static void draw_span(int y, int x, const char *s, size_t bytes, attr_t a)
 {
@@ -156,6 +106,7 @@ void tui_draw_panel(const TuiPanel *p, const TuiGlyphs *g)
 void tui_draw_screen(const TuiScreen *s, const TuiLine *message, const TuiLine *keys, const TuiGlyphs *g)
 {
     const TuiLayout *l = &s->lay;
+    erase();
     tui_draw_line(l->status.y, 0, l->cols, &s->status, true);
     if (message)
         tui_draw_line(l->message.y, 0, l->cols, message, true);
@@ -167,6 +118,7 @@ void tui_draw_screen(const TuiScreen *s, const TuiLine *message, const TuiLine *
     }
     if (keys)
         tui_draw_line(l->keys.y, 0, l->cols, keys, true);
+    refresh();
 }
 
 void tui_draw_too_small(int cols, int rows, const TuiLine *keys)
@@ -175,9 +127,11 @@ void tui_draw_too_small(int cols, int rows, const TuiLine *keys)
     snprintf(msg, sizeof msg, "terminal %dx%d is smaller than %dx%d: enlarge it", cols, rows, TUI_MIN_COLS,
              TUI_MIN_ROWS);
     int y = rows / 2, x = ((int)strlen(msg) < cols) ? (cols - (int)strlen(msg)) / 2 : 0;
+    erase();
     attrset(attr_of(TC_WARN));
     mvaddnstr(y > 0 ? y - 1 : 0, x, msg, cols);
     attrset(A_NORMAL);
     if (keys && rows > 0)
         tui_draw_line(rows - 1, 0, cols, keys, true);
+    refresh();
 }

@@ -92,6 +92,18 @@ void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
 void tui_model_status(const TuiData *d, int width, TuiLine *out);
 void tui_model_help(const TuiGlyphs *g, TuiPanel *p);
 
+/* ---- each view's keys (tui/keys.h names them), beside its model --------------------------- */
+
+/* Offers a key to the view st->view of the built screen scr: true when the view took it (the
+ * state changed; the caller rebuilds). The keys every view shares are the caller's. */
+bool tui_view_key(const TuiData *d, TuiState *st, const TuiScreen *scr, int key);
+bool tui_layers_key(const TuiData *d, TuiState *st, int key);
+bool tui_tensor_key(const TuiData *d, TuiState *st, const TuiHeatGeom *hg, int key);
+/* The views without a selection: the keys scroll panel `panel`. */
+bool tui_scroll_key(TuiState *st, int panel, int key);
+/* Opens the tensor view on st->tensor of st->layer, the cursor on its worst element. */
+void tui_tensor_open(const TuiData *d, TuiState *st);
+
 /* The worst element of tensor id in layer l (the diff's; without one, the largest |value|):
  * coordinates in the tensor's own dimensions. false when the tensor is absent. */
 bool tui_tensor_worst(const TuiData *d, int l, AsTensorId id, int64_t coord[3], int *ndim);

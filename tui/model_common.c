@@ -236,3 +236,29 @@ void tui_build(const TuiData *d, TuiState *st, const TuiGlyphs *g, int cols, int
         tp_follow(&s->help, &st->help_top);
     }
 }
+
+bool tui_scroll_key(TuiState *st, int panel, int key)
+{
+    enum { PAGE = 10 };
+    int *top = &st->top[st->view][panel];
+    switch (key) {
+    case TUI_KEY_UP: case 'k': *top -= 1; break;
+    case TUI_KEY_DOWN: case 'j': *top += 1; break;
+    case TUI_KEY_PGUP: *top -= PAGE; break;
+    case TUI_KEY_PGDN: *top += PAGE; break;
+    case TUI_KEY_HOME: *top = 0; break;
+    default: return false;
+    }
+    if (*top < 0)
+        *top = 0;
+    return true;
+}
+
+bool tui_view_key(const TuiData *d, TuiState *st, const TuiScreen *scr, int key)
+{
+    switch (st->view) {
+    case TV_LAYERS: return tui_layers_key(d, st, key);
+    case TV_TENSOR: return tui_tensor_key(d, st, &scr->heat, key);
+    default: return tui_scroll_key(st, scr->n_panels > 1 ? 1 : 0, key);
+    }
+}

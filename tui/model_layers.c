@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tui/keys.h"
 #include "tui/model.h"
 
 /* "1x4x64" */
@@ -194,4 +195,57 @@ void tui_model_tensors(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
         tensor_row(d, l, ids[i], i == p->sel, g, line);
     }
     tp_follow(p, &st->top[TV_LAYERS][1]);
+}
+
+/* ---- keys ------------------------------------------------------------------------------------ */
+
+/* The tensor table's selection, delta rows on, within the tensors present. */
+static void move_tensor(const TuiData *d, TuiState *st, int delta)
+{
+    AsTensorId ids[AS_T_COUNT];
+    int n = tui_layer_tensors(d, st->layer, ids);
+    if (!n)
+        return;
+    int i = 0;
+    for (int k = 0; k < n; k++)
+        if (ids[k] == st->tensor)
+            i = k;
+    i += delta;
+    i = i < 0 ? 0 : i >= n ? n - 1 : i;
+    st->tensor = ids[i];
+}
+
+static void move_layer(const TuiData *d, TuiState *st, int delta)
+{
+    int l = st->layer + delta, last = d->cfg->n_layers - 1;
+    st->layer = l < 0 ? 0 : l > last ? last : l;
+}
+
+bool tui_layers_key(const TuiData *d, TuiState *st, int key)
+{
+    enum { PAGE = 10 };
+    int delta = 0;
+    switch (key) {
+    case TUI_KEY_TAB: st->focus = !st->focus; return true;
+    case TUI_KEY_LEFT: st->focus = 0; return true;
+    case TUI_KEY_RIGHT: st->focus = 1; return true;
+    case TUI_KEY_ENTER:
+        if (st->focus == 0)
+            st->focus = 1;
+        else
+            tui_tensor_open(d, st);
+        return true;
+    case TUI_KEY_UP: case 'k': delta = -1; break;
+    case TUI_KEY_DOWN: case 'j': delta = 1; break;
+    case TUI_KEY_PGUP: delta = -PAGE; break;
+    case TUI_KEY_PGDN: delta = PAGE; break;
+    case TUI_KEY_HOME: delta = -AS_MAX_LAYERS - AS_T_COUNT; break;
+    case TUI_KEY_END: delta = AS_MAX_LAYERS + AS_T_COUNT; break;
+    default: return false;
+    }
+    if (st->focus == 0)
+        move_layer(d, st, delta);
+    else
+        move_tensor(d, st, delta);
+    return true;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tui/keys.h"
 #include "tui/model.h"
 
 static double elem(const AsHostTensor *t, int64_t i)
@@ -315,5 +316,59 @@ bool tui_tensor_worst(const TuiData *d, int l, AsTensorId id, int64_t coord[3], 
         coord[dd] = at % e;
         at /= e;
     }
+    return true;
+}
+
+/* ---- keys ------------------------------------------------------------------------------------ */
+
+void tui_tensor_open(const TuiData *d, TuiState *st)
+{
+    st->view = TV_TENSOR;
+    int64_t c[3];
+    int nd = 0;
+    if (!tui_tensor_worst(d, st->layer, st->tensor, c, &nd)) {
+        st->cur_r = st->cur_c = 0;
+        return;
+    }
+    st->cur_r = (int)c[0];
+    if (nd == 3) {
+        /* one heatmap row per token and head */
+        const AsHostTensor *t = &d->ref[st->layer].t[st->tensor];
+        int64_t heads = t->data ? t->shape[1] : d->got[st->layer].t[st->tensor].shape[1];
+        st->cur_r = (int)(c[0] * heads + c[1]);
+        st->head = (int)c[1];
+        st->cur_c = (int)c[2];
+    } else {
+        st->cur_c = nd > 1 ? (int)c[1] : 0;
+    }
+}
+
+bool tui_tensor_key(const TuiData *d, TuiState *st, const TuiHeatGeom *hg, int key)
+{
+    enum { PAGE = 10 };
+    int rpc = hg->valid ? hg->rpc : 1, cpc = hg->valid ? hg->cpc : 1;
+    switch (key) {
+    case TUI_KEY_ESC: st->view = TV_LAYERS; return true;
+    case 'w': tui_tensor_open(d, st); return true;
+    case '<':
+    case '>':
+        /* one head up or down: the heatmap has a row per token and head */
+        if (!hg->valid || hg->heads <= 0)
+            return false;
+        st->cur_r += key == '>' ? 1 : -1;
+        break;
+    case TUI_KEY_UP: case 'k': st->cur_r -= rpc; break;
+    case TUI_KEY_DOWN: case 'j': st->cur_r += rpc; break;
+    case TUI_KEY_LEFT: case 'h': st->cur_c -= cpc; break;
+    case TUI_KEY_RIGHT: case 'l': st->cur_c += cpc; break;
+    case TUI_KEY_PGUP: st->cur_r -= rpc * PAGE; break;
+    case TUI_KEY_PGDN: st->cur_r += rpc * PAGE; break;
+    case TUI_KEY_HOME: st->cur_r = st->cur_c = 0; break;
+    default: return false;
+    }
+    if (st->cur_r < 0)
+        st->cur_r = 0;
+    if (st->cur_c < 0)
+        st->cur_c = 0;
     return true;
 }
