@@ -5,6 +5,7 @@
 #   make test       set up, build, run every test; then the CPU tests again under ASan + UBSan
 #   make bundle     dist/attnscope/: binary + the shared libraries it needs, relocatable
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS
+#   make emu        the kernels on the CPU emulator against their CPU twins (tools/emu)
 #   make test-cpu TESTS='glob*'   just some CPU tests (also test-san)
 #
 # BUILD=dir puts objects elsewhere; NO_CUDA=1 builds without the engine; SAN=1 adds ASan + UBSan.
@@ -17,11 +18,11 @@ ifeq ($(CC),cc)
 CC := gcc
 endif
 
-PKG_CFLAGS := $(shell pkg-config --cflags hdf5 ncursesw libcjson 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs hdf5 ncursesw libcjson 2>/dev/null)
+PKG_CFLAGS := $(shell pkg-config --cflags hdf5 ncursesw libcjson zlib 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs hdf5 ncursesw libcjson zlib 2>/dev/null)
 ifeq ($(strip $(PKG_LIBS)),)
 PKG_CFLAGS := -I/usr/include/hdf5/serial -I/usr/include/cjson
-PKG_LIBS := -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5 -lncursesw -ltinfo -lcjson
+PKG_LIBS := -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5 -lncursesw -ltinfo -lcjson -lz
 endif
 
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
@@ -181,6 +182,33 @@ $(BUILD)/attnscope_kbench: $(KBENCH_OBJ)
 boundary: $(BUILD)/attnscope_boundary
 $(BUILD)/attnscope_boundary: $(BUILD)/obj/bench/boundary_bench.cu.o
 	$(NVCC) -o $@ $<
+
+# The CPU emulator (tools/emu/README.md): the kernels' own source run on the CPU against their
+# CPU twins on small shapes, without a GPU (their logic, not timing or races); needs CUDA's headers.
+# emu_q2k_test is tests/gpu_q2k.c's kernel tests on the emulator (its refusal test needs the device).
+EMU_RUN := attn scores gemv decode decode_attn decode_scores topk attn1 q2k q2k_test
+EMU_Q2K_TESTS := gpu_q2k_quantize_q8_1 gpu_q2k_mmvq_flash_shapes gpu_q2k_mmq_flash_shapes gpu_q2k_odd_sizes \
+                 gpu_q2k_mmvq_every_config
+EMU_CXX ?= g++
+EMU_FLAGS := -std=c++20 -O1 -g -Wall -Wextra -Werror -Wno-unknown-pragmas -ffp-contract=off -fopenmp \
+             -Itools/emu -I. -I$(CUDA_HOME)/include -DAS_EMU -MMD -MP
+.PHONY: emu
+emu: $(EMU_RUN:%=$(BUILD)/emu/emu_%)
+	@rc=0; for k in $(EMU_RUN); do echo "== emu_$$k"; \
+	  if [ $$k = q2k_test ]; then AS_KTEST_SMALL=1 $(BUILD)/emu/emu_$$k $(EMU_Q2K_TESTS) || rc=1; \
+	  else $(BUILD)/emu/emu_$$k || rc=1; fi; done; exit $$rc
+$(BUILD)/emu/%.o: tools/emu/%.cpp
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
+$(BUILD)/emu/gpu_q2k.o: tests/gpu_q2k.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -DAS_Q2K_KERNELS_ONLY -c $< -o $@
+$(BUILD)/emu/emu_q2k_test: $(BUILD)/emu/gpu_q2k.o $(BUILD)/obj/tests/lib/harness.o
+$(BUILD)/emu/emu_attn_real: $(BUILD)/emu/emu_attn_real.o
+$(BUILD)/emu/dump_attn: tools/emu/dump_attn.c $(LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(BUILD)/emu/emu_%: $(BUILD)/emu/emu_%.o $(BUILD)/emu/emu.o $(LIB)
+	$(EMU_CXX) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS)
 
 clean:
 	rm -rf build build-san build-fuzz dist

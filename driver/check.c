@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "driver/dump_source.h"
 #include "driver/explain.h"
 #include "driver/model_find.h"
 #include "driver/report.h"
@@ -197,7 +198,7 @@ static int check_positions(const AsCheckOptions *o, const AsDumpInfo *info, cons
 int as_check_dump(const AsCheckOptions *o, AsError *err)
 {
     AsDumpReader *rd = NULL;
-    int rc = as_dump_open(o->dump, &rd, err);
+    int rc = as_check_open_input(o, &rd, err);
     if (rc)
         return rc;
     const AsDumpInfo *info = as_dump_info(rd);

@@ -10,7 +10,9 @@
 #include "driver/driver.h"
 
 typedef struct {
-    const char *dump;        /* the dump to check */
+    const char *dump;        /* the dump to check (its name in reports) */
+    const char *const *inputs; /* or what to import in its place (driver/dump_source.h), n_inputs of them */
+    int n_inputs;
     const char *model;       /* model directory / file / preset; NULL: found by the dump's digest in the preset
                               * cache, else its weights name beside the dump (driver/model_find.h) */
     const char *side;        /* the side to check (NULL: the first side that is not "ref") */

@@ -2,7 +2,7 @@
 # Installs the Debian packages attnscope needs to build and test, when missing.
 # As root it runs apt-get; otherwise it prints the exact command and fails.
 set -eu
-PKGS="gcc make pkg-config libcjson-dev libhdf5-dev hdf5-tools libncurses-dev libopenblas-dev tmux clang libclang-rt-14-dev libomp-14-dev valgrind python3-h5py python3-numpy"
+PKGS="gcc make pkg-config libcjson-dev libhdf5-dev zlib1g-dev hdf5-tools libncurses-dev libopenblas-dev tmux clang libclang-rt-14-dev libomp-14-dev valgrind python3-h5py python3-numpy"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
