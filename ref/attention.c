@@ -31,7 +31,7 @@ typedef struct {
 /* One block for one head: z[0..n) holds q . row_i on entry (the block's valid rows only: a skipped
  * entry has p = 0 and adds nothing); on return z holds bf16(p_i), ready to weight the rows. Returns
  * the factor c that the accumulator must be scaled by before the block's rows are added. */
-static float softmax_block(RunningSoftmax *rs, float *z, int64_t n, float scale)
+static float softmax_block(RunningSoftmax *rs, float *z, int64_t n, float scale, bool probs_f32)
 {
     float m_new = rs->m;
     for (int64_t i = 0; i < n; i++) {
@@ -43,7 +43,7 @@ static float softmax_block(RunningSoftmax *rs, float *z, int64_t n, float scale)
     for (int64_t i = 0; i < n; i++) {
         const float p = expf(z[i] - m_new);
         sum += p;
-        z[i] = as_bf16(p);
+        z[i] = probs_f32 ? p : as_bf16(p);
     }
     rs->den = rs->den * c + sum;
     rs->m = m_new;
@@ -69,11 +69,11 @@ static int64_t gather_rows(const float *rows, int64_t nrows, const int32_t *sel,
 /* Query t, heads h0 .. h0 + nhg: every block of its selection row, then the sink. */
 static void attend_query(const float *qt, const float *rows, int64_t nrows, const int32_t *sel, int64_t topk,
                          const float *sink, float *ot, int nhg, int hd, float scale, float *k, float *z,
-                         float *pv, RunningSoftmax *rs)
+                         float *pv, RunningSoftmax *rs, const AsSoftmaxWay *way)
 {
     for (int h = 0; h < nhg; h++) {
-        rs[h].m = AS_ATTN_M_INIT;
-        rs[h].den = 0.0f;
+        rs[h].m = way->sink_in_max ? sink[h] : AS_ATTN_M_INIT;
+        rs[h].den = way->sink_in_max ? 1.0f : 0.0f; /* exp(sink - sink) */
         memset(rs[h].acc, 0, (size_t)hd * sizeof(float));
     }
     int64_t seen = 0;
@@ -87,7 +87,7 @@ static void attend_query(const float *qt, const float *rows, int64_t nrows, cons
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nhg, (int)n, hd, 1.0f, qt, hd, k, hd, 0.0f, z, (int)n);
         float c[AS_ATTN_MAX_HEADS_PER_ITEM];
         for (int h = 0; h < nhg; h++)
-            c[h] = softmax_block(&rs[h], z + (int64_t)h * n, n, scale);
+            c[h] = softmax_block(&rs[h], z + (int64_t)h * n, n, scale, way->probs_f32);
         /* pv[h] = sum_i bf16(p[h][i]) * k[i]; acc = acc * c + pv */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nhg, hd, (int)n, 1.0f, z, (int)n, k, hd, 0.0f, pv, hd);
         for (int h = 0; h < nhg; h++)
@@ -100,7 +100,9 @@ static void attend_query(const float *qt, const float *rows, int64_t nrows, cons
             memset(oh, 0, (size_t)hd * sizeof *oh);
             continue;
         }
-        const float den = rs[h].den + expf(sink[h] - rs[h].m);
+        const float den = way->sink_in_max      ? rs[h].den
+                          : way->sink_unshifted ? rs[h].den + expf(sink[h])
+                                                : rs[h].den + expf(sink[h] - rs[h].m);
         for (int d = 0; d < hd; d++)
             oh[d] = as_bf16(rs[h].acc[d] / den);
     }
@@ -109,6 +111,14 @@ static void attend_query(const float *qt, const float *rows, int64_t nrows, cons
 void as_sparse_attention(const float *q, const float *rows, int64_t nrows, const int32_t *idx,
                          int64_t topk, const float *sink, float *o, int64_t s, int nh, int hd,
                          float scale)
+{
+    const AsSoftmaxWay kernel_py = {false, false, false};
+    as_sparse_attention_in(q, rows, nrows, idx, topk, sink, o, s, nh, hd, scale, &kernel_py);
+}
+
+void as_sparse_attention_in(const float *q, const float *rows, int64_t nrows, const int32_t *idx, int64_t topk,
+                            const float *sink, float *o, int64_t s, int nh, int hd, float scale,
+                            const AsSoftmaxWay *way)
 {
     if (s <= 0 || nh <= 0 || hd <= 0)
         return;
@@ -136,7 +146,7 @@ void as_sparse_attention(const float *q, const float *rows, int64_t nrows, const
             if (nhg <= 0)
                 continue;
             attend_query(q + (t * nh + h0) * hd, rows, nrows, idx + t * topk, topk, sink + h0, o + (t * nh + h0) * hd,
-                         nhg, hd, scale, k, z, pv, rs);
+                         nhg, hd, scale, k, z, pv, rs, way);
         }
         free(k);
         free(z);

@@ -23,13 +23,37 @@
 
 #define KB AS_FP8_BLOCK /* the accumulation's K block: act_quant's block, 32 */
 
-/* The weight scale of row o for every 32-wide block: ws[k] = Ws[o / B][32 k / B]. */
-static void row_scales(const AsWTensor *w, int64_t o, float *scale_row, float *ws)
+static int64_t clamp_index(int64_t i, int64_t n) { return i < n ? i : n - 1; }
+
+/* The block edge weight coordinates are mapped to scale blocks with (the scale's own, or the way's). */
+static int64_t scale_edge(const AsWTensor *w, const AsFp8Way *way) { return way->block_as ? way->block_as : w->block; }
+
+/* The scale row that weight row o reads. */
+static int64_t scale_row_of(const AsWTensor *w, const AsFp8Way *way, int64_t o)
 {
-    const int64_t B = w->block, nk = as_wt_cols(w) / KB;
-    as_wt_rows_f32(w->scale, o / B, 1, scale_row);
+    return clamp_index(o / scale_edge(w, way), as_wt_rows(w->scale));
+}
+
+/* Scale row r as values: decoded, or (e8m0_byte) each F8_E8M0 byte as the number it is. */
+static void read_scale_row(const AsWTensor *sc, int64_t r, bool e8m0_byte, float *dst)
+{
+    const int64_t n = as_wt_cols(sc);
+    if (!(e8m0_byte && sc->dtype == AS_DT_F8_E8M0)) {
+        as_wt_rows_f32(sc, r, 1, dst);
+        return;
+    }
+    const uint8_t *b = (const uint8_t *)sc->data + r * n;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = (float)b[i];
+}
+
+/* The weight scale of row o for every 32-wide block: ws[k] = Ws[o / B][32 k / B]. */
+static void row_scales(const AsWTensor *w, const AsFp8Way *way, int64_t o, float *scale_row, float *ws)
+{
+    const int64_t B = scale_edge(w, way), nk = as_wt_cols(w) / KB, nc = as_wt_cols(w->scale);
+    read_scale_row(w->scale, scale_row_of(w, way, o), way->e8m0_byte, scale_row);
     for (int64_t k = 0; k < nk; k++)
-        ws[k] = scale_row[k * KB / B];
+        ws[k] = scale_row[clamp_index(k * KB / B, nc)];
 }
 
 /* e4m3 codes to their values, exactly. */
@@ -101,7 +125,8 @@ AVX2 static float row_avx2(const float *xq, const float *sx, const uint8_t *wr, 
     return acc;
 }
 
-static void fp8_gemv(const float *xq, const float *sx, const AsWTensor *w, int64_t o0, int64_t nout, float *y)
+static void fp8_gemv(const float *xq, const float *sx, const AsWTensor *w, const AsFp8Way *way, int64_t o0,
+                     int64_t nout, float *y)
 {
     const int64_t cols = as_wt_cols(w), nk = cols / KB;
     const bool avx2 = as_gemv_isa() != AS_ISA_PORTABLE; /* AVX2 or better (tests force the portable form) */
@@ -116,9 +141,9 @@ static void fp8_gemv(const float *xq, const float *sx, const AsWTensor *w, int64
         for (int64_t j = 0; j < nchunk; j++) {
             const int64_t a = j * chunk, b = a + chunk < nout ? a + chunk : nout;
             for (int64_t o = o0 + a; o < o0 + b; o++) {
-                if (o / w->block != ws_row) {
-                    row_scales(w, o, scale_row, ws);
-                    ws_row = o / w->block;
+                if (scale_row_of(w, way, o) != ws_row) {
+                    row_scales(w, way, o, scale_row, ws);
+                    ws_row = scale_row_of(w, way, o);
                 }
                 const uint8_t *wr = (const uint8_t *)w->data + o * cols;
                 float acc = avx2 && !has_nan_code(wr, cols) ? row_avx2(xq, sx, wr, ws, nk)
@@ -141,8 +166,8 @@ static int64_t panel_rows(int64_t nout, int nt)
     return p < 64 ? 64 : p > 512 ? 512 : p;
 }
 
-static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTensor *w, int64_t o0, int64_t nout,
-                     float *y, int64_t ldy)
+static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTensor *w, const AsFp8Way *way, int64_t o0,
+                     int64_t nout, float *y, int64_t ldy)
 {
     const int64_t cols = as_wt_cols(w), nk = cols / KB;
     const int nt = as_ref_threads();
@@ -161,7 +186,7 @@ static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTenso
                 const uint8_t *wr = (const uint8_t *)w->data + (o0 + p + r) * cols;
                 for (int64_t i = 0; i < cols; i++)
                     panel[r * cols + i] = e4m3_lut[wr[i]];
-                row_scales(w, o0 + p + r, scale_row, ws + r * nk);
+                row_scales(w, way, o0 + p + r, scale_row, ws + r * nk);
             }
             for (int64_t t = 0; t < s; t++)
                 memset(y + t * ldy + p, 0, sizeof(float) * (size_t)np);
@@ -189,6 +214,13 @@ static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTenso
 void as_fp8_linear_rows(const float *x, int64_t s, const AsWTensor *w, int64_t o0, int64_t nout, float *y,
                         int64_t ldy)
 {
+    const AsFp8Way model_py = {0, false};
+    as_fp8_linear_rows_in(x, s, w, o0, nout, y, ldy, &model_py);
+}
+
+void as_fp8_linear_rows_in(const float *x, int64_t s, const AsWTensor *w, int64_t o0, int64_t nout, float *y,
+                           int64_t ldy, const AsFp8Way *way)
+{
     const int64_t cols = as_wt_cols(w);
     if (nout < 0)
         nout = as_wt_rows(w) - o0;
@@ -208,9 +240,9 @@ void as_fp8_linear_rows(const float *x, int64_t s, const AsWTensor *w, int64_t o
     for (int64_t t = 0; t < s; t++)
         as_act_quant(x + t * cols, cols, xq + t * cols, sx + t * (cols / KB));
     if (s == 1)
-        fp8_gemv(xq, sx, w, o0, nout, y);
+        fp8_gemv(xq, sx, w, way, o0, nout, y);
     else
-        fp8_gemm(xq, sx, s, w, o0, nout, y, ldy);
+        fp8_gemm(xq, sx, s, w, way, o0, nout, y, ldy);
     free(xq);
     free(sx);
 }

@@ -6,6 +6,7 @@
 #ifndef AS_FP8_LINEAR_H
 #define AS_FP8_LINEAR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "model/weights.h"
@@ -18,5 +19,17 @@ static inline void as_fp8_linear(const float *x, int64_t s, const AsWTensor *w, 
 {
     as_fp8_linear_rows(x, s, w, 0, -1, y, -1);
 }
+
+/* How the weight's block scales are read: {0, false} is the reference's (the function above); the others
+ * are conventions engines get wrong (ref/convention.h). */
+typedef struct {
+    int block_as;    /* 0: the scale's own block edge; 32 or 128: the weight coordinates mapped to scale
+                      * blocks of that edge instead (an index past the scale grid reads its last row or
+                      * column, as a bounds-checked gather does) */
+    bool e8m0_byte;  /* an F8_E8M0 scale's exponent byte taken as the scale's value (e, not 2^(e-127)) */
+} AsFp8Way;
+
+void as_fp8_linear_rows_in(const float *x, int64_t s, const AsWTensor *w, int64_t o0, int64_t nout, float *y,
+                           int64_t ldy, const AsFp8Way *way);
 
 #endif

@@ -72,6 +72,20 @@ float as_e2m1(float x)
     return copysignf(r, x);
 }
 
+/* Every midpoint goes to the larger magnitude: the comparisons are all strict. */
+float as_e2m1_ties_away(float x)
+{
+    if (isnan(x))
+        return x;
+    static const float up[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+    static const float grid[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    float a = fabsf(x);
+    int i = 0;
+    while (i < 7 && a >= up[i])
+        i++;
+    return copysignf(grid[i], x);
+}
+
 /* 2^(e + (mantissa != 0)) from the IEEE fields, sign kept. Inputs outside the contract:
  * +-0 gives +-0; a subnormal gives 2^-126 (exponent field 0 plus one: the smallest normal);
  * inf gives inf; a normal above 2^127 gives inf; NaN gives NaN. */

@@ -33,6 +33,9 @@ float as_e4m3_from_bits(uint8_t b);
 /* Nearest of {0, 0.5, 1, 1.5, 2, 3, 4, 6} in magnitude, sign kept, ties to the even code
  * (0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4); |x| > 6 gives 6. */
 float as_e2m1(float x);
+/* The same grid with ties rounded away from zero (0.25->0.5, 0.75->1, 1.25->1.5, 1.75->2, 2.5->3, 3.5->4,
+ * 5->6): a convention engines get wrong (ref/convention.h), never the reference's. */
+float as_e2m1_ties_away(float x);
 
 /* 2^(e + (mantissa != 0)) for a positive normal float, from the IEEE fields. */
 float as_pow2_ceil(float v);

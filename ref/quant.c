@@ -51,11 +51,11 @@ static void fp8_block(float *x, int64_t n)
     }
 }
 
-static void fp4_block(float *x, int64_t n, float s)
+static void fp4_block(float *x, int64_t n, float s, bool ties_away)
 {
     for (int64_t i = 0; i < n; i++) {
         float y = clampf(x[i] / s, -FP4_MAX, FP4_MAX);
-        x[i] = as_bf16(as_e2m1(y) * s);
+        x[i] = as_bf16((ties_away ? as_e2m1_ties_away(y) : as_e2m1(y)) * s);
     }
 }
 
@@ -78,25 +78,28 @@ void as_fp8_quant(float *x, int64_t n, int block)
         fp8_block(x + b, n - b < block ? n - b : block);
 }
 
-void as_fp4_quant_e8m0(float *x, int64_t n, int block)
+void as_fp4_quant_e8m0_ties(float *x, int64_t n, int block, bool ties_away)
 {
     if (block <= 0)
         return;
     for (int64_t b = 0; b < n; b += block) {
         int64_t len = n - b < block ? n - b : block;
-        fp4_block(x + b, len, fp4_e8m0_scale(x + b, len));
+        fp4_block(x + b, len, fp4_e8m0_scale(x + b, len), ties_away);
     }
 }
 
-void as_fp4_quant_e4m3(float *x, int64_t n, int block)
+void as_fp4_quant_e4m3_ties(float *x, int64_t n, int block, bool ties_away)
 {
     if (block <= 0)
         return;
     for (int64_t b = 0; b < n; b += block) {
         int64_t len = n - b < block ? n - b : block;
-        fp4_block(x + b, len, fp4_e4m3_scale(x + b, len));
+        fp4_block(x + b, len, fp4_e4m3_scale(x + b, len), ties_away);
     }
 }
+
+void as_fp4_quant_e8m0(float *x, int64_t n, int block) { as_fp4_quant_e8m0_ties(x, n, block, false); }
+void as_fp4_quant_e4m3(float *x, int64_t n, int block) { as_fp4_quant_e4m3_ties(x, n, block, false); }
 
 float as_fp8_block_scale(const float *x, int block) { return fp8_scale(x, block); }
 float as_fp4_e8m0_block_scale(const float *x, int block) { return fp4_e8m0_scale(x, block); }

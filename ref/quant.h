@@ -3,6 +3,7 @@
 #ifndef AS_QUANT_H
 #define AS_QUANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define AS_FP8_BLOCK 32
@@ -15,6 +16,10 @@ void as_fp8_quant(float *x, int64_t n, int block);
 void as_fp4_quant_e8m0(float *x, int64_t n, int block);
 /* amax = max(max|x|, 6 * 2^-9); s = e4m3(amax / 6); x = bf16(e2m1(clamp(x/s, -6, 6)) * s). */
 void as_fp4_quant_e4m3(float *x, int64_t n, int block);
+/* The two fp4 quantisers with e2m1 ties rounded to even (ties_away false: exactly the two above) or away
+ * from zero (a convention engines get wrong, ref/convention.h). */
+void as_fp4_quant_e8m0_ties(float *x, int64_t n, int block, bool ties_away);
+void as_fp4_quant_e4m3_ties(float *x, int64_t n, int block, bool ties_away);
 
 /* act_quant as the fp8 linear's input takes it (SPEC 2): per block of 32, xq = e4m3(clamp(x/s)) (the
  * e4m3 values themselves, in f32) and its ue8m0 scale s = pow2_ceil(max(max|x|, 1e-4) / 448), into

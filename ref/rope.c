@@ -70,12 +70,18 @@ int as_rope_init(AsRopeTable *t, int rd, int max_seq, double base, bool yarn, do
     return 0;
 }
 
+int as_rope_init_kind(AsRopeTable *t, const AsConfig *cfg, int max_seq, bool compress_theta, bool yarn)
+{
+    double base = compress_theta ? cfg->compress_rope_theta : cfg->rope_theta;
+    if (!yarn)
+        return as_rope_init(t, cfg->rope_head_dim, max_seq, base, false, 1.0, 0, 0, 0);
+    return as_rope_init(t, cfg->rope_head_dim, max_seq, base, true, cfg->rope_factor, cfg->original_seq_len,
+                        cfg->beta_fast, cfg->beta_slow);
+}
+
 int as_rope_init_for_ratio(AsRopeTable *t, const AsConfig *cfg, int ratio)
 {
-    if (ratio == 0)
-        return as_rope_init(t, cfg->rope_head_dim, cfg->max_seq, cfg->rope_theta, false, 1.0, 0, 0, 0);
-    return as_rope_init(t, cfg->rope_head_dim, cfg->max_seq, cfg->compress_rope_theta, true,
-                        cfg->rope_factor, cfg->original_seq_len, cfg->beta_fast, cfg->beta_slow);
+    return as_rope_init_kind(t, cfg, cfg->max_seq, ratio > 0, ratio > 0);
 }
 
 void as_rope_free(AsRopeTable *t)
@@ -86,12 +92,24 @@ void as_rope_free(AsRopeTable *t)
     t->freq = t->cos = t->sin = NULL;
 }
 
-/* One row: pairs (2k, 2k+1) of the last rd channels. Positions past the table are computed the
- * same way on the fly (same values, no failure mode). */
-static void rope_row(float *x, int width, int pos, const AsRopeTable *t, bool inverse)
+/* Channels i0 and i1 of pair k in a layout (z: the rotated channels' first). */
+static void pair_of(AsRopeLayout layout, int k, int half, int *i0, int *i1)
+{
+    if (layout == AS_ROPE_HALVES) {
+        *i0 = k;
+        *i1 = k + half;
+    } else {
+        *i0 = 2 * k;
+        *i1 = 2 * k + 1;
+    }
+}
+
+/* One row: pairs (2k, 2k+1) of the last rd channels (or the layout's). Positions past the table are
+ * computed the same way on the fly (same values, no failure mode). */
+static void rope_row(float *x, int width, int pos, const AsRopeTable *t, bool inverse, AsRopeLayout layout)
 {
     const int half = t->rd / 2;
-    float *z = x + (width - t->rd);
+    float *z = layout == AS_ROPE_FIRST_PAIRS ? x : x + (width - t->rd);
     for (int k = 0; k < half; k++) {
         float c, s;
         if (pos >= 0 && pos < t->max_seq) {
@@ -104,29 +122,43 @@ static void rope_row(float *x, int width, int pos, const AsRopeTable *t, bool in
         }
         if (inverse)
             s = -s; /* the conjugate */
-        float x0 = z[2 * k], x1 = z[2 * k + 1];
+        int i0, i1;
+        pair_of(layout, k, half, &i0, &i1);
+        float x0 = z[i0], x1 = z[i1];
         float re = x0 * c - x1 * s;
         float im = x0 * s + x1 * c;
-        z[2 * k] = as_bf16(re);
-        z[2 * k + 1] = as_bf16(im);
+        z[i0] = as_bf16(re);
+        z[i1] = as_bf16(im);
     }
+}
+
+void as_rope_rows_in(float *x, int64_t rows, int64_t stride, int width, const int *pos, const AsRopeTable *t,
+                     bool inverse, AsRopeLayout layout)
+{
+    if (width < t->rd || layout == AS_ROPE_NONE)
+        return;
+#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) if (rows >= 4096)
+    for (int64_t r = 0; r < rows; r++)
+        rope_row(x + r * stride, width, pos[r], t, inverse, layout);
+}
+
+void as_rope_heads_in(float *x, int64_t s, int heads, int width, int pos0, const AsRopeTable *t, bool inverse,
+                      AsRopeLayout layout)
+{
+    if (width < t->rd || layout == AS_ROPE_NONE)
+        return;
+#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) if (s * heads >= 4096)
+    for (int64_t r = 0; r < s * heads; r++)
+        rope_row(x + r * width, width, pos0 + (int)(r / heads), t, inverse, layout);
 }
 
 void as_rope_rows(float *x, int64_t rows, int64_t stride, int width, const int *pos,
                   const AsRopeTable *t, bool inverse)
 {
-    if (width < t->rd)
-        return;
-#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) if (rows >= 4096)
-    for (int64_t r = 0; r < rows; r++)
-        rope_row(x + r * stride, width, pos[r], t, inverse);
+    as_rope_rows_in(x, rows, stride, width, pos, t, inverse, AS_ROPE_PAIRS);
 }
 
 void as_rope_heads(float *x, int64_t s, int heads, int width, int pos0, const AsRopeTable *t, bool inverse)
 {
-    if (width < t->rd)
-        return;
-#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) if (s * heads >= 4096)
-    for (int64_t r = 0; r < s * heads; r++)
-        rope_row(x + r * width, width, pos0 + (int)(r / heads), t, inverse);
+    as_rope_heads_in(x, s, heads, width, pos0, t, inverse, AS_ROPE_PAIRS);
 }
