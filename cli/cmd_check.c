@@ -9,11 +9,14 @@
 #include "dumps/dump.h"
 #include "model/safetensors.h"
 
+/* Files and directories one check imports. */
+#define AS_CHECK_MAX_INPUTS 4096
+
 static int cmd_check(int argc, char **argv)
 {
     AsCheckOptions o = {0};
     const char *mode = "teacher", *precision = NULL, *require = NULL, *ties = NULL;
-    const char *pos[1];
+    const char *pos[AS_CHECK_MAX_INPUTS + 1];
     int n_pos = 0;
     const AsOpt opts[] = {
         {"--model", NULL, AS_OPT_STR, &o.model, 0, 0},
@@ -28,7 +31,7 @@ static int cmd_check(int argc, char **argv)
         {"--quiet", "-q", AS_OPT_FLAG, &o.quiet, 0, 0},
         {NULL, NULL, 0, NULL, 0, 0},
     };
-    int rc = as_args_parse("check", argc, argv, opts, pos, 1, 1, &n_pos);
+    int rc = as_args_parse("check", argc, argv, opts, pos, 1, AS_CHECK_MAX_INPUTS + 1, &n_pos);
     if (rc)
         return rc == AS_ARGS_HELP ? 0 : rc;
     if (strcmp(mode, "teacher") && strcmp(mode, "free"))
@@ -45,7 +48,16 @@ static int cmd_check(int argc, char **argv)
         if (!o.require)
             return as_cli_usage_error("check", "--require: name tensors (x,q,idx...)");
     }
-    o.dump = pos[0];
+    /* check DUMP, check INPUT... --model M, or check MODEL INPUT... (the inputs' kind decides how they
+     * are read: driver/dump_source.h) */
+    if (n_pos > 1) {
+        int skip = o.model ? 0 : 1;
+        if (!o.model)
+            o.model = pos[0];
+        o.inputs = pos + skip;
+        o.n_inputs = n_pos - skip;
+    }
+    o.dump = o.n_inputs ? o.inputs[0] : pos[0];
     as_cli_install_abort_handlers(NULL);
     /* the report paths checked before the replay: a directory or socket there fails now */
     const char *outs[] = {o.report_json, o.report_junit};
@@ -59,6 +71,10 @@ AS_COMMAND(check, cmd_check, "replay a dump written by another engine through th
            "check DUMP.h5 [--model DIR] [--side NAME] [--mode teacher|free] [--require T,...]\n"
            "             [--tie-order cpu|lowest|highest] [--ignore-digest] [--precision fp8|bf16]\n"
            "             [--report-json F] [--junit F] [--quiet]\n"
+           "       check MODEL INPUT... [options]      (or check INPUT... --model MODEL)\n"
+           "  INPUT: safetensors, .npy or .npz files named step{S}/layer{L}/{tensor} with their metadata, or\n"
+           "  directories of them (docs/IMPORT.md): imported in memory against MODEL's geometry, then checked\n"
+           "  as a dump. The kind of each input is found from it (an HDF5 dump is checked on its own).\n"
            "  Runs the reference over the dump's inputs and steps (docs/DUMP_FORMAT.md) and compares every\n"
            "  layer the dump stores a side for (default: the first side that is not \"ref\"), tensor by tensor\n"
            "  as the checked side stores them: a tensor it does not store is absent (listed, not judged);\n"

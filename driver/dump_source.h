@@ -11,4 +11,11 @@
  * as_dump_open, anything else imported (dumps/import.h), which needs o->model for its geometry. */
 int as_check_open_input(const AsCheckOptions *o, AsDumpReader **out, AsError *err);
 
+/* paths imported against the geometry of model (a directory, file or preset, resolved as every
+ * command does; NULL is refused: an import carries no config); side: its side's name (NULL: the
+ * metadata's, else "import"). */
+struct AsImport;
+int as_load_import(const char *const *paths, int n, const char *model, const char *side, bool quiet,
+                   struct AsImport **out, AsError *err);
+
 #endif

@@ -125,6 +125,10 @@ typedef struct AsDumpReader AsDumpReader;
  * against the schema; no tensor data is read). A malformed dump is AS_EBADINPUT with the
  * object's path in the message. */
 int as_dump_open(const char *path, AsDumpReader **out, AsError *err);
+/* A reader over tensors imported in memory (dumps/import.h): the same index and reads, no file. It
+ * takes imp (freed with the reader, or at once when this fails). */
+struct AsImport;
+int as_dump_open_import(struct AsImport *imp, AsDumpReader **out, AsError *err);
 void as_dump_close(AsDumpReader *r);
 const AsDumpInfo *as_dump_info(const AsDumpReader *r);
 const AsDumpStepInfo *as_dump_find_step(const AsDumpReader *r, int step);

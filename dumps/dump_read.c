@@ -14,6 +14,7 @@
 #include "dumps/dump_diff.h"
 #include "dumps/h5guard.h"
 #include "dumps/h5io.h"
+#include "dumps/import.h"
 #include "model/precision.h"
 #include "model/infile.h"
 
@@ -23,9 +24,10 @@
 #define MAX_ENTRIES 256
 
 struct AsDumpReader {
-    hid_t file;
+    hid_t file;         /* -1 for an import */
     bool guard_data;    /* not the checksummed 1.10 format: data reads run in a child */
     AsDumpInfo info;
+    AsImport *imp;      /* tensors imported in memory (dumps/import.h) instead of a file */
 };
 
 const AsDumpInfo *as_dump_info(const AsDumpReader *r) { return &r->info; }
@@ -52,6 +54,7 @@ void as_dump_close(AsDumpReader *r)
         return;
     if (r->file >= 0)
         H5Fclose(r->file);
+    as_import_free(r->imp);
     free_info(&r->info);
     free(r);
 }
@@ -787,6 +790,25 @@ static int probe_open(void *ctx, AsError *err)
     return rc;
 }
 
+int as_dump_open_import(AsImport *imp, AsDumpReader **out, AsError *err)
+{
+    *out = NULL;
+    AsDumpReader *r = calloc(1, sizeof *r);
+    if (!r) {
+        as_import_free(imp);
+        return as_err(err, AS_ERUNTIME, "out of memory");
+    }
+    r->file = -1;
+    r->imp = imp;
+    int rc = as_import_info(imp, &r->info, err);
+    if (rc) {
+        as_dump_close(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
 int as_dump_open(const char *path, AsDumpReader **out, AsError *err)
 {
     *out = NULL;
@@ -931,6 +953,8 @@ int as_dump_read_run(AsDumpReader *r, int step, int layer, const char *side, AsR
     if (s < 0)
         return as_err(err, AS_EBADINPUT, "dump %s: no side '%s' for step %d, layer %d", r->info.path, side, step,
                       layer);
+    if (r->imp)
+        return as_import_read_run(r->imp, step, layer, out, err);
     char lpath[128], spath[192];
     snprintf(lpath, sizeof lpath, "/steps/%s/layers/%s", si->group, li->group);
     snprintf(spath, sizeof spath, "%s/%s", lpath, side);
@@ -967,6 +991,8 @@ int as_dump_read_run(AsDumpReader *r, int step, int layer, const char *side, AsR
 int as_dump_read_inputs(AsDumpReader *r, float **h0, int *tokens, int *first_pos, AsError *err)
 {
     *h0 = NULL;
+    if (r->imp)
+        return as_import_read_inputs(r->imp, h0, tokens, first_pos, err);
     int n = 0, first = -1;
     hid_t ds = open_inputs(r, &n, &first, err);
     if (ds <= 0)

@@ -84,16 +84,25 @@ void as_shape_str(const int64_t *shape, int ndim, char *buf, size_t n)
         snprintf(buf + k, n - k, "]");
 }
 
-/* Checks one header entry against the data section; fills t (when its dtype is read) and sp. */
-static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, AsWTensor *t, bool *keep,
+/* One header entry as checked, whatever its dtype. */
+typedef struct {
+    const StDType *d;
+    int ndim;
+    int64_t dims[MAX_DIMS];
+    uint64_t begin, need;
+} StEntry;
+
+/* Checks one header entry against the data section: its name, dtype, shape (at most 4 dims for a
+ * dtype attnscope reads as weights, else max_other) and offsets; fills es and sp. */
+static int check_entry(const char *path, const cJSON *e, const AsWeightFile *f, int max_other, StEntry *es,
                        AsSpan *sp, AsError *err)
 {
     const char *name = e->string;
     if (!cJSON_IsObject(e))
         return as_err(err, AS_EBADINPUT, "%s: header entry '%.64s' is not an object", path, name);
-    if (!name[0] || strlen(name) >= sizeof t->name)
+    if (!name[0] || strlen(name) >= sizeof ((AsWTensor *)0)->name)
         return as_err(err, AS_EBADINPUT, "%s: tensor name '%.64s...' is empty or longer than %zu bytes", path,
-                      name, sizeof t->name - 1);
+                      name, sizeof ((AsWTensor *)0)->name - 1);
     if (as_has_control(name, strlen(name))) /* info lists names: no terminal escapes */
         return as_err(err, AS_EBADINPUT, "%s: tensor name '%.64s' holds a control character", path, name);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
@@ -106,11 +115,10 @@ static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, 
         return as_err(err, AS_EBADINPUT, "%s: tensor '%s': unknown dtype '%.32s'", path, name, dt->valuestring);
     if (!cJSON_IsArray(shape))
         return as_err(err, AS_EBADINPUT, "%s: tensor '%s': shape missing or not an array", path, name);
-    int ndim = cJSON_GetArraySize(shape);
-    if (ndim > (d->dt >= 0 ? 4 : MAX_DIMS))
-        return as_err(err, AS_EBADINPUT, "%s: tensor '%s': %d dimensions (at most %d)", path, name, ndim,
-                      d->dt >= 0 ? 4 : MAX_DIMS);
-    int64_t dims[MAX_DIMS] = {0};
+    int ndim = cJSON_GetArraySize(shape), max_dims = d->dt >= 0 ? 4 : max_other;
+    if (ndim > max_dims)
+        return as_err(err, AS_EBADINPUT, "%s: tensor '%s': %d dimensions (at most %d)", path, name, ndim, max_dims);
+    memset(es, 0, sizeof *es);
     uint64_t count = 1;
     for (int i = 0; i < ndim; i++) {
         uint64_t v;
@@ -119,11 +127,11 @@ static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, 
                           name, i);
         if (v && count > MAX_ELEMS / v)
             return as_err(err, AS_EBADINPUT, "%s: tensor '%s': shape has more than 2^56 elements", path, name);
-        dims[i] = (int64_t)v;
+        es->dims[i] = (int64_t)v;
         count *= v;
     }
     char ss[160];
-    as_shape_str(dims, ndim, ss, sizeof ss);
+    as_shape_str(es->dims, ndim, ss, sizeof ss);
     if (count * (uint64_t)d->bits % 8)
         return as_err(err, AS_EBADINPUT, "%s: tensor '%s': %s %s is not a whole number of bytes", path, name,
                       d->name, ss);
@@ -140,15 +148,30 @@ static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, 
         return as_err(err, AS_EBADINPUT, "%s: tensor '%s': data_offsets hold %llu bytes but %s %s needs %llu",
                       path, name, (unsigned long long)(en - b), d->name, ss, (unsigned long long)need);
     *sp = (AsSpan){b, en, name};
-    *keep = d->dt >= 0;
+    es->d = d;
+    es->ndim = ndim;
+    es->begin = b;
+    es->need = need;
+    return AS_OK;
+}
+
+/* Checks one header entry against the data section; fills t (when its dtype is read) and sp. */
+static int parse_entry(const char *path, const cJSON *e, const AsWeightFile *f, AsWTensor *t, bool *keep,
+                       AsSpan *sp, AsError *err)
+{
+    StEntry es;
+    int rc = check_entry(path, e, f, MAX_DIMS, &es, sp, err);
+    if (rc)
+        return rc;
+    *keep = es.d->dt >= 0;
     if (*keep) {
         memset(t, 0, sizeof *t);
-        snprintf(t->name, sizeof t->name, "%s", name);
-        t->dtype = (AsDType)d->dt;
-        t->ndim = ndim;
-        memcpy(t->shape, dims, sizeof t->shape);
-        t->data = f->data + b;
-        t->nbytes = (int64_t)need;
+        snprintf(t->name, sizeof t->name, "%s", e->string);
+        t->dtype = (AsDType)es.d->dt;
+        t->ndim = es.ndim;
+        memcpy(t->shape, es.dims, sizeof t->shape);
+        t->data = f->data + es.begin;
+        t->nbytes = (int64_t)es.need;
     }
     return AS_OK;
 }
@@ -232,10 +255,12 @@ int as_st_open(const char *path, AsWeightFile **out, AsWTensor **tensors, int *n
     return as_st_open_filtered(path, NULL, NULL, out, tensors, n, cap, err);
 }
 
-int as_st_open_filtered(const char *path, AsStWantFn want, void *want_ctx, AsWeightFile **out,
-                        AsWTensor **tensors, int *n, int *cap, AsError *err)
+/* Maps path and parses its header: the length within the file and AS_ST_MAX_HEADER, then one JSON
+ * object. *root is the caller's to delete. */
+static int open_header(const char *path, AsWeightFile **out, cJSON **root, AsError *err)
 {
     *out = NULL;
+    *root = NULL;
     void *map;
     uint64_t size;
     int rc0 = as_map_file(path, 8, "a safetensors header", &map, &size, err);
@@ -266,13 +291,29 @@ int as_st_open_filtered(const char *path, AsStWantFn want, void *want_ctx, AsWei
     f->data = f->map + 8 + hn;
     f->data_len = size - 8 - hn;
     const char *text = (const char *)f->map + 8;
-    cJSON *root = NULL;
-    if ((rc = as_json_parse_strict(text, (size_t)hn, &root, err))) /* offsets count from the header's start */
+    if ((rc = as_json_parse_strict(text, (size_t)hn, root, err))) /* offsets count from the header's start */
         as_err_wrap(err, "%s: header", path);
-    else if (!cJSON_IsObject(root))
+    else if (!cJSON_IsObject(*root))
         rc = as_err(err, AS_EBADINPUT, "%s: header is not a JSON object", path);
-    else
-        rc = parse_header(path, root, f, want, want_ctx, tensors, n, cap, err);
+    if (rc) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        as_st_close(f);
+        return rc;
+    }
+    *out = f;
+    return AS_OK;
+}
+
+int as_st_open_filtered(const char *path, AsStWantFn want, void *want_ctx, AsWeightFile **out,
+                        AsWTensor **tensors, int *n, int *cap, AsError *err)
+{
+    AsWeightFile *f;
+    cJSON *root;
+    int rc = open_header(path, &f, &root, err);
+    if (rc)
+        return rc;
+    rc = parse_header(path, root, f, want, want_ctx, tensors, n, cap, err);
     cJSON_Delete(root);
     if (rc) {
         as_st_close(f);
@@ -280,6 +321,78 @@ int as_st_open_filtered(const char *path, AsStWantFn want, void *want_ctx, AsWei
     }
     *out = f;
     return AS_OK;
+}
+
+/* __metadata__: an object of strings, as key, value pairs. */
+static int read_metadata(const char *path, const cJSON *md, AsStContents *c, AsError *err)
+{
+    if (!cJSON_IsObject(md))
+        return as_err(err, AS_EBADINPUT, "%s: __metadata__ is not an object", path);
+    int n = cJSON_GetArraySize(md);
+    if (!(c->meta = calloc((size_t)n * 2 + 2, sizeof *c->meta)))
+        return as_err(err, AS_ERUNTIME, "%s: out of memory for __metadata__", path);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, md) {
+        if (!cJSON_IsString(e))
+            return as_err(err, AS_EBADINPUT, "%s: __metadata__ '%.64s' is not a string (safetensors metadata maps "
+                          "strings to strings)", path, e->string);
+        if (!(c->meta[2 * c->n_meta] = strdup(e->string)) || !(c->meta[2 * c->n_meta + 1] = strdup(e->valuestring)))
+            return as_err(err, AS_ERUNTIME, "%s: out of memory for __metadata__", path);
+        c->n_meta++;
+    }
+    return AS_OK;
+}
+
+int as_st_open_contents(const char *path, AsStContents *c, AsError *err)
+{
+    memset(c, 0, sizeof *c);
+    cJSON *root;
+    int rc = open_header(path, &c->file, &root, err);
+    if (rc)
+        return rc;
+    int n_entries = cJSON_GetArraySize(root);
+    AsSpan *spans = malloc(((size_t)n_entries + 1) * sizeof *spans);
+    c->entries = calloc((size_t)n_entries + 1, sizeof *c->entries);
+    if (!spans || !c->entries)
+        rc = as_err(err, AS_ERUNTIME, "%s: out of memory for %d header entries", path, n_entries);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root) {
+        if (rc)
+            break;
+        if (!strcmp(e->string, "__metadata__")) {
+            rc = read_metadata(path, e, c, err);
+            continue;
+        }
+        StEntry es;
+        AsStEntry *t = &c->entries[c->n];
+        if ((rc = check_entry(path, e, c->file, AS_ST_ENTRY_MAX_DIMS, &es, &spans[c->n], err)))
+            break;
+        snprintf(t->name, sizeof t->name, "%s", e->string);
+        snprintf(t->dtype, sizeof t->dtype, "%s", es.d->name);
+        t->ndim = es.ndim;
+        memcpy(t->shape, es.dims, sizeof t->shape);
+        t->data = c->file->data + es.begin;
+        t->nbytes = es.need;
+        spans[c->n].name = t->name;
+        c->n++;
+    }
+    if (!rc)
+        rc = as_spans_disjoint(path, spans, (size_t)c->n, err);
+    free(spans);
+    cJSON_Delete(root);
+    if (rc)
+        as_st_contents_free(c);
+    return rc;
+}
+
+void as_st_contents_free(AsStContents *c)
+{
+    for (int i = 0; c->meta && i < 2 * c->n_meta + 2; i++)
+        free(c->meta[i]);
+    free(c->meta);
+    free(c->entries);
+    as_st_close(c->file);
+    memset(c, 0, sizeof *c);
 }
 
 void as_st_close(AsWeightFile *f)

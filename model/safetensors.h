@@ -60,6 +60,30 @@ int as_st_open_filtered(const char *path, AsStWantFn want, void *want_ctx, AsWei
                         AsWTensor **tensors, int *n, int *cap, AsError *err);
 void as_st_close(AsWeightFile *f);
 
+/* Every tensor of a file whatever its dtype (the checks above; shapes of up to AS_ST_ENTRY_MAX_DIMS
+ * dims), and its __metadata__ (an object of strings, else refused): for readers of tensors that are
+ * not weights (dumps/import.c). */
+#define AS_ST_ENTRY_MAX_DIMS 8
+typedef struct {
+    char name[192];
+    char dtype[12];         /* as the file names it: "BF16", "I64", "BOOL"... */
+    int ndim;
+    int64_t shape[AS_ST_ENTRY_MAX_DIMS];
+    const uint8_t *data;    /* into the mapping, nbytes of it; read through memcpy (no alignment promised) */
+    uint64_t nbytes;
+} AsStEntry;
+
+typedef struct {
+    AsWeightFile *file;
+    int n;
+    AsStEntry *entries;     /* in the header's order */
+    int n_meta;
+    char **meta;            /* __metadata__ as key, value, key, value... */
+} AsStContents;
+
+int as_st_open_contents(const char *path, AsStContents *c, AsError *err);
+void as_st_contents_free(AsStContents *c);
+
 /* model.safetensors.index.json: {"weight_map": {"tensor": "shard file"}}. Shard names are plain
  * file names in the index's directory (no path separators). */
 typedef struct {
