@@ -15,10 +15,10 @@ int as_state_capture(const AsRefStack *k, int step, int start_pos, AsRun *layers
     si->step = step;
     si->start_pos = start_pos;
     const AsRefShared *sh = &k->st.shared;
-    si->compress_kv_from = sh->compress_kv_from;
-    si->index_k_from = sh->index_k_from;
-    si->sel_from = sh->sel_from;
-    si->cand_from = sh->cand_from;
+    si->compress_kv_from = sh->prov.compress_kv_from;
+    si->index_k_from = sh->prov.index_k_from;
+    si->sel_from = sh->prov.sel_from;
+    si->cand_from = sh->prov.cand_from;
     snprintf(si->side, sizeof si->side, "ref");
     for (int l = 0; l < cfg->n_layers; l++) {
         const AsRefLayerState *ls = &k->st.layer[l];
@@ -109,16 +109,12 @@ int as_state_restore(AsRefStack *k, const AsRun *layers, const AsDumpStateIn *si
         if (kv >= cfg->n_layers || !k->st.layer[kv].ccache)
             return as_err(err, AS_EBADINPUT, "state_in: compress_kv_from names layer %d, which has no compressed cache",
                           kv);
-        sh->compress_kv = k->st.layer[kv].ccache;
-        sh->compress_kv_cap = k->st.layer[kv].cap;
-        sh->compress_kv_from = si->compress_kv_from;
+        sh->prov.compress_kv_from = si->compress_kv_from;
     }
     if (ik >= 0) {
         if (ik >= cfg->n_layers || !k->st.layer[ik].ikcache)
             return as_err(err, AS_EBADINPUT, "state_in: index_k_from names layer %d, which has no index-key cache", ik);
-        sh->index_k = k->st.layer[ik].ikcache;
-        sh->index_k_cap = k->st.layer[ik].cap;
-        sh->index_k_from = si->index_k_from;
+        sh->prov.index_k_from = si->index_k_from;
     }
     /* the stack as if step si->step - 1 (a decode at start_pos - 1) had just finished */
     k->started = true;

@@ -14,6 +14,7 @@
 #include "ref/fp8_linear.h"
 #include "ref/indexer.h"
 #include "ref/linear.h"
+#include "ref/plan.h"
 #include "ref/quant.h"
 #include "ref/rmsnorm.h"
 #include "ref/window.h"
@@ -81,7 +82,7 @@ int as_ref_state_init(AsRefState *st, const AsConfig *cfg, AsError *err)
             goto oom;
         if (!role->kv_source)
             continue;
-        ls->cap = cfg->max_seq / role->ratio;
+        ls->cap = as_plan_cache_rows(cfg, l);
         ls->ccache = calloc((size_t)ls->cap * cfg->head_dim, sizeof(float));
         if (!ls->ccache)
             goto oom;
@@ -122,8 +123,9 @@ void as_ref_state_reset(AsRefState *st, const AsConfig *cfg)
     AsRefShared *sh = &st->shared;
     free(sh->sel);
     free(sh->cand);
-    memset(sh, 0, sizeof *sh);
-    sh->compress_kv_from = sh->index_k_from = sh->sel_from = sh->cand_from = (AsProvenance){-1, -1};
+    sh->sel = NULL;
+    sh->cand = NULL;
+    as_shared_prov_init(&sh->prov);
 }
 
 void as_ref_state_free(AsRefState *st, const AsConfig *cfg)
@@ -196,195 +198,177 @@ static int project_q_kv(const AsRefModel *rm, int l, const float *x, int s, cons
 }
 
 /* Step 3: the ring update, rows_a and the window selection. */
-static int window_step(const AsRefModel *rm, AsRefLayerState *ls, int s, int start_pos, AsRun *run)
+static int window_step(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan *p, AsRun *run)
 {
     const AsConfig *cfg = &rm->m->cfg;
-    int hd = cfg->head_dim, win = cfg->window;
+    int hd = cfg->head_dim, win = cfg->window, s = p->s;
     const float *kv = run->t[AS_T_KV].data;
-    bool prefill = start_pos == 0;
-    int rows_a_len = prefill ? s : win;
-    int cols = prefill ? (s < win ? s : win) : win;
-    float *rows_a = as_run_shape(run, AS_T_ROWS_A, 2, rows_a_len, hd, 0);
-    int32_t *widx = as_run_shape(run, AS_T_WIDX, 2, s, cols, 0);
+    float *rows_a = as_run_shape(run, AS_T_ROWS_A, 2, p->rows_a_len, hd, 0);
+    int32_t *widx = as_run_shape(run, AS_T_WIDX, 2, s, p->cols, 0);
     if (!rows_a || !widx)
         return -1;
-    if (prefill) {
+    if (p->prefill) {
         as_window_store_prefill(ls->ring, win, hd, kv, s);
         memcpy(rows_a, kv, ROW((size_t)s * hd));
         as_window_select_prefill(widx, s, win);
     } else {
-        as_window_store_decode(ls->ring, win, hd, kv, start_pos + (rm->fault == AS_FAULT_RING_SLOT));
+        as_window_store_decode(ls->ring, win, hd, kv, p->start_pos + (rm->fault == AS_FAULT_RING_SLOT));
         memcpy(rows_a, ls->ring, ROW((size_t)win * hd));
-        as_window_select_decode(widx, win, start_pos);
+        as_window_select_decode(widx, win, p->start_pos);
     }
-    run->rows_a_len = rows_a_len;
-    run->cols = cols;
     return 0;
 }
 
-/* Step 5c, key owners with new latents: index keys written to the layer's cache and published. */
-static int publish_index_keys(const AsRefModel *rm, AsRefState *st, int l, int step, const int *lpos,
-                              int start_pos, AsRun *run)
+/* Step 5a: the compressor's latents (pre-RoPE) and their positions; -1 when out of memory. */
+static int compress(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan *p, const float *x, int *lpos,
+                    AsRun *run, AsError *err)
 {
     const AsConfig *cfg = &rm->m->cfg;
-    const AsLayerWeights *w = &rm->m->layer[l];
-    AsRefLayerState *ls = &st->layer[l];
-    int n = run->n_new, ihd = cfg->index_head_dim, r = cfg->role[l].ratio;
+    const AsLayerWeights *w = &rm->m->layer[p->layer];
+    int hd = cfg->head_dim, r = p->ratio, s = p->s;
+    float *latent = as_run_shape(run, AS_T_LATENT, 2, p->n_new, hd, 0);
+    if (!latent)
+        return -1;
+    int n = r == 1 ? as_compress_ratio1(x, s, w->c_wkv, rm->c_norm[p->layer], cfg->norm_eps, hd, p->start_pos, latent,
+                                        lpos)
+                   : as_compress_pooled(x, s, r, w->c_wkv, w->c_wgate, rm->c_norm[p->layer], cfg->norm_eps, hd,
+                                        p->start_pos, ls->part_kv, ls->part_sc, latent, lpos);
+    if (n < 0)
+        return -1;
+    if (n != p->n_new)
+        return as_err(err, AS_ERUNTIME, "layer %d: the compressor completed %d latents, the plan %d", p->layer, n,
+                      p->n_new);
+    return 0;
+}
+
+/* Step 5c, key owners with new latents: index keys written to the layer's cache (published by the plan). */
+static int store_index_keys(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan *p, const int *lpos,
+                            AsRun *run)
+{
+    const AsConfig *cfg = &rm->m->cfg;
+    const AsLayerWeights *w = &rm->m->layer[p->layer];
+    int n = p->n_new, ihd = cfg->index_head_dim;
     float *ik_pre = as_run_shape(run, AS_T_IK_PRE, 2, n, ihd, 0);
     float *ik = as_run_shape(run, AS_T_IK, 2, n, ihd, 0);
     if (!ik_pre || !ik)
         return -1;
     as_linear(run->t[AS_T_LATENT].data, n, w->i_wk, ik_pre, true);
-    as_rmsnorm(ik_pre, rm->k_norm[l], ik_pre, n, ihd, cfg->norm_eps);
+    as_rmsnorm(ik_pre, rm->k_norm[p->layer], ik_pre, n, ihd, cfg->norm_eps);
     as_rope_rows(ik_pre, n, ihd, ihd, lpos, &rm->rope_yarn, false);
     memcpy(ik, ik_pre, ROW((size_t)n * ihd));
     as_fp4_quant_e8m0(ik, (int64_t)n * ihd, AS_FP4_E8M0_BLOCK);
-    int row0 = start_pos / r;
-    if (!(rm->fault == AS_FAULT_STALE_KEYS && start_pos > 0))
-        memcpy(ls->ikcache + (size_t)row0 * ihd, ik, ROW((size_t)n * ihd));
-    if (row0 + n > ls->ikcache_rows)
-        ls->ikcache_rows = row0 + n;
-    st->shared.index_k = ls->ikcache;
-    st->shared.index_k_cap = ls->cap;
-    st->shared.index_k_from = (AsProvenance){l, step};
+    if (!(rm->fault == AS_FAULT_STALE_KEYS && !p->prefill))
+        memcpy(ls->ikcache + (size_t)p->cache_row0 * ihd, ik, ROW((size_t)n * ihd));
+    if (p->cache_row0 + n > ls->ikcache_rows)
+        ls->ikcache_rows = p->cache_row0 + n;
     return 0;
 }
 
-/* The shared selection becomes sel ([s][k], owned by the shared state from here), published by layer l. */
-static void publish_selection(AsRefShared *sh, int32_t *sel, int s, int k, int l, int step, AsRun *run)
+/* The candidate source's mask of its scores, published (a copy) into the shared state. */
+static int make_candidates(const AsRefModel *rm, AsRefShared *sh, const AsLayerPlan *p, const int *clens,
+                           AsRun *run)
+{
+    const AsConfig *cfg = &rm->m->cfg;
+    int s = p->s, width = p->width;
+    uint8_t *cand = as_run_shape(run, AS_T_CAND, 2, s, width, 0);
+    uint8_t *pub = malloc((size_t)s * width + 1);
+    if (!cand || !pub || as_select_candidate_blocks(run->t[AS_T_ISCORE].data, s, width, clens,
+                                                    cfg->candidate_block_size, cfg->candidate_topk_blocks, cand)) {
+        free(pub);
+        return -1;
+    }
+    memcpy(pub, cand, (size_t)s * width);
+    free(sh->cand);
+    sh->cand = pub;
+    return 0;
+}
+
+/* A candidate user's scores where the shared mask is false become -inf. */
+static int apply_candidates(const AsRefShared *sh, const AsLayerPlan *p, AsRun *run)
+{
+    const int64_t n = (int64_t)p->s * p->width;
+    uint8_t *cand = as_run_shape(run, AS_T_CAND, 2, p->s, p->width, 0);
+    if (!cand)
+        return -1;
+    memcpy(cand, sh->cand, (size_t)n);
+    float *score = run->t[AS_T_ISCORE].data;
+    for (int64_t i = 0; i < n; i++)
+        if (!cand[i])
+            score[i] = -INFINITY;
+    return 0;
+}
+
+/* The shared selection becomes sel ([s][k], owned by the shared state from here). */
+static void publish_selection(AsRefShared *sh, int32_t *sel)
 {
     free(sh->sel);
     sh->sel = sel;
-    sh->sel_s = s;
-    sh->sel_k = k;
-    sh->sel_from = (AsProvenance){l, step};
-    run->sel_from = sh->sel_from;
-    run->k = k;
 }
 
-/* Step 5c: the indexer's queries, scores, masks and top-k; publishes the selection. */
-static int run_indexer(const AsRefModel *rm, AsRefState *st, int l, int step, const float *x, int s, int start_pos,
-                       int compress_len, AsRun *run, AsError *err)
+/* Step 5c: the indexer's queries, scores against the keys the plan names, masks and top-k; publishes
+ * the selection (and, the candidate source, its mask). -1 when out of memory. */
+static int run_indexer(const AsRefModel *rm, AsRefState *st, const AsLayerPlan *p, const float *x, AsRun *run)
 {
     const AsConfig *cfg = &rm->m->cfg;
-    const AsLayerRole *role = &cfg->role[l];
-    const AsLayerWeights *w = &rm->m->layer[l];
+    const AsLayerWeights *w = &rm->m->layer[p->layer];
     AsRefShared *sh = &st->shared;
-    int nhi = cfg->index_n_heads, ihd = cfg->index_head_dim, r = role->ratio;
-    int width = compress_len;
-
-    if (!sh->index_k)
-        return as_err(err, AS_EREFUSED, "layer %d: index source scores with no published index keys", l);
-    if (width > sh->index_k_cap)
-        return as_err(err, AS_EREFUSED,
-                      "layer %d: index width %d exceeds the %d rows of the index keys published by layer %d", l,
-                      width, sh->index_k_cap, sh->index_k_from.layer);
-    run->keys_from = sh->index_k_from;
-    float *keys = as_run_shape(run, AS_T_KEYS, 2, width, cfg->index_head_dim, 0);
-    if (!keys)
-        return as_err(err, AS_ERUNTIME, "layer %d: out of memory for %d index keys", l, width);
-    memcpy(keys, sh->index_k, ROW((size_t)width * cfg->index_head_dim));
-
+    int s = p->s, nhi = cfg->index_n_heads, ihd = cfg->index_head_dim, width = p->width, k = p->k;
+    const float *index_k = st->layer[p->keys_from.layer].ikcache;
+    float *keys = as_run_shape(run, AS_T_KEYS, 2, width, ihd, 0);
     float *iq_pre = as_run_shape(run, AS_T_IQ_PRE, 3, s, nhi, ihd);
     float *iq = as_run_shape(run, AS_T_IQ, 3, s, nhi, ihd);
     float *wt = as_run_shape(run, AS_T_W, 2, s, nhi, 0);
     float *score = as_run_shape(run, AS_T_ISCORE, 2, s, width, 0);
+    int32_t *csel = as_run_shape(run, AS_T_CSEL, 2, s, k, 0);
     int *clens = malloc(sizeof(int) * (size_t)s);
-    if (!iq_pre || !iq || !wt || !score || !clens)
-        goto oom;
+    int32_t *sel = malloc(sizeof(int32_t) * (size_t)s * k + 1);
+    int rc = -1;
+    if (!keys || !iq_pre || !iq || !wt || !score || !csel || !clens || !sel)
+        goto out;
+    memcpy(keys, index_k, ROW((size_t)width * ihd));
     project(rm, run->t[AS_T_QR].data, s, w->i_wq_b, iq_pre);
-    as_rope_heads(iq_pre, s, nhi, ihd, start_pos, &rm->rope_yarn, false);
+    as_rope_heads(iq_pre, s, nhi, ihd, p->start_pos, &rm->rope_yarn, false);
     memcpy(iq, iq_pre, ROW((size_t)s * nhi * ihd));
     as_fp4_quant_e8m0(iq, (int64_t)s * nhi * ihd, AS_FP4_E8M0_BLOCK);
     as_linear(x, s, w->i_weights_proj, wt, true);
     as_index_weights_scale(wt, s, nhi, ihd);
-    if (as_index_scores(iq, sh->index_k, wt, s, nhi, ihd, width, score))
-        goto oom;
+    if (as_index_scores(iq, index_k, wt, s, nhi, ihd, width, score))
+        goto out;
     for (int t = 0; t < s; t++)
-        clens[t] = start_pos == 0 ? (start_pos + t + 1) / r : width;
+        clens[t] = p->prefill ? (t + 1) / p->ratio : width;
     as_index_visibility(score, s, width, clens);
-
-    if (role->candidate_source) {
-        uint8_t *cand = as_run_shape(run, AS_T_CAND, 2, s, width, 0);
-        uint8_t *pub = malloc((size_t)s * width + 1);
-        if (!cand || !pub) {
-            free(pub);
-            goto oom;
-        }
-        if (as_select_candidate_blocks(score, s, width, clens, cfg->candidate_block_size,
-                                       cfg->candidate_topk_blocks, cand)) {
-            free(pub);
-            goto oom;
-        }
-        memcpy(pub, cand, (size_t)s * width);
-        free(sh->cand);
-        sh->cand = pub;
-        sh->cand_s = s;
-        sh->cand_width = width;
-        sh->cand_from = (AsProvenance){l, step};
-        run->cand_from = sh->cand_from;
-    } else if (role->uses_candidates && rm->fault != AS_FAULT_CAND_MASK_OFF) {
-        if (!sh->cand || sh->cand_s != s || sh->cand_width != width) {
-            free(clens);
-            return as_err(err, AS_EREFUSED,
-                          "layer %d: candidate mask is %dx%d (layer %d, step %d) but the scores are %dx%d", l,
-                          sh->cand_s, sh->cand_width, sh->cand_from.layer, sh->cand_from.step, s, width);
-        }
-        uint8_t *cand = as_run_shape(run, AS_T_CAND, 2, s, width, 0);
-        if (!cand)
-            goto oom;
-        memcpy(cand, sh->cand, (size_t)s * width);
-        for (int64_t i = 0; i < (int64_t)s * width; i++)
-            if (!cand[i])
-                score[i] = -INFINITY;
-        run->cand_from = sh->cand_from;
-    }
-
-    int k = cfg->index_topk < width ? cfg->index_topk : width;
-    int32_t *sel = malloc(sizeof(int32_t) * (size_t)s * k + 1);
-    int32_t *csel = as_run_shape(run, AS_T_CSEL, 2, s, k, 0);
-    if (!sel || !csel || as_index_topk(score, s, width, k, clens, rm->fault == AS_FAULT_NO_OFFSET ? 0 : run->rows_a_len, sel)) {
-        free(sel);
-        goto oom;
-    }
+    if ((p->makes_cand && make_candidates(rm, sh, p, clens, run)) || (p->applies_cand && apply_candidates(sh, p, run)))
+        goto out;
+    if (as_index_topk(score, s, width, k, clens, p->sel_offset, sel))
+        goto out;
     memcpy(csel, sel, sizeof(int32_t) * (size_t)s * k);
-    publish_selection(sh, sel, s, k, l, step, run);
-    run->width = width;
-    run->indexer_ran = true;
+    publish_selection(sh, sel);
+    sel = NULL;
+    rc = 0;
+out:
+    free(sel);
     free(clens);
-    return 0;
-oom:
-    free(clens);
-    return as_err(err, AS_ERUNTIME, "layer %d: out of memory in the indexer (s %d, width %d)", l, s, width);
+    return rc;
 }
 
-/* Step 5d: a layer that is no index source (or whose indexer had nothing to do) uses what
- * the latest index source published, unchanged (the stale-selection quirk included). */
-static int reuse_selection(const AsRefShared *sh, int l, int s, AsRun *run, AsError *err)
+/* Step 5d: a layer that is no index source uses what the latest index source published, unchanged
+ * (the stale-selection quirk included). */
+static int reuse_selection(const AsRefShared *sh, const AsLayerPlan *p, AsRun *run)
 {
-    if (!sh->sel) {
-        run->k = 0;
-        return as_run_shape(run, AS_T_CSEL, 2, s, 0, 0) ? 0 : -1;
-    }
-    if (sh->sel_s != s)
-        return as_err(err, AS_EREFUSED, "layer %d: the shared selection (layer %d, step %d) has %d rows, the step %d",
-                      l, sh->sel_from.layer, sh->sel_from.step, sh->sel_s, s);
-    int32_t *csel = as_run_shape(run, AS_T_CSEL, 2, s, sh->sel_k, 0);
+    int32_t *csel = as_run_shape(run, AS_T_CSEL, 2, p->s, p->k, 0);
     if (!csel)
         return -1;
-    memcpy(csel, sh->sel, sizeof(int32_t) * (size_t)s * sh->sel_k);
-    run->k = sh->sel_k;
-    run->sel_from = sh->sel_from;
+    if (p->k)
+        memcpy(csel, sh->sel, sizeof(int32_t) * (size_t)p->s * p->k);
     return 0;
 }
 
 /* Step 5e: the new latents rotated, fp4-e4m3 quantised, written at row start_pos / r. */
-static int store_latents(const AsRefModel *rm, AsRefState *st, int l, int step, const int *lpos, int start_pos,
+static int store_latents(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan *p, const int *lpos,
                          AsRun *run)
 {
     const AsConfig *cfg = &rm->m->cfg;
-    AsRefLayerState *ls = &st->layer[l];
-    int n = run->n_new, hd = cfg->head_dim, r = cfg->role[l].ratio;
+    int n = p->n_new, hd = cfg->head_dim;
     float *pre = as_run_shape(run, AS_T_LATENT_PRE, 2, n, hd, 0);
     float *lq = as_run_shape(run, AS_T_LATENT_Q, 2, n, hd, 0);
     if (!pre || !lq)
@@ -396,109 +380,59 @@ static int store_latents(const AsRefModel *rm, AsRefState *st, int l, int step, 
     if (rm->fault == AS_FAULT_FP4_SCALE)
         for (int64_t i = 0; i < (int64_t)n * hd; i++)
             lq[i] *= 2.0f;
-    int row0 = start_pos / r;
-    memcpy(ls->ccache + (size_t)row0 * hd, lq, ROW((size_t)n * hd));
-    if (row0 + n > ls->ccache_rows)
-        ls->ccache_rows = row0 + n;
-    st->shared.compress_kv = ls->ccache;
-    st->shared.compress_kv_cap = ls->cap;
-    st->shared.compress_kv_from = (AsProvenance){l, step};
+    memcpy(ls->ccache + (size_t)p->cache_row0 * hd, lq, ROW((size_t)n * hd));
+    if (p->cache_row0 + n > ls->ccache_rows)
+        ls->ccache_rows = p->cache_row0 + n;
     return 0;
 }
 
-/* Step 5 for ratio > 0: compressor, publication, indexer or reuse, cache write. */
-static int compressed_branch(const AsRefModel *rm, AsRefState *st, int l, int step, const float *x, int s,
-                             int start_pos, AsRun *run, AsError *err)
+/* Step 5f: rows_b, the first compress_len rows of the compressed cache the plan names. */
+static int gather_rows_b(const AsRefState *st, const AsLayerPlan *p, int hd, AsRun *run)
 {
-    const AsConfig *cfg = &rm->m->cfg;
-    const AsLayerRole *role = &cfg->role[l];
-    const AsLayerWeights *w = &rm->m->layer[l];
-    AsRefLayerState *ls = &st->layer[l];
-    int hd = cfg->head_dim, r = role->ratio;
-    int compress_len = (start_pos + s) / r;
-    int *lpos = NULL;
-    int rc = 0;
-    run->compress_len = compress_len;
-
-    if (role->kv_source) {
-        int most = r == 1 ? s : (start_pos == 0 ? s / r : 1);
-        float *latent = as_run_shape(run, AS_T_LATENT, 2, most, hd, 0);
-        lpos = malloc(sizeof(int) * (size_t)(most + 1));
-        if (!latent || !lpos)
-            goto oom;
-        int n = r == 1 ? as_compress_ratio1(x, s, w->c_wkv, rm->c_norm[l], cfg->norm_eps, hd, start_pos, latent, lpos)
-                       : as_compress_pooled(x, s, r, w->c_wkv, w->c_wgate, rm->c_norm[l], cfg->norm_eps, hd,
-                                            start_pos, ls->part_kv, ls->part_sc, latent, lpos);
-        if (n < 0)
-            goto oom;
-        run->t[AS_T_LATENT].shape[0] = n;
-        run->n_new = n;
-        if (start_pos / r + n > ls->cap) {
-            free(lpos);
-            return as_err(err, AS_EREFUSED, "layer %d: compressed cache full (%d rows, max_seq %d)", l, ls->cap,
-                          cfg->max_seq);
-        }
-        /* 5b: published even when no group completed */
-        st->shared.compress_kv = ls->ccache;
-        st->shared.compress_kv_cap = ls->cap;
-        st->shared.compress_kv_from = (AsProvenance){l, step};
-    }
-
-    if (role->index_source && compress_len > 0) {
-        if (role->key_owner && run->n_new > 0 && publish_index_keys(rm, st, l, step, lpos, start_pos, run))
-            goto oom;
-        if ((rc = run_indexer(rm, st, l, step, x, s, start_pos, compress_len, run, err)))
-            goto out;
-    } else if (role->index_source) {
-        /* compress_len == 0: the indexer does not run and the selection published is empty ([s][0]),
-         * so the layers reusing it attend no compressed position (model.py's _compress_topk_idxs) */
-        int32_t *empty = malloc(sizeof(int32_t));
-        if (!empty || !as_run_shape(run, AS_T_CSEL, 2, s, 0, 0)) {
-            free(empty);
-            goto oom;
-        }
-        publish_selection(&st->shared, empty, s, 0, l, step, run);
-    } else if ((rc = reuse_selection(&st->shared, l, s, run, err))) {
-        goto out;
-    }
-
-    if (role->kv_source && run->n_new > 0 && store_latents(rm, st, l, step, lpos, start_pos, run))
-        goto oom;
-
-    /* 5f: rows_b from the shared compressed cache */
-    const AsRefShared *sh = &st->shared;
-    if (!sh->compress_kv) {
-        rc = as_err(err, AS_EREFUSED, "layer %d (ratio %d): no compressed cache has been published: it must not attend",
-                    l, r);
-        goto out;
-    }
-    if (compress_len > sh->compress_kv_cap) {
-        rc = as_err(err, AS_EREFUSED, "layer %d: compress_len %d exceeds the %d rows of layer %d's cache", l,
-                    compress_len, sh->compress_kv_cap, sh->compress_kv_from.layer);
-        goto out;
-    }
-    float *rows_b = as_run_shape(run, AS_T_ROWS_B, 2, compress_len, hd, 0);
+    float *rows_b = as_run_shape(run, AS_T_ROWS_B, 2, p->rows_b_len, hd, 0);
     if (!rows_b)
-        goto oom;
-    memcpy(rows_b, sh->compress_kv, ROW((size_t)compress_len * hd));
-    run->rows_b_len = compress_len;
-    run->rows_b_from = sh->compress_kv_from;
-out:
-    free(lpos);
-    return rc;
-oom:
-    free(lpos);
-    return as_err(err, AS_ERUNTIME, "layer %d: out of memory in the compressed branch (s %d)", l, s);
+        return -1;
+    memcpy(rows_b, st->layer[p->rows_b_from.layer].ccache, ROW((size_t)p->rows_b_len * hd));
+    return 0;
 }
 
-/* idx = widx followed by the compressed selection; every entry must name an attended row. */
-static int build_idx(int l, int s, AsRun *run, AsError *err)
+/* Step 5 for ratio > 0, as the plan says: compressor, indexer (or an empty selection, or reuse), cache
+ * write, rows_b. */
+static int compressed_branch(const AsRefModel *rm, AsRefState *st, const AsLayerPlan *p, const float *x, AsRun *run,
+                             AsError *err)
 {
-    int cols = run->cols, k = run->k, topk = cols + k;
-    int nrows = run->rows_a_len + run->rows_b_len;
+    AsRefLayerState *ls = &st->layer[p->layer];
+    int *lpos = malloc(sizeof(int) * (size_t)(p->n_new + 1));
+    int rc = lpos ? 0 : -1;
+    if (!rc && p->compresses)
+        rc = compress(rm, ls, p, x, lpos, run, err);
+    if (!rc && p->stores_keys)
+        rc = store_index_keys(rm, ls, p, lpos, run);
+    if (!rc && p->indexes)
+        rc = run_indexer(rm, st, p, x, run);
+    else if (!rc && p->reuses)
+        rc = reuse_selection(&st->shared, p, run);
+    else if (!rc && !as_run_shape(run, AS_T_CSEL, 2, p->s, 0, 0))
+        rc = -1;
+    if (!rc && p->stores_latents)
+        rc = store_latents(rm, ls, p, lpos, run);
+    if (!rc)
+        rc = gather_rows_b(st, p, rm->m->cfg.head_dim, run);
+    free(lpos);
+    if (rc == -1)
+        return as_err(err, AS_ERUNTIME, "layer %d: out of memory in the compressed branch (s %d)", p->layer, p->s);
+    return rc;
+}
+
+/* idx = widx followed by the compressed selection; every entry must name an attended row (a selection
+ * published by another step or layer kind may not: refused, SPEC 3.6). */
+static int build_idx(const AsLayerPlan *p, AsRun *run, AsError *err)
+{
+    int s = p->s, cols = p->cols, k = p->k, topk = p->topk;
+    int nrows = p->rows_a_len + p->rows_b_len;
     int32_t *idx = as_run_shape(run, AS_T_IDX, 2, s, topk, 0);
     if (!idx)
-        return as_err(err, AS_ERUNTIME, "layer %d: out of memory for idx", l);
+        return as_err(err, AS_ERUNTIME, "layer %d: out of memory for idx", p->layer);
     const int32_t *widx = run->t[AS_T_WIDX].data;
     const int32_t *csel = k ? run->t[AS_T_CSEL].data : NULL;
     for (int t = 0; t < s; t++) {
@@ -511,8 +445,7 @@ static int build_idx(int l, int s, AsRun *run, AsError *err)
             return as_err(err, AS_EREFUSED,
                           "layer %d: selection entry %d (token %ld) names a row beyond the %d attended rows "
                           "(selection published by layer %d, step %d)",
-                          l, idx[i], (long)(i / topk), nrows, run->sel_from.layer, run->sel_from.step);
-    run->topk = topk;
+                          p->layer, idx[i], (long)(i / topk), nrows, p->sel_from.layer, p->sel_from.step);
     return 0;
 }
 
@@ -589,33 +522,25 @@ int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, 
                          int s, AsRun *run, AsError *err)
 {
     const AsConfig *cfg = &rm->m->cfg;
-    if (l < 0 || l >= cfg->n_layers)
-        return as_err(err, AS_EBADINPUT, "layer %d out of range (0..%d)", l, cfg->n_layers - 1);
-    if (s < 1 || start_pos < 0 || (start_pos > 0 && s != 1))
-        return as_err(err, AS_EBADINPUT, "layer %d: a step is a prefill (start_pos 0, s >= 1) or a decode of one "
-                      "token, not start_pos %d with s %d", l, start_pos, s);
-    if (start_pos + s > cfg->max_seq)
-        return as_err(err, AS_EREFUSED, "layer %d: position %d beyond max_seq %d", l, start_pos + s - 1,
-                      cfg->max_seq);
-    const AsLayerRole *role = &cfg->role[l];
-    const AsRopeTable *rope = role->ratio == 0 ? &rm->rope_plain : &rm->rope_yarn;
+    AsLayerPlan p;
+    AsSharedProv after;
+    int rc = as_plan_layer(cfg, l, step, start_pos, s, &st->shared.prov, rm->fault, &p, &after, err);
+    if (rc)
+        return rc;
+    const AsRopeTable *rope = p.ratio == 0 ? &rm->rope_plain : &rm->rope_yarn;
     as_run_free(run);
-    run->layer = l;
-    run->step = step;
-    run->start_pos = start_pos;
-    run->s = s;
-    run->ratio = role->ratio;
+    as_plan_to_run(&p, run);
 
     float *xc = as_run_shape(run, AS_T_X, 2, s, cfg->dim, 0);
-    if (!xc || project_q_kv(rm, l, x, s, rope, start_pos, run) || window_step(rm, &st->layer[l], s, start_pos, run))
+    if (!xc || project_q_kv(rm, l, x, s, rope, start_pos, run) || window_step(rm, &st->layer[l], &p, run))
         return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
     memcpy(xc, x, ROW((size_t)s * cfg->dim));
-    int rc;
-    if (role->ratio > 0 && (rc = compressed_branch(rm, st, l, step, x, s, start_pos, run, err)))
+    if (p.ratio > 0 && (rc = compressed_branch(rm, st, &p, x, run, err)))
         return rc;
-    if ((rc = build_idx(l, s, run, err)))
+    st->shared.prov = after;
+    if ((rc = build_idx(&p, run, err)))
         return rc;
-    if (attend_and_project(rm, l, s, start_pos, run) || snapshot_state(cfg, role, &st->layer[l], run))
+    if (attend_and_project(rm, l, s, start_pos, run) || snapshot_state(cfg, &cfg->role[l], &st->layer[l], run))
         return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
     return 0;
 }

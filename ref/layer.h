@@ -8,6 +8,7 @@
 
 #include "model/weights.h"
 #include "ref/faults.h"
+#include "ref/plan.h"
 #include "ref/rope.h"
 #include "ref/run.h"
 
@@ -19,24 +20,15 @@ typedef struct {
     int ccache_rows;           /* rows written so far */
     float *ikcache;            /* [cap][ihd] index-key cache (key owners) */
     int ikcache_rows;
-    int cap;                   /* max_seq / ratio */
+    int cap;                   /* max_seq / ratio (as_plan_cache_rows) */
 } AsRefLayerState;
 
-/* The shared state. The caches are views of the publishing layer's own cache (as in the
- * reference, where the shared slot holds the same tensor); selection and mask are copies. */
+/* The shared state: who published each slot (ref/plan.h; the caches are the publishers' own, as in the
+ * reference, where the shared slot holds the same tensor) and copies of the selection and the mask. */
 typedef struct {
-    const float *compress_kv;  /* latest kv source's whole compressed cache */
-    int compress_kv_cap;
-    AsProvenance compress_kv_from;
-    const float *index_k;      /* latest published index-key cache */
-    int index_k_cap;
-    AsProvenance index_k_from;
-    int32_t *sel;              /* [sel_s][sel_k] latest index source's selection (offset added) */
-    int sel_s, sel_k;
-    AsProvenance sel_from;
-    uint8_t *cand;             /* [cand_s][cand_width] candidate mask */
-    int cand_s, cand_width;
-    AsProvenance cand_from;
+    AsSharedProv prov;
+    int32_t *sel;              /* [prov.sel_s][prov.sel_k] latest index source's selection (offset added) */
+    uint8_t *cand;             /* [prov.cand_s][prov.cand_width] candidate mask */
 } AsRefShared;
 
 /* What the reference precomputes once per model: f32 copies of the small f32 tensors and

@@ -45,12 +45,9 @@ void as_ref_stack_reset(AsRefStack *k)
 int as_ref_begin_step(AsRefStack *k, const float *h0, int start_pos, int s, AsError *err)
 {
     const AsConfig *cfg = &k->m->cfg;
-    if (s < 1 || start_pos < 0 || (start_pos > 0 && s != 1))
-        return as_err(err, AS_EBADINPUT, "a step is a prefill (start_pos 0, s >= 1) or a decode of one token");
-    if (start_pos > 0 && !k->started)
-        return as_err(err, AS_EBADINPUT, "decode before any prefill");
-    if (start_pos + s > cfg->max_seq)
-        return as_err(err, AS_EREFUSED, "position %d beyond max_seq %d", start_pos + s - 1, cfg->max_seq);
+    int rc = as_plan_begin_step(cfg, start_pos, s, k->started, err);
+    if (rc)
+        return rc;
     if (s > k->h_cap) {
         float *h = realloc(k->h, sizeof(float) * (size_t)s * cfg->dim);
         if (h)

@@ -39,15 +39,11 @@ int as_ref_stack_fast_forward(AsRefStack *k, int context, uint64_t seed, AsError
             for (int i = 0; i < c->head_dim; i++)
                 ls->part_kv[i] = rnd(&s), ls->part_sc[i] = rnd(&s);
         }
-        sh->compress_kv = ls->ccache;
-        sh->compress_kv_cap = ls->cap;
-        sh->compress_kv_from = (AsProvenance){l, 0};
+        sh->prov.compress_kv_from = (AsProvenance){l, 0};
         if (ls->ikcache) {
             fill(ls->ikcache, (int64_t)rows * c->index_head_dim, &s, as_fp4_quant_e8m0, AS_FP4_E8M0_BLOCK);
             ls->ikcache_rows = rows;
-            sh->index_k = ls->ikcache;
-            sh->index_k_cap = ls->cap;
-            sh->index_k_from = (AsProvenance){l, 0};
+            sh->prov.index_k_from = (AsProvenance){l, 0};
         }
     }
     k->started = true;
