@@ -105,24 +105,6 @@ struct GemvArgs {
     } norm;
 };
 
-// The last block of the launch to finish normalises the output row (as_k_gemv_bf16_norm): each block's
-// stores are fenced before it counts itself, so the last one counted sees every row.
-__device__ __forceinline__ void gemv_norm_after(const GemvArgs &a)
-{
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        last = atomicAdd(a.norm.ctr, 1u) == gridDim.x * gridDim.y - 1;
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    as_d_rmsnorm_row(a.res ? a.res : (const uint16_t *)a.y, a.norm.w, a.norm.y, a.n_out, a.norm.eps);
-    if (threadIdx.x == 0)
-        *a.norm.ctr = 0; // for the next launch: visible once this grid completes
-}
-
 // One block computes the row sets blockIdx.x, blockIdx.x + gridDim.x, ... of batch blockIdx.y (a row
 // set: groups_per_block row groups of R rows; the launch makes at most as many blocks as fit on the
 // GPU at once, so there is one wave and no block starts late). With a.w_early the block's first
@@ -235,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
         __syncthreads(); // red is written again by the next row set
     }
     if (M == 1 && a.norm.ctr)
-        gemv_norm_after(a);
+        as_d_gemv_norm_after(a);
 }
 
 // Any alignment: one warp per (batch, output row), element loads, all m token rows.

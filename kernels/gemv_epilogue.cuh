@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/rmsnorm_row.cuh"
 #include "kernels/rope_pair.cuh"
 
 // q's RoPE folded into the store of the GEMV that makes q (wq_b): output row o is channel o % hd of
@@ -87,4 +88,24 @@ __device__ __forceinline__ void as_d_group_sum_store(float (&acc)[R][M], float (
         if (res)
             as_d_residual_store(res + (int64_t)t * ldres + o, y);
     }
+}
+
+// The last block of a GEMV launch to finish normalises the output row (as_k_gemv_bf16_norm,
+// as_k_fp8_gemv_norm): each block's stores are fenced before it counts itself, so the last one counted
+// sees every row. Every thread of every block calls it once, after its last store (Args: the GEMV's
+// arguments, with res, y, n_out and norm {w, y, eps, ctr}).
+template <typename Args> __device__ __forceinline__ void as_d_gemv_norm_after(const Args &a)
+{
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(a.norm.ctr, 1u) == gridDim.x * gridDim.y - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    as_d_rmsnorm_row(a.res ? a.res : (const uint16_t *)a.y, a.norm.w, a.norm.y, a.n_out, a.norm.eps);
+    if (threadIdx.x == 0)
+        *a.norm.ctr = 0; // for the next launch: visible once this grid completes
 }

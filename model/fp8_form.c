@@ -1,0 +1,49 @@
+/* The fp8 form of a weight (model/fp8_form.h). */
+#include "model/fp8_form.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int as_fp8_form_scales(const AsWTensor *t, float *ws)
+{
+    const AsWTensor *sc = t->scale;
+    const int64_t rows = as_wt_rows(t), nk = as_wt_cols(t) / 32, ldws = as_fp8_form_ldws(as_wt_cols(t));
+    const int64_t B = t->block;
+    float *srow = malloc(sizeof(float) * (size_t)(as_wt_cols(sc) > 0 ? as_wt_cols(sc) : 1));
+    if (!srow)
+        return -1;
+    for (int64_t rb = 0; rb < as_fp8_form_scale_rows(rows); rb++) {
+        as_wt_rows_f32(sc, rb * 32 / B, 1, srow);
+        float *out = ws + rb * ldws;
+        for (int64_t k = 0; k < nk; k++)
+            out[k] = srow[k * 32 / B];
+        for (int64_t k = nk; k < ldws; k++)
+            out[k] = 0.0f;
+    }
+    free(srow);
+    return 0;
+}
+
+bool as_fp8_scales_pow2(const AsWTensor *t)
+{
+    const AsWTensor *sc = t->scale;
+    if (!sc)
+        return false;
+    if (sc->dtype == AS_DT_F8_E8M0)
+        return true;
+    const int64_t n = as_wt_cols(sc);
+    float *row = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!row)
+        return false;
+    bool ok = true;
+    for (int64_t r = 0; r < as_wt_rows(sc) && ok; r++) {
+        as_wt_rows_f32(sc, r, 1, row);
+        for (int64_t k = 0; k < n && ok; k++) {
+            int e;
+            ok = isfinite(row[k]) && row[k] > 0.0f && frexpf(row[k], &e) == 0.5f;
+        }
+    }
+    free(row);
+    return ok;
+}
