@@ -44,8 +44,11 @@ int as_cmd_tui(int argc, char **argv)
     }
     if ((rc = as_cli_precision("tui", precision, &o.drv.precision)))
         return rc;
-    if (o.drv.inject && as_fault_by_name(o.drv.inject) == AS_FAULT_COUNT)
-        return as_cli_usage_error("tui", "--inject: unknown fault '%s' (see attnscope help tui)", o.drv.inject);
+    if (o.drv.inject && as_fault_by_name(o.drv.inject) == AS_FAULT_COUNT) {
+        char names[512];
+        as_fault_names(names, sizeof names);
+        return as_cli_usage_error("tui", "--inject: unknown fault '%s' (known: %s)", o.drv.inject, names);
+    }
     return as_tui_main(&o);
 }
 

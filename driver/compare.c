@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/cancel.h"
 #include "ref/candidates.h"
 #include "ref/indexer.h"
 #include "ref/numerics.h"
@@ -789,7 +790,7 @@ void as_compare_layer(const AsRun *got, const AsRun *want, const AsCompareOption
     out->step = want->step;
     out->verdict = AS_V_NOT_RUN;
     out->worst_tensor = AS_T_COUNT;
-    for (int i = 0; i < AS_T_COUNT; i++)
+    for (int i = 0; i < AS_T_COUNT && !as_ref_cancelled(); i++)
         as_compare_tensor(got, want, (AsTensorId)i, opt, &out->t[i]);
     if (opt && opt->quantised) /* opt NULL: the defaults */
         judge_index_path_by_selections(out);

@@ -10,6 +10,7 @@
 #include "driver/inputs_file.h"
 #include "model/inputs.h"
 #include "model/precision.h"
+#include "ref/cancel.h"
 #include "ref/linear.h"
 
 const char *as_mode_name(AsMode m) { return m == AS_MODE_FREE ? "free" : "teacher"; }
@@ -46,12 +47,8 @@ static int open_got_side(AsDriver *d, AsError *err)
     const AsDriverOptions *o = &d->opt;
     AsFault fault = AS_FAULT_NONE;
     if (o->inject && (fault = as_fault_by_name(o->inject)) == AS_FAULT_COUNT) {
-        char names[512] = "";
-        for (int i = 1; i < AS_FAULT_COUNT; i++) {
-            strncat(names, as_fault_desc[i].name, sizeof names - strlen(names) - 2);
-            if (i + 1 < AS_FAULT_COUNT)
-                strncat(names, ", ", sizeof names - strlen(names) - 1);
-        }
+        char names[512];
+        as_fault_names(names, sizeof names);
         return as_err(err, AS_EBADINPUT, "unknown fault '%s' (known: %s)", o->inject, names);
     }
     int devices = o->no_engine ? 0 : as_engine_device_count();
@@ -138,6 +135,7 @@ int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err)
         return as_err(err, AS_ERUNTIME, "out of host memory");
     d->opt = *o;
     d->cur.step = -1;
+    d->torn_layer = -1;
     char dir[1024];
     int rc = as_resolve_model(o->model, o->weight_seed, dir, sizeof dir, o->quiet, err);
     if (!rc)
@@ -300,11 +298,26 @@ int as_driver_begin_prefill(AsDriver *d, int s, AsError *err)
 {
     if (s < 1)
         return as_err(err, AS_EBADINPUT, "prefill needs at least one token");
-    return begin_step(d, 0, s, err);
+    int rc = begin_step(d, 0, s, err);
+    if (!rc)
+        d->torn_layer = -1;
+    return rc;
+}
+
+/* A step a cancel cut short inside a layer cannot go on: that layer's state is half written. */
+static int refuse_torn(const AsDriver *d, AsError *err)
+{
+    if (d->torn_layer < 0)
+        return 0;
+    return as_err(err, AS_EBADINPUT, "step %d was cancelled inside layer %d, whose state is half written: a prefill "
+                  "starts over", d->cur.step, d->torn_layer);
 }
 
 int as_driver_begin_decode(AsDriver *d, AsError *err)
 {
+    int rc = refuse_torn(d, err);
+    if (rc)
+        return rc;
     if (d->cur.step < 0)
         return as_err(err, AS_EBADINPUT, "decode before any prefill");
     if (d->cur.next_layer < d->model.cfg.n_layers)
@@ -352,13 +365,53 @@ static void remember_published(AsDriver *d, int l, const AsRun *got)
     }
 }
 
+/* Both sides' forward of layer l, the comparison and the explanation. */
+static int run_layer(AsDriver *d, int l, AsError *err);
+
 int as_driver_step_layer(AsDriver *d, AsError *err)
 {
     const AsConfig *cfg = &d->model.cfg;
     int l = d->cur.next_layer;
+    int rc = refuse_torn(d, err);
+    if (rc)
+        return rc;
     if (d->cur.step < 0 || l >= cfg->n_layers)
         return as_err(err, AS_EBADINPUT, "no step in progress: prefill or decode first");
     atomic_store(&d->progress_layer, l);
+    /* the reference's long loops (and the comparison's) stop at a cancel */
+    as_ref_cancel_watch(&d->cancel);
+    rc = run_layer(d, l, err);
+    bool cut = as_ref_cancel_cut();
+    as_ref_cancel_watch(NULL);
+    if (cut) {
+        d->torn_layer = l;
+        return as_err(err, AS_ECANCELLED, "cancelled inside layer %d of step %d (its state is half written: a "
+                      "prefill starts over)", l, d->cur.step);
+    }
+    if (rc)
+        return rc;
+    d->diff[l].layer = l;
+    d->diff[l].step = d->cur.step;
+    d->layer_done[l] = true;
+    d->cur.next_layer = l + 1;
+    if (d->hook)
+        d->hook(d->hook_ctx, d->cur.step, l, d->got_kind == AS_GOT_NONE ? NULL : &d->got_run[l], &d->ref_run[l],
+                d->got_kind == AS_GOT_NONE ? NULL : &d->diff[l]);
+    /* keep memory bounded at large geometries: drop the previous layer's tensors */
+    size_t bytes = run_bytes(&d->ref_run[l]) + run_bytes(&d->got_run[l]);
+    if (d->bf16_run)
+        bytes += run_bytes(&d->bf16_run[l]);
+    if (l > 0 && bytes * (size_t)cfg->n_layers > run_budget()) {
+        as_run_free(&d->ref_run[l - 1]);
+        as_run_free(&d->got_run[l - 1]);
+        if (d->bf16_run)
+            as_run_free(&d->bf16_run[l - 1]);
+    }
+    return 0;
+}
+
+static int run_layer(AsDriver *d, int l, AsError *err)
+{
     AsRun *got = NULL;
     int rc = 0;
     if (d->eng) {
@@ -389,22 +442,6 @@ int as_driver_step_layer(AsDriver *d, AsError *err)
         AsCompareOptions qo;
         as_compare_options_default(&qo);
         as_compare_layer(&d->ref_run[l], &d->bf16_run[l], &qo, &d->qerr[l]);
-    }
-    d->diff[l].layer = l;
-    d->diff[l].step = d->cur.step;
-    d->layer_done[l] = true;
-    d->cur.next_layer = l + 1;
-    if (d->hook)
-        d->hook(d->hook_ctx, d->cur.step, l, got, &d->ref_run[l], got ? &d->diff[l] : NULL);
-    /* keep memory bounded at large geometries: drop the previous layer's tensors */
-    size_t bytes = run_bytes(&d->ref_run[l]) + run_bytes(&d->got_run[l]);
-    if (d->bf16_run)
-        bytes += run_bytes(&d->bf16_run[l]);
-    if (l > 0 && bytes * (size_t)cfg->n_layers > run_budget()) {
-        as_run_free(&d->ref_run[l - 1]);
-        as_run_free(&d->got_run[l - 1]);
-        if (d->bf16_run)
-            as_run_free(&d->bf16_run[l - 1]);
     }
     return 0;
 }

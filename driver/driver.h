@@ -98,8 +98,10 @@ typedef struct AsDriver {
 
     AsLayerHook hook;
     void *hook_ctx;
-    atomic_int cancel;      /* set from another thread to stop between layers */
+    atomic_int cancel;      /* set from another thread: stops between layers, and inside one (ref/cancel.h) */
     atomic_int progress_layer;
+    int torn_layer;         /* >= 0: a cancel cut this layer of the current step short; its state is half
+                             * written, so nothing more runs until a prefill */
 } AsDriver;
 
 int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err);

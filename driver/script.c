@@ -427,7 +427,9 @@ int as_script_parse(const char *text, size_t len, const char *path, AsScript *s,
         if ((rc = get_str(v, "inject", s->inject_buf, sizeof s->inject_buf, err)))
             goto out;
         if (as_fault_by_name(s->inject_buf) == AS_FAULT_COUNT) {
-            rc = as_err(err, AS_EBADINPUT, "inject: unknown fault '%s'", s->inject_buf);
+            char names[512];
+            as_fault_names(names, sizeof names);
+            rc = as_err(err, AS_EBADINPUT, "inject: unknown fault '%s' (known: %s)", s->inject_buf, names);
             goto out;
         }
         s->drv.inject = s->inject_buf;

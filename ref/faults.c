@@ -1,5 +1,6 @@
 #include "ref/faults.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const AsFaultDesc as_fault_desc[AS_FAULT_COUNT] = {
@@ -26,4 +27,13 @@ AsFault as_fault_by_name(const char *name)
         if (strcmp(as_fault_desc[i].name, name) == 0)
             return (AsFault)i;
     return AS_FAULT_COUNT;
+}
+
+void as_fault_names(char *buf, size_t n)
+{
+    size_t k = 0;
+    if (n)
+        buf[0] = '\0';
+    for (int i = AS_FAULT_NONE + 1; i < AS_FAULT_COUNT && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i > AS_FAULT_NONE + 1 ? ", " : "", as_fault_desc[i].name);
 }

@@ -29,5 +29,7 @@ typedef struct {
 extern const AsFaultDesc as_fault_desc[AS_FAULT_COUNT];
 /* AS_FAULT_COUNT when unknown. */
 AsFault as_fault_by_name(const char *name);
+/* The faults' names, ", " between them ("none" left out), for a message that lists them. */
+void as_fault_names(char *buf, size_t n);
 
 #endif

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <pthread.h>
 
+#include "ref/cancel.h"
 #include "ref/linear.h"
 
 void openblas_set_num_threads(int num_threads); /* in OpenBLAS's cblas.h; declared for other headers */
@@ -25,6 +26,8 @@ void as_sgemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, c
     const int64_t nblk = (n + blk - 1) / blk;
 #pragma omp parallel for num_threads(nt) schedule(dynamic) if (nblk > 1 && m * n * k >= (1 << 20))
     for (int64_t j = 0; j < nblk; j++) {
+        if (as_ref_cancelled())
+            continue;
         int64_t n0 = j * blk, nn = n - n0 < blk ? n - n0 : blk;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nn, (int)k, 1.0f, a, (int)lda,
                     b + n0 * ldb, (int)ldb, 0.0f, c + n0, (int)ldc);

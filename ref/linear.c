@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "ref/alloc.h"
+#include "ref/cancel.h"
 #include "ref/gemm.h"
 #include "ref/gemv.h"
 #include "ref/numerics.h"
@@ -83,6 +84,8 @@ static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t 
         float *buf = streams_in_place(w) ? NULL : as_ref_xmalloc((size_t)nbuf * sizeof *buf, "linear");
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < nchunk; j++) {
+            if (as_ref_cancelled())
+                continue;
             int64_t a = j * chunk, b = a + chunk < nout ? a + chunk : nout;
             gemv_rows(x, w, o0 + a, o0 + b, y + a, buf);
             if (round)
@@ -118,6 +121,8 @@ static void linear_gemm(const float *x, int64_t s, const AsWTensor *w, int64_t o
         float *panel = direct ? NULL : as_ref_xmalloc((size_t)(prow * cols) * sizeof *panel, "linear");
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < npanel; j++) {
+            if (as_ref_cancelled())
+                continue;
             const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
             const float *wp = direct ? (const float *)w->data + (o0 + p) * cols : panel;
             if (!direct)

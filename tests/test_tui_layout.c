@@ -82,7 +82,7 @@ static bool screen_ascii(const TuiScreen *s, const char **where)
     int n = 0;
     for (int i = 0; i < s->n_panels; i++)
         ps[n++] = &s->panel[i];
-    ps[n++] = &s->help;
+    ps[n++] = &s->overlay;
     for (int k = 0; k < n; k++) {
         const TuiPanel *p = ps[k];
         if (!ascii_only(p->title) || !ascii_only(p->header.text)) {
@@ -124,7 +124,7 @@ TEST(tui_layout_ascii_fallback_glyphs)
         tui_state_init(&st);
         st.view = (TuiView)v;
         st.layer = 5;
-        st.help = v == TV_LAYERS;
+        st.overlay = v == TV_LAYERS ? TUI_OV_HELP : TUI_OV_NONE;
         tui_build(&data, &st, &tui_glyphs_ascii, 80, 24, &scr);
         const char *where = "";
         CHECK(screen_ascii(&scr, &where), "%s view in ASCII: '%s'", tui_view_name((TuiView)v), where);
@@ -219,4 +219,179 @@ TEST(tui_layout_key_line_fits_and_names_quit_and_help)
     CHECK(strstr(k.text, "s/S Save") && strstr(k.text, "m Mode") && strstr(k.text, "r Diverge"),
           "at 250 columns every key of the view: %s", k.text);
     tl_free(&k);
+}
+
+/* ---- every view at the four sizes: nothing clipped, nothing cut inside a word, no two columns
+ * touching ------------------------------------------------------------------------------------ */
+
+/* Whether tok is a whole space-separated word of some line of ls. */
+static bool whole_word_of(const TuiLines *ls, const char *tok)
+{
+    size_t n = strlen(tok);
+    for (int i = 0; i < ls->n; i++)
+        for (const char *p = ls->v[i].text; p && (p = strstr(p, tok)); p++) {
+            bool start = p == ls->v[i].text || p[-1] == ' ';
+            bool end = p[n] == ' ' || p[n] == '\0';
+            if (start && end)
+                return true;
+        }
+    return false;
+}
+
+/* The last word of a line cut with the ellipsis (NULL when the line was not cut). */
+static const char *cut_word(const char *text, const char *ell, char *buf, size_t n)
+{
+    size_t len = text ? strlen(text) : 0, e = strlen(ell);
+    if (len < e || strcmp(text + len - e, ell))
+        return NULL;
+    len -= e;
+    while (len && text[len - 1] == ' ')
+        len--;
+    size_t start = len;
+    while (start && text[start - 1] != ' ')
+        start--;
+    snprintf(buf, n, "%.*s", (int)(len - start), text + start);
+    return buf;
+}
+
+static bool apart(const TuiLine *l, const TuiColumns *cols)
+{
+    for (int c = 1; c < cols->n_cols; c++)
+        if (cols->x[c] < l->nchars && l->text[tl_offset(l, cols->x[c] - 1)] != ' ')
+            return false;
+    return true;
+}
+
+/* One panel: every line within the inner width, a cut only after a whole word (its whole text
+ * kept for the v overlay), the columns of its tables apart. Returns the number of problems. */
+static int check_panel(const TuiPanel *p, const TuiGlyphs *g, const char *where)
+{
+    int bad = 0, w = tp_inner_w(p);
+    char buf[256];
+    const char *tok;
+    if (tui_utf8_len(p->title) > p->r.w - 6) {
+        as_test_note("%s: title wider than its border: %s", where, p->title);
+        bad++;
+    }
+    if ((tok = cut_word(p->title, g->ellipsis, buf, sizeof buf)) && !whole_word_of(&p->full, tok)) {
+        as_test_note("%s: title cut inside '%s': %s", where, tok, p->title);
+        bad++;
+    }
+    if (p->header.nchars > w) {
+        as_test_note("%s: header wider than %d: %s", where, w, p->header.text);
+        bad++;
+    }
+    for (int i = 0; i < p->lines.n; i++) {
+        const TuiLine *l = &p->lines.v[i];
+        if (l->nchars > w) {
+            as_test_note("%s: line %d wider than %d (%d): %s", where, i, w, l->nchars, l->text);
+            bad++;
+        }
+        if ((tok = cut_word(l->text, g->ellipsis, buf, sizeof buf)) && !whole_word_of(&p->full, tok)) {
+            as_test_note("%s: line %d cut inside the word '%s': %s", where, i, tok, l->text);
+            bad++;
+        }
+    }
+    for (int t = 0; t < p->n_tables; t++) {
+        const TuiColumns *c = &p->table[t];
+        if (c->header && !apart(&p->header, c)) {
+            as_test_note("%s: header columns touch: %s", where, p->header.text);
+            bad++;
+        }
+        for (int i = c->first; i < c->first + c->n_lines && i < p->lines.n; i++)
+            if (!apart(&p->lines.v[i], c)) {
+                as_test_note("%s: line %d: columns touch: %s", where, i, p->lines.v[i].text);
+                bad++;
+            }
+    }
+    return bad;
+}
+
+static AsDriver *open_run(const char *inject)
+{
+    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
+    AsDriverOptions o;
+    as_driver_options_default(&o);
+    o.quiet = true;
+    o.no_engine = true;
+    o.inject = inject;
+    AsDriver *d = NULL;
+    AsError err = {0};
+    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open: %s", err.msg);
+    /* a long prefill, decode steps, and a step half run: stale layers, stale selections */
+    REQUIRE(as_driver_prefill(d, 20, &err) == 0 && as_driver_decode(d, 3, &err) == 0, "run: %s", err.msg);
+    REQUIRE(as_driver_begin_decode(d, &err) == 0, "begin: %s", err.msg);
+    for (int l = 0; l < 6; l++)
+        REQUIRE(as_driver_step_layer(d, &err) == 0, "layer %d: %s", l, err.msg);
+    return d;
+}
+
+TEST(tui_layout_every_view_at_four_sizes_fits_without_cutting_words)
+{
+    static const int sizes[][2] = {{80, 24}, {100, 30}, {132, 43}, {200, 60}};
+    static const char *const injects[] = {"stale-keys", NULL};
+    static const int layers[] = {0, 1, 5, 7, 9};
+    static const AsTensorId tensors[] = {AS_T_Q, AS_T_ST_PART_SC, AS_T_CSEL, AS_T_ISCORE};
+    TuiMsgLog log;
+    tui_log_init(&log);
+    tui_log_add(&log, 0, TC_MISMATCH, "first divergence: step 3, layer 5: q MISMATCH max_abs 0.5 > tol 0.01 at token 0, "
+                "head 1, channel 56: got 1.5 want 2 (3 ulp); 12 bad, 0 flips");
+    tui_log_add(&log, 60, TC_NORMAL, "prefill of 20 tokens: 10 layers run (0.31 s)");
+    int problems = 0, screens = 0;
+    for (int k = 0; k < 2; k++) {
+        AsDriver *d = open_run(injects[k]);
+        TuiData data;
+        tui_data_from_driver(d, "tiny", &data);
+        data.log = &log;
+        TuiScreen scr;
+        tui_screen_init(&scr);
+        for (int z = 0; z < 4; z++)
+            for (int v = 0; v < TV_COUNT; v++)
+                for (int li = 0; li < 5; li++)
+                    for (int ov = 0; ov <= TUI_OV_FULL; ov++) {
+                        if (ov && li) /* the overlays once a view */
+                            continue;
+                        TuiState st;
+                        tui_state_init(&st);
+                        st.view = (TuiView)v;
+                        st.layer = layers[li];
+                        st.tensor = tensors[li % 4];
+                        st.query = 19;
+                        st.focus = li % 2;
+                        st.overlay = (TuiOverlay)ov;
+                        st.heat_open = true;
+                        tui_build(&data, &st, &tui_glyphs_utf8, sizes[z][0], sizes[z][1], &scr);
+                        char where[128];
+                        snprintf(where, sizeof where, "%s, %s view, layer %d, overlay %d at %dx%d",
+                                 injects[k] ? injects[k] : "reference only", tui_view_name((TuiView)v), st.layer, ov,
+                                 sizes[z][0], sizes[z][1]);
+                        screens++;
+                        if (scr.status.nchars > sizes[z][0]) {
+                            as_test_note("%s: status wider than the terminal: %s", where, scr.status.text);
+                            problems++;
+                        }
+                        if (ov) {
+                            problems += check_panel(&scr.overlay, &tui_glyphs_utf8, where);
+                            continue;
+                        }
+                        for (int i = 0; i < scr.n_panels; i++)
+                            problems += check_panel(&scr.panel[i], &tui_glyphs_utf8, where);
+                        /* the full-text overlay holds what was cut */
+                        st.overlay = TUI_OV_FULL;
+                        tui_build_overlay(&scr, &st, &log, &tui_glyphs_utf8);
+                        for (int i = 0; i < scr.n_panels; i++)
+                            for (int f = 0; f < scr.panel[i].full.n; f++) {
+                                char head[24];
+                                snprintf(head, sizeof head, "%.20s", scr.panel[i].full.v[f].text);
+                                if (tls_find(&scr.overlay.lines, head) < 0) {
+                                    as_test_note("%s: v does not show the whole '%s'", where, head);
+                                    problems++;
+                                }
+                            }
+                    }
+        tui_screen_free(&scr);
+        as_driver_close(d);
+    }
+    CHECK(problems == 0, "%d screens: %d lines clipped, cut inside a word or with touching columns (notes above)",
+          screens, problems);
 }

@@ -427,8 +427,10 @@ TEST(tui_model_caches_show_the_aliasing)
         CHECK(color_at(&p.lines.v[i], "layer 1 scored") == TC_WARN, "in the warning colour");
     CHECK(tls_find(&p.lines, "layer 5 scored against layer 5's keys (step 6)") >= 0, "layer 5 its own, this step");
     CHECK(tls_find(&p.lines, "1 of 2 waiting (pos 10)") >= 0, "ratio 2: position 10 waits for its group");
-    int c5 = tls_find(&p.lines, "    5  r1      11 / 512");
-    CHECK(c5 >= 0 && strstr(p.lines.v[c5].text, "layers 5 6 7 8 9"), "layer 5's cache: 11 rows, read by 5..9");
+    int c5 = tls_find(&p.lines, "layers 5 6 7 8 9");
+    CHECK(c5 >= 0 && strstr(p.lines.v[c5].text, "  5  r1") && strstr(p.lines.v[c5].text, "  11  512  "),
+          "layer 5's cache: 11 rows of 512, read by 5..9: %s", c5 >= 0 ? p.lines.v[c5].text : "(none)");
+    CHECK(tls_find(&p.lines, "engine") < 0, "without a checked side no engine column");
     if (as_test_failed())
         dump_panel(&p);
     tp_free(&p);
@@ -452,15 +454,17 @@ TEST(tui_model_heatmap_reference_only_and_diff)
     TuiHeatGeom geo;
     st.cur_r = 6; /* token 1, head 2 */
     st.cur_c = 7;
-    tui_model_heatmap(&data, &st, &tui_glyphs_utf8, &h, &in, &geo);
+    tui_model_heatmap(&data, &st, &tui_glyphs_utf8, &h, &in, &geo, NULL);
     CHECK(strstr(h.title, "|ref| q") && strstr(h.title, "4 heads per token") && strstr(h.title, "no engine"),
           "title: %s", h.title);
-    /* 5 tokens x 4 heads = 20 rows into 8 (3 per cell), 64 channels one per cell */
-    CHECK(geo.valid && geo.rows == 20 && geo.cols == 64 && geo.rpc == 3 && geo.cpc == 1 && geo.heads == 4,
-          "20 rows x 64 channels (rows %d cols %d rpc %d cpc %d heads %d)", geo.rows, geo.cols, geo.rpc, geo.cpc,
-          geo.heads);
-    CHECK(h.lines.n == 8, "7 rows of cells and a legend (%d)", h.lines.n);
-    CHECK(h.lines.n > 2 && strncmp(h.lines.v[2].text, "   1.2 ", 7) == 0, "row labels are token.head: '%s'",
+    /* 5 tokens x 4 heads = 20 rows into the 8 rows left above the scale (2 or 3 a cell), 64 channels one a cell */
+    CHECK(geo.valid && geo.rows == 20 && geo.cols == 64 && geo.rpc == 3 && geo.cpc == 1 && geo.heads == 4 &&
+              geo.n_r == 8 && geo.zoom == 0,
+          "20 rows x 64 channels (rows %d cols %d rpc %d cpc %d heads %d, %d cell rows)", geo.rows, geo.cols, geo.rpc,
+          geo.cpc, geo.heads, geo.n_r);
+    CHECK(h.lines.n == tp_inner_h(&h), "the cells and the scale fill the panel (%d lines of %d)", h.lines.n,
+          tp_inner_h(&h));
+    CHECK(h.lines.n > 2 && strncmp(h.lines.v[2].text, " 1.1 ", 5) == 0, "row labels are token.head (cell 2: row 5): '%s'",
           h.lines.n > 2 ? h.lines.v[2].text : "");
     CHECK(tls_find(&in.lines, "cursor     token 1, head 2, channel 7") >= 0, "inspector: the cursor's coordinates");
     CHECK(st.head == 2, "the cursor's head is the current head");
@@ -475,10 +479,10 @@ TEST(tui_model_heatmap_reference_only_and_diff)
     tp_free(&in);
     panel_at(&h, 30, 6);
     panel_at(&in, 30, 9);
-    tui_model_heatmap(&data, &st, &tui_glyphs_ascii, &h, &in, &geo);
-    CHECK(geo.cpc == 4 && geo.rpc == 10, "64 channels into 21 cells: 4 per cell; 20 rows into 2: 10 per cell (%d, %d)",
-          geo.cpc, geo.rpc);
-    CHECK(h.lines.n == 3, "2 rows of cells and a legend (%d)", h.lines.n);
+    tui_model_heatmap(&data, &st, &tui_glyphs_ascii, &h, &in, &geo, NULL);
+    CHECK(geo.cpc == 3 && geo.n_c == 23 && geo.rpc == 20 && geo.n_r == 1,
+          "64 channels into 23 cells: up to 3 a cell; 20 rows into the one row left by the scale (%d, %d, %d, %d)",
+          geo.cpc, geo.n_c, geo.rpc, geo.n_r);
     tp_free(&h);
     tp_free(&in);
     as_driver_close(d);

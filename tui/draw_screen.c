@@ -88,6 +88,14 @@ void tui_draw_panel(const TuiPanel *p, const TuiGlyphs *g)
         else
             tui_draw_line(y + i, r.x + 1, iw, l, true);
     }
+    /* lines were cut to fit: the key that shows them whole */
+    if (p->full.n && r.w > 40) {
+        TuiLine t;
+        tl_init(&t);
+        tl_add(&t, TC_DIM, " %s v: the whole text ", g->ellipsis);
+        tui_draw_line(r.y + r.h - 1, r.x + 2, t.nchars, &t, false);
+        tl_free(&t);
+    }
     /* where the view is in a longer list */
     if (p->lines.n > ih && ih > 0 && r.w > 16) {
         char pos[48];
@@ -110,8 +118,8 @@ void tui_draw_screen(const TuiScreen *s, const TuiLine *message, const TuiLine *
     tui_draw_line(l->status.y, 0, l->cols, &s->status, true);
     if (message)
         tui_draw_line(l->message.y, 0, l->cols, message, true);
-    if (s->help.used) {
-        tui_draw_panel(&s->help, g);
+    if (s->overlay.used) {
+        tui_draw_panel(&s->overlay, g);
     } else {
         for (int i = 0; i < s->n_panels; i++)
             tui_draw_panel(&s->panel[i], g);

@@ -24,26 +24,30 @@ static const KeyDef keys[] = {
     {"r", "Diverge", "run to the first divergence (asks the most decode steps)", V_ALL, 7},
     {"Tab", "Focus", "layers view: switch between the layer list and the tensor table", V(TV_LAYERS), 5},
     {"Enter", "Open", "open the selected tensor: heatmap and value inspector", V(TV_LAYERS), 5},
-    {"@arrows", "Cursor", "tensor view: move the heatmap cursor (one cell)", V(TV_TENSOR), 2},
-    {"w", "Worst", "tensor view: cursor to the worst element", V(TV_TENSOR), 3},
-    {"<>", "Head", "previous / next head (H asks)", V(TV_TENSOR), 4},
+    {"@arrows", "Cursor", "tensor view: move the heatmap cursor one cell", V(TV_TENSOR), 2},
+    {"+-", "Zoom", "tensor view: zoom in / out (the deepest level: one element a cell)", V(TV_TENSOR), 2},
+    {"G", "Go to", "tensor view: go to an element (asks: token 12 head 3 channel 500)", V(TV_TENSOR), 3},
+    {"w", "Worst", "tensor view: cursor to the worst element", V(TV_TENSOR), 4},
+    {"<>", "Head", "previous / next head (H asks)", V(TV_TENSOR), 5},
     {",.", "Query", "previous / next query token (Q asks)", V_QUERY, 3},
     {"[]", "Layer", "previous / next layer (g asks)", V(TV_RING) | V(TV_CAND) | V(TV_TOPK) | V(TV_TENSOR), 4},
     {"1-6", "View", "views: 1 layers, 2 tensor, 3 ring, 4 caches, 5 candidates, 6 top-k (Tab in others: next view)",
      V_ALL, 3},
     {"s/S", "Save", "save the current step (s) or the whole run (S) to HDF5 (asks the path)", V_ALL, 6},
     {"m", "Mode", "toggle the comparison mode: teacher / free (from the next layer)", V_ALL, 9},
+    {"L", "Log", "the last 100 messages with their times", V_ALL, 8},
+    {"v", "Full", "the whole text of the lines cut to fit (marked with an ellipsis)", V_ALL, 9},
     {"Esc", "Back", "back to the layers view; while busy: cancel", V(TV_TENSOR), 3},
     {"?", "Help", "this screen", V_ALL, 1},
     {"q", "Quit", "quit (while busy: cancels, then quits)", V_ALL, 1},
     /* help only */
     {"@updown", "", "move in the focused list (layer list / tensor table)", 0, 0},
-    {"PgUp PgDn", "", "scroll the view", 0, 0},
+    {"PgUp PgDn", "", "scroll the view; tensor view: a page of cells", 0, 0},
     {"g", "", "jump to a layer (asks its number)", 0, 0},
     {"Q", "", "choose the query token (asks)", 0, 0},
     {"H", "", "choose the head (asks)", 0, 0},
     {"T", "", "choose the tensor by name (asks), opens it", 0, 0},
-    {"Esc c", "", "while busy: cancel the running work (checked between layers)", 0, 0},
+    {"Esc c", "", "while busy: cancel the running work (it stops inside the running layer)", 0, 0},
 };
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 
@@ -71,11 +75,13 @@ void tui_key_line(TuiLine *l, int width, TuiView v, TuiKeyLineMode mode, const T
     if (mode == TUI_KL_BUSY) {
         item(l, "Esc", "Cancel");
         item(l, "?", "Help");
+        item(l, "L", "Log");
         item(l, "q", "Quit");
         return;
     }
     if (mode == TUI_KL_HELP) {
-        item(l, "any key", "Close help");
+        item(l, "any key", "Close");
+        item(l, g->utf8 ? "\u2191\u2193 PgUp PgDn" : "Up Down PgUp PgDn", "Scroll");
         item(l, "q", "Quit");
         return;
     }
@@ -130,21 +136,22 @@ void tui_model_help_lines(TuiLines *ls, const TuiGlyphs *g, int width)
     tls_add_wrapped(ls, TC_NORMAL, "  6 top-k      engine and reference selections side by side, scores with the cut", width, 15);
     tls_add(ls, TC_NORMAL, " ");
     tls_add(ls, TC_TITLE, "verdicts");
-    TuiLine *l = tls_new(ls);
-    if (l) {
-        tl_put(l, TC_NORMAL, "  ");
-        tl_put(l, TC_PASS, "pass");
-        tl_put(l, TC_NORMAL, " within tolerance  ");
-        tl_put(l, TC_FLIPS, "flips");
-        tl_put(l, TC_NORMAL, " benign quantisation flips  ");
-        tl_put(l, TC_NEARTIE, "near-tie");
-        tl_put(l, TC_NORMAL, " selection tie  ");
-        tl_put(l, TC_MISMATCH, "MISMATCH");
-        tl_put(l, TC_NORMAL, "  ");
-        tl_put(l, TC_REFONLY, "ref only");
-        tl_put(l, TC_NORMAL, "  ");
-        tl_put(l, TC_DIM, "not run");
-    }
+    TuiLine l;
+    tl_init(&l);
+    tl_put(&l, TC_NORMAL, "  ");
+    tl_put(&l, TC_PASS, "pass");
+    tl_put(&l, TC_NORMAL, " within tolerance  ");
+    tl_put(&l, TC_FLIPS, "flips");
+    tl_put(&l, TC_NORMAL, " benign quantisation flips  ");
+    tl_put(&l, TC_NEARTIE, "near-tie");
+    tl_put(&l, TC_NORMAL, " selection tie  ");
+    tl_put(&l, TC_MISMATCH, "MISMATCH");
+    tl_put(&l, TC_NORMAL, "  ");
+    tl_put(&l, TC_REFONLY, "ref only");
+    tl_put(&l, TC_NORMAL, " no checked side  ");
+    tl_put(&l, TC_DIM, "not run");
+    tls_add_wrapped_line(ls, &l, width, 4);
+    tl_free(&l);
     char gl[256];
     snprintf(gl, sizeof gl, "  glyphs: %s the selected line, %s the next layer to run, %s kept block, %s dropped, %s pinned "
              "newest block", g->marker, g->next, g->block_kept, g->block_dropped, g->block_pinned);
@@ -154,5 +161,6 @@ void tui_model_help_lines(TuiLines *ls, const TuiGlyphs *g, int width)
 void tui_model_help(const TuiGlyphs *g, TuiPanel *p)
 {
     snprintf(p->title, sizeof p->title, "help: keys and views (any key closes)");
+    tls_clear(&p->lines);
     tui_model_help_lines(&p->lines, g, tp_inner_w(p));
 }

@@ -8,6 +8,7 @@
 
 #include "driver/driver.h"
 #include "tui/layout.h"
+#include "tui/msglog.h"
 #include "tui/text.h"
 
 typedef struct {
@@ -25,9 +26,15 @@ typedef struct {
     const AsRun *got;           /* [n_layers], NULL without a checked side */
     const AsLayerDiff *diff;    /* [n_layers] */
     const bool *done;           /* [n_layers] run in the current step */
+    unsigned gen;               /* changes whenever the driver's data may have (the heatmap's cache key) */
+    const TuiMsgLog *log;       /* the message log (the app's), or NULL */
 } TuiData;
 
 void tui_data_from_driver(const AsDriver *d, const char *model_name, TuiData *out);
+
+/* What covers the views: the help (?), the message log (L), the whole text of the lines cut
+ * to fit (v). */
+typedef enum { TUI_OV_NONE, TUI_OV_HELP, TUI_OV_LOG, TUI_OV_FULL } TuiOverlay;
 
 /* What the user chose; kept between builds. */
 typedef struct {
@@ -36,10 +43,13 @@ typedef struct {
     int layer, query, head;
     AsTensorId tensor;
     int cur_r, cur_c;           /* heatmap cursor, element coordinates of the shown slice */
+    int zoom;                   /* heatmap: 0 the whole tensor; each level halves the elements a cell */
+    int org_r, org_c;           /* heatmap: the first element shown (the view pans with the cursor) */
+    bool heat_open;             /* heatmap: put the cursor on the worst element at the next build */
     int top[TV_COUNT][TUI_MAX_PANELS];  /* scroll position of each panel */
     int scroll;                 /* PgUp/PgDn offset of the views without a selection */
-    bool help;
-    int help_top;
+    TuiOverlay overlay;
+    int overlay_top;
 } TuiState;
 
 void tui_state_init(TuiState *st);
@@ -50,25 +60,56 @@ void tui_state_clamp(TuiState *st, const TuiData *d);
 typedef struct {
     bool valid;
     int rows, cols;             /* element extent of the slice */
-    int rpc, cpc;               /* elements per cell */
+    int rpc, cpc;               /* elements per cell (at the cursor) */
     int heads;                  /* size of the head axis (3-D tensors), else 0 */
+    int zoom, max_zoom;         /* max_zoom: one element per cell */
+    int span_r, span_c;         /* elements in view */
+    int n_r, n_c;               /* cells in view */
 } TuiHeatGeom;
+
+/* The heatmap's block maxima of one tensor's |diff| (or |value|), computed once for the data
+ * they were made from, so that the keys that move and zoom do not rescan the tensor. */
+typedef struct {
+    const void *got, *want;     /* the key: the data, its generation, the slice */
+    unsigned gen;
+    int layer;
+    AsTensorId id;
+    int R, C;
+    bool diff;
+    int br, bc;                 /* blocks down / across, each TUI_HEAT_BLOCK elements square */
+    float *colmax;              /* [br][C]: each column's maximum over a band of TUI_HEAT_BLOCK rows */
+    float *max;                 /* [br][bc]; +inf where a side is NaN or they differ by an infinity */
+    double vmax;                /* the largest finite block maximum */
+    bool any_inf;
+} TuiHeatCache;
+#define TUI_HEAT_BLOCK 16
 
 typedef struct {
     TuiLayout lay;
     TuiLine status;
     int n_panels;
     TuiPanel panel[TUI_MAX_PANELS];
-    TuiPanel help;              /* used when the help screen is up */
+    TuiPanel overlay;           /* the help, the log or the full text, when one is up */
     TuiHeatGeom heat;
+    TuiHeatCache heat_cache;
+    char as_of[96];             /* what the panels show: "as of step 15, layer 3" */
+    bool stale;                 /* the panels' titles say as_of (the worker is computing) */
 } TuiScreen;
 
 void tui_screen_init(TuiScreen *s);
 void tui_screen_free(TuiScreen *s);
 
-/* Lays out view st->view for a cols x rows terminal and fills every panel, the status line and
- * (st->help) the help panel. */
+/* Lays out view st->view for a cols x rows terminal and fills every panel, each fitted to its
+ * width (tp_fit), the status line and the overlay st->overlay (the log: d->log). */
 void tui_build(const TuiData *d, TuiState *st, const TuiGlyphs *g, int cols, int rows, TuiScreen *s);
+/* The overlay alone, from what the screen already holds (callable while the worker is busy). */
+void tui_build_overlay(TuiScreen *s, TuiState *st, const TuiMsgLog *log, const TuiGlyphs *g);
+/* The screen while the model opens (no data yet): what opens, what is being done, which keys
+ * work meanwhile. */
+void tui_build_opening(TuiScreen *s, const char *name, const char *phase, int cols, int rows, const TuiGlyphs *g);
+/* Marks the built panels as a snapshot: each title starts with s->as_of (once; the next build
+ * clears it). */
+void tui_screen_mark_stale(TuiScreen *s, const TuiGlyphs *g);
 /* Re-lays out an already built screen for a new size without the data (used while the worker
  * is busy: the content is clipped to the new rects until the next build). */
 void tui_relayout(TuiScreen *s, TuiView v, int n_layers, int cols, int rows);
@@ -83,14 +124,21 @@ int tui_layer_tensors(const TuiData *d, int l, AsTensorId out[AS_T_COUNT]);
 
 void tui_model_layers(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);
 void tui_model_tensors(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);
+/* cache may be NULL (computed for this build alone). */
 void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *heat, TuiPanel *insp,
-                       TuiHeatGeom *geom);
+                       TuiHeatGeom *geom, TuiHeatCache *cache);
+void tui_heat_cache_free(TuiHeatCache *c);
 void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);
 void tui_model_caches(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);
 void tui_model_cand(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *grid, TuiPanel *blocks);
 void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *spark, TuiPanel *sets);
 void tui_model_status(const TuiData *d, int width, TuiLine *out);
 void tui_model_help(const TuiGlyphs *g, TuiPanel *p);
+/* The whole text of every line the panels cut, panel by panel, wrapped to p. */
+void tui_model_full(const TuiScreen *s, const TuiGlyphs *g, TuiPanel *p);
+/* " (as of step 15: not run in step 16 yet)" when layer l's runs are not of the current step,
+ * else "". */
+void tui_run_age(const TuiData *d, int l, char *buf, size_t n);
 
 /* ---- each view's keys (tui/keys.h names them), beside its model --------------------------- */
 
@@ -102,7 +150,17 @@ bool tui_tensor_key(const TuiData *d, TuiState *st, const TuiHeatGeom *hg, int k
 /* The views without a selection: the keys scroll panel `panel`. */
 bool tui_scroll_key(TuiState *st, int panel, int key);
 /* Opens the tensor view on st->tensor of st->layer, the cursor on its worst element. */
-void tui_tensor_open(const TuiData *d, TuiState *st);
+void tui_tensor_open(TuiState *st);
+/* Switches to view v; entering the tensor view opens it on the worst element. */
+void tui_state_set_view(TuiState *st, TuiView v);
+/* The go-to prompt of the tensor view: "token 12 head 3 channel 500" (dimension names or their
+ * first letters, in any order, each followed by its index; bare numbers fill the dimensions in
+ * order; missing ones keep the cursor's). Fills coord and returns true when the text names an
+ * element of the shown tensor; else msg says what is wrong. On success msg says where it goes. */
+bool tui_heat_goto_parse(const TuiData *d, const TuiState *st, const char *text, int64_t coord[3], char *msg,
+                         size_t n);
+/* Moves the cursor there, one element a cell. */
+void tui_heat_goto(const TuiData *d, TuiState *st, const int64_t coord[3]);
 
 /* The worst element of tensor id in layer l (the diff's; without one, the largest |value|):
  * coordinates in the tensor's own dimensions. false when the tensor is absent. */

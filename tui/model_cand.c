@@ -130,8 +130,10 @@ void tui_model_cand(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
     }
     nb = tui_cand_blocks(r, scores_run, got, t, bs, bl, nb);
     int cl = r->start_pos == 0 ? (t + 1) / r->ratio : width;
-    snprintf(grid->title, sizeof grid->title, "candidate blocks: layer %d (%s%s), query %d (position %d)", l, kind,
-             whose, t, r->start_pos + t);
+    char age[96];
+    tui_run_age(d, l, age, sizeof age);
+    snprintf(grid->title, sizeof grid->title, "candidate blocks: layer %d (%s%s), query %d (position %d)%s", l, kind,
+             whose, t, r->start_pos + t, age);
     int n[4] = {0};
     for (int b = 0; b < nb; b++)
         n[bl[b].st]++;

@@ -104,9 +104,10 @@ void tui_model_ring(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
     int n = tui_ring_slots(r, got, win, q, slots);
     int end = r->start_pos + r->s;
     bool prefill = r->start_pos == 0;
+    char age[96];
+    tui_run_age(d, l, age, sizeof age);
     snprintf(p->title, sizeof p->title, "window ring: layer %d (ratio %d), step %d %s, %d slots%s", l, r->ratio,
-             r->step, prefill ? "prefill" : "decode", win,
-             d->cur.step >= 0 && !d->done[l] ? " (layer not run in this step yet)" : "");
+             r->step, prefill ? "prefill" : "decode", win, age);
     /* what was written */
     TuiLine *line = tls_new(&p->lines);
     if (line) {

@@ -65,184 +65,466 @@ static void coord_text(AsTensorId id, const Slice *s, int64_t r, int64_t c, char
                  (long long)c);
 }
 
+/* What the heatmap draws: the base tensor (the reference's, else the engine's), the other side
+ * when both have the same shape (then |diff| is drawn), the slice. */
+typedef struct {
+    const AsHostTensor *tw, *tg, *base;
+    bool have_w, have_g, diff;
+    Slice s;
+} HeatSrc;
+
+static bool heat_src(const TuiData *d, int l, AsTensorId id, HeatSrc *h)
+{
+    memset(h, 0, sizeof *h);
+    const AsRun *r = &d->ref[l];
+    const AsRun *gr = d->got ? &d->got[l] : NULL;
+    h->tw = &r->t[id];
+    h->tg = gr ? &gr->t[id] : NULL;
+    h->have_w = h->tw->data != NULL;
+    h->have_g = h->tg && h->tg->data;
+    h->diff = h->have_w && h->have_g && same_shape(h->tw, h->tg);
+    h->base = h->have_w ? h->tw : h->have_g ? h->tg : NULL;
+    if (!h->base)
+        return false;
+    const AsHostTensor *b = h->base;
+    if (b->ndim == 3) {
+        h->s.H = (int)b->shape[1];
+        h->s.R = (int)b->shape[0] * h->s.H;
+        h->s.C = (int)b->shape[2];
+    } else if (b->ndim == 2) {
+        h->s.R = (int)b->shape[0];
+        h->s.C = (int)b->shape[1];
+    } else {
+        h->s.R = 1;
+        h->s.C = b->ndim ? (int)b->shape[0] : 0;
+    }
+    return true;
+}
+
+/* The drawn magnitude of element i: |diff|, else |value|; NaN counts as infinite. */
+static double magnitude(const HeatSrc *h, int64_t i)
+{
+    double v = h->diff ? absdiff(elem(h->tg, i), elem(h->tw, i)) : fabs(elem(h->base, i));
+    return isnan(v) ? INFINITY : v;
+}
+
+/* ---- the block maxima ---------------------------------------------------------------------- */
+
+enum { B = TUI_HEAT_BLOCK };
+
+void tui_heat_cache_free(TuiHeatCache *c)
+{
+    free(c->max);
+    free(c->colmax);
+    memset(c, 0, sizeof *c);
+}
+
+static bool cache_fits(const TuiHeatCache *c, const TuiData *d, int l, AsTensorId id, const HeatSrc *h)
+{
+    return c->max && c->got == (h->tg ? h->tg->data : NULL) && c->want == h->tw->data && c->gen == d->gen &&
+           c->layer == l && c->id == id && c->R == h->s.R && c->C == h->s.C && c->diff == h->diff;
+}
+
+/* One pass over the tensor: the maximum of each column over each band of B rows (colmax), then
+ * of each B x B block (max). */
+static int cache_build(TuiHeatCache *c, const TuiData *d, int l, AsTensorId id, const HeatSrc *h)
+{
+    tui_heat_cache_free(c);
+    const Slice *s = &h->s;
+    c->br = (s->R + B - 1) / B;
+    c->bc = (s->C + B - 1) / B;
+    c->colmax = malloc(sizeof *c->colmax * (size_t)c->br * (size_t)s->C);
+    c->max = malloc(sizeof *c->max * (size_t)c->br * (size_t)c->bc);
+    if (!c->colmax || !c->max) {
+        tui_heat_cache_free(c);
+        return -1;
+    }
+    float *colmax = c->colmax, *bmax = c->max;
+    int br = c->br, bc = c->bc;
+#pragma omp parallel for schedule(static)
+    for (int band = 0; band < br; band++) {
+        float *cm = colmax + (size_t)band * (size_t)s->C;
+        for (int col = 0; col < s->C; col++)
+            cm[col] = 0;
+        for (int64_t r = (int64_t)band * B; r < (int64_t)(band + 1) * B && r < s->R; r++)
+            for (int col = 0; col < s->C; col++) {
+                float v = (float)magnitude(h, flat(s, r, col));
+                if (v > cm[col])
+                    cm[col] = v;
+            }
+        for (int k = 0; k < bc; k++) {
+            float m = 0;
+            for (int col = k * B; col < (k + 1) * B && col < s->C; col++)
+                m = cm[col] > m ? cm[col] : m;
+            bmax[(size_t)band * (size_t)bc + (size_t)k] = m;
+        }
+    }
+    c->vmax = 0;
+    c->any_inf = false;
+    for (size_t i = 0; i < (size_t)br * (size_t)bc; i++) {
+        if (isinf(bmax[i]))
+            c->any_inf = true;
+        else if (bmax[i] > c->vmax)
+            c->vmax = bmax[i];
+    }
+    c->got = h->tg ? h->tg->data : NULL;
+    c->want = h->tw->data;
+    c->gen = d->gen;
+    c->layer = l;
+    c->id = id;
+    c->R = s->R;
+    c->C = s->C;
+    c->diff = h->diff;
+    return 0;
+}
+
+/* The element with the largest magnitude (the first of equals): its row and column. */
+static void cache_argmax(const TuiHeatCache *c, const HeatSrc *h, int64_t *row, int64_t *col)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < (size_t)c->br * (size_t)c->bc; i++)
+        if (c->max[i] > c->max[best])
+            best = i;
+    int band = (int)(best / (size_t)c->bc), k = (int)(best % (size_t)c->bc);
+    const float *cm = c->colmax + (size_t)band * (size_t)c->C;
+    int bcol = k * B;
+    for (int x = k * B; x < (k + 1) * B && x < c->C; x++)
+        if (cm[x] > cm[bcol])
+            bcol = x;
+    int64_t brow = (int64_t)band * B;
+    double m = -1;
+    for (int64_t r = (int64_t)band * B; r < (int64_t)(band + 1) * B && r < c->R; r++) {
+        double v = magnitude(h, flat(&h->s, r, bcol));
+        if (v > m)
+            m = v, brow = r;
+    }
+    *row = brow;
+    *col = bcol;
+}
+
+/* ---- the view: zoom, origin, cells -------------------------------------------------------- */
+
+/* One axis: E elements in at most P cells. Zoom z shows ceil(E / 2^z) elements (never fewer
+ * than fit one a cell). Coarse views count in bands of B elements (u = B), so that each cell
+ * covers whole bands and its maximum comes from the block maxima exactly. */
+typedef struct {
+    int64_t E;
+    int P;
+    int u;              /* elements a unit: 1 or B */
+    int64_t units;      /* ceil(E / u) */
+    int64_t span;       /* units in view */
+    int n;              /* cells */
+    int64_t org;        /* first unit in view */
+} Axis;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The smallest zoom that shows one element a cell. */
+static int axis_max_zoom(int64_t E, int P)
+{
+    int z = 0;
+    while (ceil_div(E, (int64_t)1 << z) > P && z < 40)
+        z++;
+    return z;
+}
+
+static void axis_set(Axis *a, int64_t E, int P, int zoom, int64_t cursor, int *org_elem)
+{
+    a->E = E;
+    a->P = P < 1 ? 1 : P;
+    int64_t span = ceil_div(E, (int64_t)1 << (zoom < 40 ? zoom : 40));
+    if (span < (E < a->P ? E : a->P))
+        span = E < a->P ? E : a->P;
+    a->u = span / a->P >= B ? B : 1;
+    a->units = ceil_div(E, a->u);
+    a->span = a->u == 1 ? span : ceil_div(span, a->u);
+    if (a->span > a->units)
+        a->span = a->units;
+    a->n = (int)(a->span < a->P ? a->span : a->P);
+    /* keep the origin while the cursor is in view; else centre the cursor */
+    int64_t cu = cursor / a->u, org = *org_elem >= 0 ? *org_elem / a->u : -1;
+    if (org < 0 || cu < org || cu >= org + a->span)
+        org = cu - a->span / 2;
+    if (org > a->units - a->span)
+        org = a->units - a->span;
+    if (org < 0)
+        org = 0;
+    a->org = org;
+    *org_elem = (int)(org * a->u);
+}
+
+/* Cell i's units [lo, hi). */
+static void axis_cell(const Axis *a, int i, int64_t *lo, int64_t *hi)
+{
+    *lo = a->org + (int64_t)i * a->span / a->n;
+    *hi = a->org + (int64_t)(i + 1) * a->span / a->n;
+}
+
+/* The cell holding element e (-1 when out of view). */
+static int axis_cell_of(const Axis *a, int64_t e)
+{
+    int64_t y = e / a->u - a->org;
+    if (y < 0 || y >= a->span)
+        return -1;
+    return (int)((y * a->n + a->n - 1) / a->span);
+}
+
+static int64_t axis_elem(const Axis *a, int64_t unit) { return unit * a->u < a->E ? unit * a->u : a->E; }
+
+/* The maximum magnitude of the cell rows [r0, r1) x columns [c0, c1) (in elements): from the
+ * block maxima where whole blocks are covered, else from the column maxima of whole bands,
+ * else from the elements. */
+static double cell_max(const TuiHeatCache *c, const HeatSrc *h, const Axis *ar, const Axis *ac, int64_t r0,
+                       int64_t r1, int64_t c0, int64_t c1)
+{
+    double m = 0;
+    if (c && ar->u == B && ac->u == B) {
+        for (int64_t b = r0 / B; b < ceil_div(r1, B); b++)
+            for (int64_t k = c0 / B; k < ceil_div(c1, B); k++)
+                m = fmax(m, c->max[b * c->bc + k]);
+    } else if (c && ar->u == B) {
+        for (int64_t b = r0 / B; b < ceil_div(r1, B); b++)
+            for (int64_t x = c0; x < c1; x++)
+                m = fmax(m, c->colmax[b * c->C + x]);
+    } else {
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t x = c0; x < c1; x++)
+                m = fmax(m, magnitude(h, flat(&h->s, r, x)));
+    }
+    return m;
+}
+
+/* The shade of a magnitude on the scale 0 .. vmax: 0 for zero, 1..4 by quarters. */
+static int level_of(double m, double vmax)
+{
+    if (m <= 0)
+        return 0;
+    if (!isfinite(m) || vmax <= 0)
+        return 4;
+    int lvl = 1 + (int)fmin(3.0, floor(4.0 * m / vmax));
+    return lvl > 4 ? 4 : lvl;
+}
+
+/* The row label of element row r: "token.head" for 3-D tensors. */
+static void row_label(const Slice *s, int64_t r, char *buf, size_t n)
+{
+    if (s->H)
+        snprintf(buf, n, "%lld.%lld", (long long)(r / s->H), (long long)(r % s->H));
+    else
+        snprintf(buf, n, "%lld", (long long)r);
+}
+
+/* The scale: what each shade stands for, what is red, the cursor. */
+static void heat_scale(TuiPanel *heat, const TuiGlyphs *g, double vmax, bool any_inf, bool diff, bool selection,
+                       double tol)
+{
+    TuiLine leg;
+    tl_init(&leg);
+    tl_put(&leg, TC_DIM, " ");
+    tl_put(&leg, TC_DIM, g->shade[0]);
+    tl_put(&leg, TC_NORMAL, " 0");
+    if (vmax <= 0 && !any_inf)
+        tl_put(&leg, TC_NORMAL, diff ? ": no difference anywhere" : ": every value is zero");
+    for (int i = 1; i <= 4 && vmax > 0; i++) {
+        tl_put(&leg, TC_NORMAL, "  ");
+        tl_put(&leg, (TuiColor)(TC_HEAT1 + i - 1), g->shade[i]);
+        tl_add(&leg, TC_NORMAL, " %s%.3g", i == 4 ? "to " : "<", vmax * i / 4);
+    }
+    if (any_inf)
+        tl_put(&leg, TC_BAD, "  red: infinite or NaN");
+    if (diff && isfinite(tol) && !selection)
+        tl_add(&leg, TC_MISMATCH, "  red: beyond tol %.3g", tol);
+    else if (diff && selection)
+        tl_put(&leg, TC_MISMATCH, "  red: any difference (a selection)");
+    tl_put(&leg, TC_NORMAL, "  ");
+    tl_put(&leg, TC_CURSOR, g->shade[0]);
+    tl_put(&leg, TC_NORMAL, " cursor");
+    tls_add_wrapped_line(&heat->lines, &leg, tp_inner_w(heat), 3);
+    tl_free(&leg);
+}
+
+/* Lines the scale takes at this width (to leave them below the cells). */
+static int scale_lines(TuiPanel *heat, const TuiGlyphs *g, double vmax, bool any_inf, bool diff, bool selection,
+                       double tol)
+{
+    TuiPanel tmp;
+    tp_init(&tmp);
+    tmp.r = heat->r;
+    heat_scale(&tmp, g, vmax, any_inf, diff, selection, tol);
+    int n = tmp.lines.n;
+    tp_free(&tmp);
+    return n;
+}
+
+/* The inspector's first line: what the tensor is. */
+static void add_what(TuiPanel *insp, const AsTensorDesc *desc)
+{
+    char w[256];
+    snprintf(w, sizeof w, " %s: %s", desc->name, desc->what);
+    tls_add_wrapped(&insp->lines, TC_DIM, w, tp_inner_w(insp), 3);
+}
+
+static void put_cursor_on_worst(const TuiData *d, TuiState *st, const HeatSrc *h, const TuiHeatCache *c)
+{
+    int64_t wc[3];
+    int nd = 0;
+    const AsRun *gr = d->got ? &d->got[st->layer] : NULL;
+    if (gr && d->done[st->layer] && d->diff[st->layer].t[st->tensor].worst >= 0 &&
+        tui_tensor_worst(d, st->layer, st->tensor, wc, &nd)) {
+        st->cur_r = (int)(nd == 3 ? wc[0] * h->s.H + wc[1] : wc[0]);
+        st->cur_c = (int)(nd == 3 ? wc[2] : nd > 1 ? wc[1] : wc[0]);
+        if (nd == 1)
+            st->cur_r = 0;
+    } else if (c && c->max) {
+        int64_t r, col;
+        cache_argmax(c, h, &r, &col);
+        st->cur_r = (int)r;
+        st->cur_c = (int)col;
+    } else {
+        st->cur_r = st->cur_c = 0;
+    }
+    st->org_r = st->org_c = -1;
+}
+
 void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *heat, TuiPanel *insp,
-                       TuiHeatGeom *geom)
+                       TuiHeatGeom *geom, TuiHeatCache *cache)
 {
     memset(geom, 0, sizeof *geom);
     int l = st->layer;
     AsTensorId id = st->tensor;
     const AsTensorDesc *desc = &as_tensor_desc[id];
-    const AsRun *r = &d->ref[l];
-    const AsRun *gr = d->got ? &d->got[l] : NULL;
-    const AsHostTensor *tw = &r->t[id], *tg = gr ? &gr->t[id] : NULL;
-    bool have_w = tw->data != NULL, have_g = tg && tg->data;
-    bool diff_mode = have_w && have_g && same_shape(tw, tg);
-    const AsHostTensor *base = have_w ? tw : have_g ? tg : NULL;
+    HeatSrc h;
     snprintf(insp->title, sizeof insp->title, "inspector: %s", desc->name);
-    if (!base) {
+    char age[96];
+    tui_run_age(d, l, age, sizeof age);
+    if (!heat_src(d, l, id, &h)) {
         snprintf(heat->title, sizeof heat->title, "layer %d: %s", l, desc->name);
         tls_add(&heat->lines, TC_DIM, " %s is not present in layer %d%s (its role or this step has none)",
                 desc->name, l, d->cur.step >= 0 ? "" : " yet");
-        tls_add(&insp->lines, TC_DIM, " %s: %s", desc->name, desc->what);
+        add_what(insp, desc);
         return;
     }
-    Slice s = {0};
-    if (base->ndim == 3) {
-        s.H = (int)base->shape[1];
-        s.R = (int)base->shape[0] * s.H;
-        s.C = (int)base->shape[2];
-    } else if (base->ndim == 2) {
-        s.R = (int)base->shape[0];
-        s.C = (int)base->shape[1];
-    } else {
-        s.R = 1;
-        s.C = base->ndim ? (int)base->shape[0] : 0;
-    }
-    const char *what = diff_mode ? "|diff|" : "|ref|";
-    if (!diff_mode && !have_w)
-        what = "|engine|";
+    const Slice s = h.s;
+    const char *what = h.diff ? "|diff|" : h.have_w ? "|ref|" : "|engine|";
     char headtxt[64] = "";
     if (s.H)
         snprintf(headtxt, sizeof headtxt, ", %d %ss per %s", s.H, desc->dims[1], desc->dims[0]);
-    snprintf(heat->title, sizeof heat->title, "%s %s, layer %d%s%s", what, desc->name, l, headtxt,
-             diff_mode ? "" : (d->got ? " (one side only)" : " (no engine)"));
+    snprintf(heat->title, sizeof heat->title, "%s %s, layer %d%s%s%s", what, desc->name, l, headtxt,
+             h.diff ? "" : (d->got ? " (one side only)" : " (no engine)"), age);
     if (s.R <= 0 || s.C <= 0) {
         tls_add(&heat->lines, TC_DIM, " %s is empty here (%d rows): nothing to draw", desc->name, s.R);
-        tls_add(&insp->lines, TC_DIM, " %s: %s", desc->name, desc->what);
+        add_what(insp, desc);
         return;
     }
-    /* geometry: a row label column, then cells; a legend line at the bottom */
-    char rdim[48];
-    snprintf(rdim, sizeof rdim, "%s%s%s", desc->dims[0], s.H ? "." : "", s.H ? desc->dims[1] : "");
-    const char *cdim = desc->ndim == 3 ? desc->dims[2] : desc->dims[1] ? desc->dims[1] : "col";
-    int iw = tp_inner_w(heat) - 7;
-    tl_put(&heat->header, TC_HEADER, " "); /* placeholder so that tp_inner_h counts the header */
-    int ih = tp_inner_h(heat) - 1;
-    if (iw < 1)
-        iw = 1;
-    if (ih < 1)
-        ih = 1;
-    int cpc = (s.C + iw - 1) / iw, rpc = (s.R + ih - 1) / ih;
-    int ncc = (s.C + cpc - 1) / cpc, nrc = (s.R + rpc - 1) / rpc;
-    geom->valid = true;
-    geom->rows = s.R;
-    geom->cols = s.C;
-    geom->rpc = rpc;
-    geom->cpc = cpc;
-    geom->heads = s.H;
+    TuiHeatCache local;
+    memset(&local, 0, sizeof local);
+    TuiHeatCache *c = cache ? cache : &local;
+    if (!cache_fits(c, d, l, id, &h) && cache_build(c, d, l, id, &h)) {
+        tls_add(&heat->lines, TC_BAD, " out of memory for the heatmap of %s", desc->name);
+        return;
+    }
+    if (st->heat_open) {
+        put_cursor_on_worst(d, st, &h, c);
+        st->heat_open = false;
+    }
     if (st->cur_r >= s.R)
         st->cur_r = s.R - 1;
     if (st->cur_c >= s.C)
         st->cur_c = s.C - 1;
     if (s.H)
         st->head = st->cur_r % s.H;
-    tl_clear(&heat->header);
-    if (s.H)
-        tl_add(&heat->header, TC_HEADER, " %s 0.0..%d.%d down (%d per cell), %s 0..%d across (%d per cell)", rdim,
-               s.R / s.H - 1, s.H - 1, rpc, cdim, s.C - 1, cpc);
-    else
-        tl_add(&heat->header, TC_HEADER, " %s 0..%d down (%d per cell), %s 0..%d across (%d per cell)", rdim,
-               s.R - 1, rpc, cdim, s.C - 1, cpc);
-    /* the cells' maxima */
-    double *cell = malloc(sizeof *cell * (size_t)nrc * (size_t)ncc);
-    if (!cell) {
-        tls_add(&heat->lines, TC_BAD, " out of memory for the heatmap");
-        return;
-    }
-    double vmax = 0;
-    int64_t worst_cell_r = -1, worst_cell_c = -1;
-    double worst_cell = -1;
-    for (int cr = 0; cr < nrc; cr++)
-        for (int cc = 0; cc < ncc; cc++) {
-            double m = 0;
-            for (int64_t rr = (int64_t)cr * rpc; rr < (int64_t)(cr + 1) * rpc && rr < s.R; rr++)
-                for (int64_t c = (int64_t)cc * cpc; c < (int64_t)(cc + 1) * cpc && c < s.C; c++) {
-                    int64_t i = flat(&s, rr, c);
-                    double v = diff_mode ? absdiff(elem(tg, i), elem(tw, i)) : fabs(elem(base, i));
-                    if (isnan(v))
-                        v = INFINITY;
-                    if (v > m)
-                        m = v;
-                }
-            cell[cr * ncc + cc] = m;
-            if (isfinite(m) && m > vmax)
-                vmax = m;
-            if (m > worst_cell) {
-                worst_cell = m;
-                worst_cell_r = cr;
-                worst_cell_c = cc;
-            }
-        }
-    (void)worst_cell_r;
-    (void)worst_cell_c;
     double tol = INFINITY;
-    if (diff_mode) {
-        const AsTensorDiff *df = &d->diff[l].t[id];
-        tol = d->done[l] && df->verdict != AS_V_NOT_RUN ? df->tol : INFINITY;
-    }
-    int cur_cr = st->cur_r / rpc, cur_cc = st->cur_c / cpc;
-    for (int cr = 0; cr < nrc; cr++) {
+    if (h.diff && d->done[l] && d->diff[l].t[id].verdict != AS_V_NOT_RUN)
+        tol = d->diff[l].t[id].tol;
+
+    /* geometry: a row label column, then the cells; the scale below them */
+    char lab[32];
+    row_label(&s, s.R - 1, lab, sizeof lab);
+    int lw = (int)strlen(lab) + 1;
+    tl_put(&heat->header, TC_HEADER, " "); /* so that tp_inner_h counts the header */
+    int cells_w = tp_inner_w(heat) - lw - 1;
+    int cells_h = tp_inner_h(heat) - scale_lines(heat, g, c->vmax, c->any_inf, h.diff, desc->selection, tol);
+    geom->max_zoom = axis_max_zoom(s.R, cells_h < 1 ? 1 : cells_h);
+    int zc = axis_max_zoom(s.C, cells_w < 1 ? 1 : cells_w);
+    geom->max_zoom = zc > geom->max_zoom ? zc : geom->max_zoom;
+    if (st->zoom > geom->max_zoom)
+        st->zoom = geom->max_zoom;
+    if (st->zoom < 0)
+        st->zoom = 0;
+    Axis ar, ac;
+    axis_set(&ar, s.R, cells_h, st->zoom, st->cur_r, &st->org_r);
+    axis_set(&ac, s.C, cells_w, st->zoom, st->cur_c, &st->org_c);
+    /* fewer elements than columns: wider cells fill the panel */
+    int cw = ac.u == 1 && ac.n * 2 <= cells_w ? cells_w / ac.n : 1;
+    if (cw > 4)
+        cw = 4;
+    int64_t span_r = axis_elem(&ar, ar.org + ar.span) - axis_elem(&ar, ar.org);
+    int64_t span_c = axis_elem(&ac, ac.org + ac.span) - axis_elem(&ac, ac.org);
+    geom->valid = true;
+    geom->rows = s.R;
+    geom->cols = s.C;
+    geom->heads = s.H;
+    geom->zoom = st->zoom;
+    geom->span_r = (int)span_r;
+    geom->span_c = (int)span_c;
+    geom->n_r = ar.n;
+    geom->n_c = ac.n;
+    geom->rpc = (int)ceil_div(span_r, ar.n);
+    geom->cpc = (int)ceil_div(span_c, ac.n);
+
+    char r0[32], r1[32], rdim[48];
+    row_label(&s, axis_elem(&ar, ar.org), r0, sizeof r0);
+    row_label(&s, axis_elem(&ar, ar.org + ar.span) - 1, r1, sizeof r1);
+    snprintf(rdim, sizeof rdim, "%s%s%s", desc->dims[0], s.H ? "." : "", s.H ? desc->dims[1] : "");
+    const char *cdim = desc->ndim == 3 ? desc->dims[2] : desc->ndim > 1 && desc->dims[1] ? desc->dims[1] : "col";
+    tl_clear(&heat->header);
+    tl_add(&heat->header, TC_HEADER, " %s %s..%s (%d a cell) x %s %lld..%lld (%d a cell)  zoom %d/%d", rdim, r0, r1,
+           geom->rpc, cdim, (long long)axis_elem(&ac, ac.org), (long long)axis_elem(&ac, ac.org + ac.span) - 1,
+           geom->cpc, st->zoom, geom->max_zoom);
+    int cur_i = axis_cell_of(&ar, st->cur_r), cur_k = axis_cell_of(&ac, st->cur_c);
+    for (int i = 0; i < ar.n; i++) {
         TuiLine *line = tls_new(&heat->lines);
         if (!line)
             break;
-        if (s.H) {
-            char lab[32];
-            snprintf(lab, sizeof lab, "%d.%d", cr * rpc / s.H, cr * rpc % s.H);
-            tl_add(line, TC_DIM, "%6s ", lab);
-        } else {
-            tl_add(line, TC_DIM, "%6d ", cr * rpc);
-        }
-        for (int cc = 0; cc < ncc; cc++) {
-            double m = cell[cr * ncc + cc];
-            int lvl = 0;
-            if (m > 0)
-                lvl = isfinite(m) && vmax > 0 ? 1 + (int)fmin(3.0, floor(4.0 * m / vmax)) : 4;
-            if (lvl > 4)
-                lvl = 4;
-            TuiColor c = lvl == 0 ? TC_DIM : (TuiColor)(TC_HEAT1 + lvl - 1);
+        int64_t u0, u1;
+        axis_cell(&ar, i, &u0, &u1);
+        int64_t e0 = axis_elem(&ar, u0), e1 = axis_elem(&ar, u1);
+        row_label(&s, e0, lab, sizeof lab);
+        tl_add(line, TC_DIM, "%*s ", lw, lab);
+        for (int k = 0; k < ac.n; k++) {
+            int64_t v0, v1;
+            axis_cell(&ac, k, &v0, &v1);
+            double m = cell_max(c, &h, &ar, &ac, e0, e1, axis_elem(&ac, v0), axis_elem(&ac, v1));
+            int lvl = level_of(m, c->vmax);
+            TuiColor col = lvl == 0 ? TC_DIM : (TuiColor)(TC_HEAT1 + lvl - 1);
             if (!isfinite(m))
-                c = TC_BAD;
-            else if (diff_mode && m > (desc->selection ? 0 : tol))
-                c = TC_MISMATCH;
-            if (cr == cur_cr && cc == cur_cc)
-                c = TC_CURSOR;
-            tl_put(line, c, g->shade[lvl]);
+                col = TC_BAD;
+            else if (h.diff && m > (desc->selection ? 0 : tol))
+                col = TC_MISMATCH;
+            if (i == cur_i && k == cur_k)
+                col = TC_CURSOR;
+            for (int x = 0; x < cw; x++)
+                tl_put(line, col, g->shade[lvl]);
         }
     }
-    free(cell);
-    TuiLine *leg = tls_new(&heat->lines);
-    if (leg) {
-        tl_put(leg, TC_DIM, "        ");
-        tl_put(leg, TC_DIM, g->shade[0]);
-        tl_put(leg, TC_NORMAL, " 0  ");
-        for (int i = 1; i <= 4; i++)
-            tl_put(leg, (TuiColor)(TC_HEAT1 + i - 1), g->shade[i]);
-        tl_add(leg, TC_NORMAL, " up to %.4g", vmax);
-        if (worst_cell > vmax)
-            tl_put(leg, TC_BAD, "  red: infinite");
-        if (diff_mode && isfinite(tol) && !desc->selection)
-            tl_add(leg, TC_MISMATCH, "  beyond tol %.3g", tol);
-        else if (diff_mode && desc->selection)
-            tl_put(leg, TC_NORMAL, "  (selections: any difference counts)");
-        tl_put(leg, TC_NORMAL, "  ");
-        tl_put(leg, TC_CURSOR, g->shade[0]);
-        tl_put(leg, TC_NORMAL, " cursor");
-    }
+    heat_scale(heat, g, c->vmax, c->any_inf, h.diff, desc->selection, tol);
 
     /* the inspector */
     char ct[128], a[40], b[40];
     int64_t i = flat(&s, st->cur_r, st->cur_c);
-    tls_add(&insp->lines, TC_DIM, " %s: %s", desc->name, desc->what);
+    add_what(insp, desc);
     coord_text(id, &s, st->cur_r, st->cur_c, ct, sizeof ct);
-    if (rpc * cpc > 1)
-        tls_add(&insp->lines, TC_NORMAL, " cursor     %s  (its cell: %d x %d, drawn as the maximum)", ct, rpc, cpc);
-    else
-        tls_add(&insp->lines, TC_NORMAL, " cursor     %s", ct);
+    TuiLine *lc = tls_new(&insp->lines);
+    if (lc) {
+        tl_add(lc, TC_NORMAL, " cursor     %s", ct);
+        if (geom->rpc * geom->cpc > 1)
+            tl_add(lc, TC_DIM, "  (a cell: %d x %d, its maximum drawn; + zooms in)", geom->rpc, geom->cpc);
+    }
     TuiLine *le = tls_new(&insp->lines), *lr = tls_new(&insp->lines), *ld = tls_new(&insp->lines);
     if (le) {
         tl_put(le, TC_NORMAL, " engine     ");
-        if (have_g && same_shape(tg, base)) {
-            fmt_val(tg, elem(tg, i), a, sizeof a);
+        if (h.have_g && same_shape(h.tg, h.base)) {
+            fmt_val(h.tg, elem(h.tg, i), a, sizeof a);
             tl_put(le, TC_NORMAL, a);
         } else {
             tl_put(le, TC_REFONLY, d->got ? "absent" : "no engine");
@@ -250,8 +532,8 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
     }
     if (lr) {
         tl_put(lr, TC_NORMAL, " reference  ");
-        if (have_w) {
-            fmt_val(tw, elem(tw, i), b, sizeof b);
+        if (h.have_w) {
+            fmt_val(h.tw, elem(h.tw, i), b, sizeof b);
             tl_put(lr, TC_NORMAL, b);
         } else {
             tl_put(lr, TC_DIM, "absent");
@@ -259,10 +541,10 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
     }
     if (ld) {
         tl_put(ld, TC_NORMAL, " diff       ");
-        if (diff_mode) {
-            double gv = elem(tg, i), wv = elem(tw, i), dv = absdiff(gv, wv);
+        if (h.diff) {
+            double gv = elem(h.tg, i), wv = elem(h.tw, i), dv = absdiff(gv, wv);
             tl_add(ld, dv > tol ? TC_MISMATCH : TC_NORMAL, "%.6g", gv - wv);
-            if (tw->type == AS_VT_BF16) {
+            if (h.tw->type == AS_VT_BF16) {
                 int64_t u = as_bf16_ulp_distance((float)gv, (float)wv);
                 if (u == INT64_MAX)
                     tl_add(ld, TC_NORMAL, "  (nan)");
@@ -273,19 +555,21 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
             tl_put(ld, TC_REFONLY, d->got ? "one side only" : "no engine");
         }
     }
-    if (diff_mode && d->done[l]) {
+    if (h.diff && d->done[l]) {
         char line[512];
         line[0] = ' ';
         as_tensor_diff_line(id, &d->diff[l].t[id], line + 1, sizeof line - 1);
         tls_add_wrapped(&insp->lines, tui_verdict_color(d->diff[l].t[id].verdict), line, tp_inner_w(insp), 3);
     } else if (!d->got) {
-        int64_t wc[3];
-        int nd;
-        if (tui_tensor_worst(d, l, id, wc, &nd)) {
-            coord_text(id, &s, s.H ? wc[0] * s.H + wc[1] : wc[0], s.H ? wc[2] : nd > 1 ? wc[1] : wc[0], ct, sizeof ct);
-            tls_add(&insp->lines, TC_NORMAL, " largest |ref| at %s (w moves the cursor there)", ct);
-        }
+        int64_t r, col;
+        cache_argmax(c, &h, &r, &col);
+        coord_text(id, &s, r, col, ct, sizeof ct);
+        char line[256];
+        snprintf(line, sizeof line, " largest |ref| at %s (w moves the cursor there)", ct);
+        tls_add_wrapped(&insp->lines, TC_NORMAL, line, tp_inner_w(insp), 3);
     }
+    if (c == &local)
+        tui_heat_cache_free(&local);
 }
 
 bool tui_tensor_worst(const TuiData *d, int l, AsTensorId id, int64_t coord[3], int *ndim)
@@ -321,35 +605,128 @@ bool tui_tensor_worst(const TuiData *d, int l, AsTensorId id, int64_t coord[3], 
 
 /* ---- keys ------------------------------------------------------------------------------------ */
 
-void tui_tensor_open(const TuiData *d, TuiState *st)
+void tui_tensor_open(TuiState *st)
 {
     st->view = TV_TENSOR;
-    int64_t c[3];
-    int nd = 0;
-    if (!tui_tensor_worst(d, st->layer, st->tensor, c, &nd)) {
-        st->cur_r = st->cur_c = 0;
+    st->heat_open = true;
+}
+
+void tui_state_set_view(TuiState *st, TuiView v)
+{
+    if (v == TV_TENSOR && st->view != TV_TENSOR)
+        st->heat_open = true;
+    st->view = v;
+}
+
+bool tui_heat_goto_parse(const TuiData *d, const TuiState *st, const char *text, int64_t coord[3], char *msg,
+                         size_t n)
+{
+    const AsTensorDesc *desc = &as_tensor_desc[st->tensor];
+    HeatSrc h;
+    if (!heat_src(d, st->layer, st->tensor, &h) || h.s.R <= 0 || h.s.C <= 0) {
+        snprintf(msg, n, "%s has no elements in layer %d", desc->name, st->layer);
+        return false;
+    }
+    const AsHostTensor *b = h.base;
+    int nd = b->ndim;
+    /* the cursor's own coordinates fill what the text leaves out */
+    int64_t cur[3] = {0, 0, 0};
+    if (nd == 3)
+        cur[0] = st->cur_r / h.s.H, cur[1] = st->cur_r % h.s.H, cur[2] = st->cur_c;
+    else if (nd == 2)
+        cur[0] = st->cur_r, cur[1] = st->cur_c;
+    else
+        cur[0] = st->cur_c;
+    bool set[3] = {false, false, false};
+    int next = 0, named = -1;
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        if (*p >= '0' && *p <= '9') {
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            int dim = named >= 0 ? named : next;
+            while (named < 0 && dim < nd && set[dim])
+                dim++;
+            if (dim >= nd) {
+                snprintf(msg, n, "%s has %d dimension%s: one number too many", desc->name, nd, nd == 1 ? "" : "s");
+                return false;
+            }
+            if (v < 0 || v >= b->shape[dim]) {
+                snprintf(msg, n, "%s %lld is beyond 0..%lld", desc->dims[dim], v, (long long)b->shape[dim] - 1);
+                return false;
+            }
+            cur[dim] = v;
+            set[dim] = true;
+            next = dim + 1;
+            named = -1;
+            p = end;
+            continue;
+        }
+        const char *w0 = p;
+        while (*p && *p != ' ' && *p != ',' && !(*p >= '0' && *p <= '9'))
+            p++;
+        size_t len = (size_t)(p - w0);
+        int match = -1, count = 0;
+        for (int k = 0; k < nd; k++)
+            if (desc->dims[k] && len <= strlen(desc->dims[k]) && !strncmp(desc->dims[k], w0, len))
+                match = k, count++;
+        if (count != 1) {
+            char dims[96] = "";
+            for (int k = 0; k < nd; k++)
+                snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%s", k ? ", " : "", desc->dims[k]);
+            snprintf(msg, n, "'%.*s' is %s dimension of %s (%s)", (int)(len < 24 ? len : 24), w0,
+                     count ? "more than one" : "not a", desc->name, dims);
+            return false;
+        }
+        named = match;
+    }
+    if (named >= 0) {
+        snprintf(msg, n, "%s needs a number after it", desc->dims[named]);
+        return false;
+    }
+    int pos = 0;
+    pos += snprintf(msg, n, "goes to");
+    for (int k = 0; k < nd && pos < (int)n; k++)
+        pos += snprintf(msg + pos, n - (size_t)pos, "%s %s %lld", k ? "," : "", desc->dims[k], (long long)cur[k]);
+    memcpy(coord, cur, sizeof cur);
+    return true;
+}
+
+void tui_heat_goto(const TuiData *d, TuiState *st, const int64_t coord[3])
+{
+    HeatSrc h;
+    if (!heat_src(d, st->layer, st->tensor, &h))
         return;
-    }
-    st->cur_r = (int)c[0];
-    if (nd == 3) {
-        /* one heatmap row per token and head */
-        const AsHostTensor *t = &d->ref[st->layer].t[st->tensor];
-        int64_t heads = t->data ? t->shape[1] : d->got[st->layer].t[st->tensor].shape[1];
-        st->cur_r = (int)(c[0] * heads + c[1]);
-        st->head = (int)c[1];
-        st->cur_c = (int)c[2];
-    } else {
-        st->cur_c = nd > 1 ? (int)c[1] : 0;
-    }
+    int nd = h.base->ndim;
+    st->cur_r = (int)(nd == 3 ? coord[0] * h.s.H + coord[1] : nd == 2 ? coord[0] : 0);
+    st->cur_c = (int)(nd == 3 ? coord[2] : nd == 2 ? coord[1] : coord[0]);
+    st->zoom = 99; /* clamped to one element a cell by the build */
+    st->org_r = st->org_c = -1;
+    st->heat_open = false;
 }
 
 bool tui_tensor_key(const TuiData *d, TuiState *st, const TuiHeatGeom *hg, int key)
 {
+    (void)d;
     enum { PAGE = 10 };
     int rpc = hg->valid ? hg->rpc : 1, cpc = hg->valid ? hg->cpc : 1;
     switch (key) {
     case TUI_KEY_ESC: st->view = TV_LAYERS; return true;
-    case 'w': tui_tensor_open(d, st); return true;
+    case 'w': tui_tensor_open(st); return true;
+    case '+':
+    case '=':
+    case '-':
+        st->zoom += key == '-' ? -1 : 1;
+        if (st->zoom < 0)
+            st->zoom = 0;
+        if (hg->valid && st->zoom > hg->max_zoom)
+            st->zoom = hg->max_zoom;
+        st->org_r = st->org_c = -1; /* centred on the cursor */
+        return true;
     case '<':
     case '>':
         /* one head up or down: the heatmap has a row per token and head */
@@ -364,11 +741,19 @@ bool tui_tensor_key(const TuiData *d, TuiState *st, const TuiHeatGeom *hg, int k
     case TUI_KEY_PGUP: st->cur_r -= rpc * PAGE; break;
     case TUI_KEY_PGDN: st->cur_r += rpc * PAGE; break;
     case TUI_KEY_HOME: st->cur_r = st->cur_c = 0; break;
+    case TUI_KEY_END:
+        if (hg->valid)
+            st->cur_r = hg->rows - 1, st->cur_c = hg->cols - 1;
+        break;
     default: return false;
     }
     if (st->cur_r < 0)
         st->cur_r = 0;
     if (st->cur_c < 0)
         st->cur_c = 0;
+    if (hg->valid) {
+        st->cur_r = st->cur_r < hg->rows ? st->cur_r : hg->rows - 1;
+        st->cur_c = st->cur_c < hg->cols ? st->cur_c : hg->cols - 1;
+    }
     return true;
 }

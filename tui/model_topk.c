@@ -92,6 +92,91 @@ static bool has(const int32_t *row, int n, int v)
     return false;
 }
 
+/* The index scores as a sparkline across the panel (each column the maximum of its positions,
+ * scaled between the lowest and the highest finite score), the picks marked below it, and a
+ * legend for every mark. */
+static void sparkline(TuiPanel *spark, const TuiGlyphs *g, const float *sw, int nw, float cut, const int32_t *want,
+                      int nsel, int off, const int32_t *gotsel, int ngsel, int goff)
+{
+    int cols = tp_inner_w(spark) - 2;
+    cols = cols < 1 ? 1 : cols > nw ? nw : cols;
+    float lo = INFINITY, hi = -INFINITY;
+    int picked = 0, masked = 0;
+    for (int p = 0; p < nw; p++) {
+        if (isfinite(sw[p])) {
+            lo = fminf(lo, sw[p]);
+            hi = fmaxf(hi, sw[p]);
+        } else {
+            masked++;
+        }
+        picked += has(want, nsel, p + off);
+    }
+    TuiLine *sl = tls_new(&spark->lines), *mk = tls_new(&spark->lines);
+    if (!sl || !mk)
+        return;
+    tl_put(sl, TC_NORMAL, " ");
+    tl_put(mk, TC_NORMAL, " ");
+    bool some = false, shows_masked = false;
+    for (int b = 0; b < cols; b++) {
+        int p0 = (int)((int64_t)b * nw / cols), p1 = (int)((int64_t)(b + 1) * nw / cols);
+        float m = -INFINITY;
+        int n_sel = 0;
+        bool only_g = false, only_w = false;
+        for (int p = p0; p < p1; p++) {
+            m = fmaxf(m, sw[p]);
+            bool iw = has(want, nsel, p + off), ig = gotsel && has(gotsel, ngsel, p + goff);
+            n_sel += iw;
+            only_w |= gotsel && iw && !ig;
+            only_g |= ig && !iw;
+        }
+        if (!isfinite(m)) {
+            tl_put(sl, TC_DIM, g->shade[0]);
+            shows_masked = true;
+        } else {
+            int lvl = hi > lo ? (int)((m - lo) / (hi - lo) * 7.999f) : 7;
+            lvl = lvl < 0 ? 0 : lvl > 7 ? 7 : lvl;
+            tl_put(sl, m >= cut ? TC_GOOD : TC_DIM, g->spark[lvl]);
+        }
+        if (only_g)
+            tl_put(mk, TC_ONLY_GOT, "e");
+        else if (only_w)
+            tl_put(mk, TC_ONLY_WANT, "r");
+        else if (n_sel && n_sel == p1 - p0)
+            tl_put(mk, TC_GOOD, "^");
+        else if (n_sel)
+            tl_put(mk, TC_GOOD, "'"), some = true;
+        else
+            tl_put(mk, TC_NORMAL, " ");
+    }
+    char a[32] = "-", b[32] = "-", line[400];
+    if (isfinite(lo))
+        snprintf(a, sizeof a, "%.3g", lo), snprintf(b, sizeof b, "%.3g", hi);
+    snprintf(line, sizeof line, " positions 0..%d, %s a column (its maximum); bar height: score %s..%s, green at "
+             "or above the cut; %d of %d picked, %d masked", nw - 1, cols == nw ? "one" : "several", a, b, picked, nw,
+             masked);
+    tls_add_wrapped(&spark->lines, TC_DIM, line, tp_inner_w(spark), 2);
+    TuiLine leg;
+    tl_init(&leg);
+    tl_put(&leg, TC_DIM, " marks: ");
+    tl_put(&leg, TC_GOOD, "^");
+    tl_put(&leg, TC_DIM, cols == nw ? " picked" : " all picked");
+    if (some || cols != nw) {
+        tl_put(&leg, TC_GOOD, "  '");
+        tl_put(&leg, TC_DIM, " some picked");
+    }
+    tl_put(&leg, TC_ONLY_GOT, "  e");
+    tl_put(&leg, TC_DIM, " engine only");
+    tl_put(&leg, TC_ONLY_WANT, "  r");
+    tl_put(&leg, TC_DIM, " reference only");
+    if (shows_masked || masked) {
+        tl_put(&leg, TC_DIM, "  ");
+        tl_put(&leg, TC_DIM, g->shade[0]);
+        tl_put(&leg, TC_DIM, " masked (-inf: not visible, or not a candidate)");
+    }
+    tls_add_wrapped_line(&spark->lines, &leg, tp_inner_w(spark), 4);
+    tl_free(&leg);
+}
+
 void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *spark, TuiPanel *sets)
 {
     int l = st->layer;
@@ -129,8 +214,10 @@ void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
     int k = sr ? sr->k : r->k;
     float cut_w = kth_largest(sw, nw, k), cut_g = kth_largest(sg, ng, sgr ? sgr->k : k);
     int off = r->rows_a_len, goff = gr ? gr->rows_a_len : off;
-    snprintf(spark->title, sizeof spark->title, "index scores: layer %d (%s), query %d (position %d)", l, whose, t,
-             r->start_pos + t);
+    char age[96];
+    tui_run_age(d, l, age, sizeof age);
+    snprintf(spark->title, sizeof spark->title, "index scores: layer %d (%s), query %d (position %d)%s", l, whose, t,
+             r->start_pos + t, age);
 
     /* the sparkline */
     TuiLine *line = tls_new(&spark->lines);
@@ -144,59 +231,10 @@ void tui_model_topk(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel
             tl_add(line, TC_NORMAL, "; engine cut %s", c);
         }
     }
-    if (!sw) {
+    if (!sw)
         tls_add(&spark->lines, TC_DIM, " the scores of %s are not held (an earlier step): sets only", whose);
-    } else {
-        int w = tp_inner_w(spark) - 2;
-        if (w < 1)
-            w = 1;
-        int per = (nw + w - 1) / w;
-        if (per < 1)
-            per = 1;
-        int nb = (nw + per - 1) / per;
-        float lo = INFINITY, hi = -INFINITY;
-        for (int p = 0; p < nw; p++)
-            if (isfinite(sw[p])) {
-                lo = fminf(lo, sw[p]);
-                hi = fmaxf(hi, sw[p]);
-            }
-        TuiLine *sl_line = tls_new(&spark->lines), *mk = tls_new(&spark->lines);
-        if (sl_line && mk) {
-            tl_put(sl_line, TC_NORMAL, " ");
-            tl_put(mk, TC_NORMAL, " ");
-            for (int b = 0; b < nb; b++) {
-                float m = -INFINITY;
-                bool sel = false, only_g = false, only_w = false;
-                for (int p = b * per; p < (b + 1) * per && p < nw; p++) {
-                    m = fmaxf(m, sw[p]);
-                    bool iw = has(want, nsel, p + off), ig = gotsel && has(gotsel, ngsel, p + goff);
-                    sel |= iw;
-                    only_w |= gotsel && iw && !ig;
-                    only_g |= ig && !iw;
-                }
-                if (!isfinite(m)) {
-                    tl_put(sl_line, TC_DIM, " ");
-                } else {
-                    int lvl = hi > lo ? (int)((m - lo) / (hi - lo) * 7.999f) : 7;
-                    lvl = lvl < 0 ? 0 : lvl > 7 ? 7 : lvl;
-                    tl_put(sl_line, m >= cut_w ? TC_GOOD : TC_DIM, g->spark[lvl]);
-                }
-                if (only_g)
-                    tl_put(mk, TC_ONLY_GOT, "e");
-                else if (only_w)
-                    tl_put(mk, TC_ONLY_WANT, "r");
-                else if (sel)
-                    tl_put(mk, TC_GOOD, "^");
-                else
-                    tl_put(mk, TC_NORMAL, " ");
-            }
-        }
-        char a[32], b[32];
-        snprintf(a, sizeof a, "%.3g", lo);
-        snprintf(b, sizeof b, "%.3g", hi);
-        tls_add(&spark->lines, TC_DIM, " pos 0..%d (%d/col), scores %s..%s  ^ picked  e engine only  r ref only",
-                nw - 1, per, isfinite(lo) ? a : "-", isfinite(hi) ? b : "-");
-    }
+    else
+        sparkline(spark, g, sw, nw, cut_w, want, nsel, off, gotsel, ngsel, goff);
     tp_follow(spark, &st->top[TV_TOPK][0]);
 
     /* the sets side by side */

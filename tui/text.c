@@ -141,6 +141,40 @@ void tl_append(TuiLine *dst, const TuiLine *src)
     }
 }
 
+void tl_truncate(TuiLine *l, int n)
+{
+    if (n >= l->nchars)
+        return;
+    if (n < 0)
+        n = 0;
+    l->len = tl_offset(l, n);
+    l->text[l->len] = '\0';
+    l->nchars = n;
+}
+
+bool tl_fit(TuiLine *l, int width, const char *ellipsis)
+{
+    if (l->nchars <= width)
+        return false;
+    int room = width - tui_utf8_len(ellipsis), keep = 0;
+    /* the last space at or before `room` ends the last whole word that fits */
+    for (int i = room; i > 0 && !keep; i--) {
+        size_t b = tl_offset(l, i);
+        if (l->text[b] == ' ')
+            keep = i;
+    }
+    if (!keep)
+        keep = room > 0 ? room : 0; /* one word wider than the panel: cut inside it */
+    while (keep > 0 && l->text[tl_offset(l, keep - 1)] == ' ')
+        keep--;
+    TuiColor c = keep > 0 ? (TuiColor)l->color[keep - 1] : TC_NORMAL;
+    tl_truncate(l, keep);
+    if (keep > 0 && room > keep)
+        tl_put(l, c, " ");
+    tl_put(l, c, ellipsis);
+    return true;
+}
+
 size_t tl_offset(const TuiLine *l, int i)
 {
     if (i <= 0)
@@ -239,6 +273,43 @@ void tls_add_wrapped(TuiLines *ls, TuiColor c, const char *text, int width, int 
     }
 }
 
+void tls_add_wrapped_line(TuiLines *ls, const TuiLine *l, int width, int indent)
+{
+    if (width < indent + 10)
+        width = indent + 10;
+    int i = 0;
+    bool first = true;
+    while (i < l->nchars) {
+        int avail = first ? width : width - indent, end = i + avail;
+        if (end >= l->nchars) {
+            end = l->nchars;
+        } else {
+            /* break at the last space within reach, else inside the word */
+            int cut = end;
+            while (cut > i && l->text[tl_offset(l, cut)] != ' ')
+                cut--;
+            end = cut > i ? cut : end;
+        }
+        TuiLine *o = tls_new(ls);
+        if (!o)
+            return;
+        if (!first)
+            tl_pad(o, indent, TC_NORMAL);
+        for (int k = i; k < end; k++) {
+            size_t a = tl_offset(l, k), b = tl_offset(l, k + 1);
+            char ch[8];
+            size_t n = b - a < sizeof ch - 1 ? b - a : sizeof ch - 1;
+            memcpy(ch, l->text + a, n);
+            ch[n] = '\0';
+            tl_put(o, (TuiColor)l->color[k], ch);
+        }
+        i = end;
+        while (i < l->nchars && l->text[tl_offset(l, i)] == ' ')
+            i++;
+        first = false;
+    }
+}
+
 int tls_find(const TuiLines *ls, const char *s)
 {
     for (int i = 0; i < ls->n; i++)
@@ -280,6 +351,7 @@ void tp_init(TuiPanel *p)
     memset(p, 0, sizeof *p);
     tl_init(&p->header);
     tls_init(&p->lines);
+    tls_init(&p->full);
     p->sel = -1;
 }
 
@@ -287,6 +359,7 @@ void tp_free(TuiPanel *p)
 {
     tl_free(&p->header);
     tls_free(&p->lines);
+    tls_free(&p->full);
     tp_init(p);
 }
 
@@ -322,4 +395,45 @@ void tp_follow(TuiPanel *p, int *top)
     p->top = t;
     if (top)
         *top = t;
+}
+
+/* The title's room on the top border: "┌─ title ─┐" leaves the width less 6. */
+static void fit_title(TuiPanel *p, const char *ellipsis)
+{
+    int room = p->r.w - 6;
+    if (room < 1 || tui_utf8_len(p->title) <= room)
+        return;
+    TuiLine t;
+    tl_init(&t);
+    tl_put(&t, TC_TITLE, p->title);
+    TuiLine *whole = tls_new(&p->full);
+    if (whole)
+        tl_copy(whole, &t);
+    tl_fit(&t, room, ellipsis);
+    snprintf(p->title, sizeof p->title, "%s", t.text ? t.text : "");
+    tl_free(&t);
+}
+
+int tp_fit(TuiPanel *p, const char *ellipsis)
+{
+    int w = tp_inner_w(p), cut = 0;
+    fit_title(p, ellipsis);
+    if (p->header.nchars > w) {
+        TuiLine *whole = tls_new(&p->full);
+        if (whole)
+            tl_copy(whole, &p->header);
+        tl_fit(&p->header, w, ellipsis);
+    }
+    for (int i = 0; i < p->lines.n; i++) {
+        TuiLine *l = &p->lines.v[i];
+        if (l->nchars <= w)
+            continue;
+        TuiLine *whole = tls_new(&p->full);
+        if (whole)
+            tl_copy(whole, l);
+        /* tls_new may have moved nothing in p->lines: l stays valid */
+        tl_fit(l, w, ellipsis);
+        cut++;
+    }
+    return cut;
 }

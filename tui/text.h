@@ -61,6 +61,12 @@ void tl_recolor(TuiLine *l, TuiColor c);
 void tl_copy(TuiLine *dst, const TuiLine *src);
 /* Appends src (text and colours) to dst. */
 void tl_append(TuiLine *dst, const TuiLine *src);
+/* Keeps the first n characters. */
+void tl_truncate(TuiLine *l, int n);
+/* Fits the line into width characters: a longer one is cut after its last whole word that
+ * leaves room for the ellipsis, which is appended (in the colour of what it follows). Returns
+ * whether it was cut. */
+bool tl_fit(TuiLine *l, int width, const char *ellipsis);
 /* Byte offset of character i (len when i >= nchars). */
 size_t tl_offset(const TuiLine *l, int i);
 /* Number of characters (code points) of a UTF-8 string. */
@@ -82,6 +88,8 @@ TuiLine *tls_add(TuiLines *ls, TuiColor c, const char *fmt, ...) __attribute__((
 /* Adds text as lines of at most width characters, broken at spaces; continuation lines are
  * indented by indent. */
 void tls_add_wrapped(TuiLines *ls, TuiColor c, const char *text, int width, int indent);
+/* The same for a coloured line: each character keeps its colour. */
+void tls_add_wrapped_line(TuiLines *ls, const TuiLine *l, int width, int indent);
 /* Finds the first line containing s (-1 none); for tests and the tmux script's twins. */
 int tls_find(const TuiLines *ls, const char *s);
 
@@ -111,6 +119,17 @@ typedef struct {
     int x, y, w, h;         /* outer box, border included */
 } TuiRect;
 
+#define TUI_MAX_COLS 12
+#define TUI_MAX_TABLES 4
+
+/* A table's columns in a panel: lines first .. first + n_lines - 1 (and the panel's header
+ * when header) start their columns at x[0..n_cols). */
+typedef struct {
+    int first, n_lines, n_cols;
+    bool header;
+    int x[TUI_MAX_COLS];
+} TuiColumns;
+
 typedef struct {
     TuiRect r;
     bool used;
@@ -120,6 +139,9 @@ typedef struct {
     TuiLines lines;
     int sel;                /* selected line (-1: none) */
     int top;                /* first line shown */
+    TuiLines full;          /* the whole text of the lines (and title) that were cut to fit */
+    TuiColumns table[TUI_MAX_TABLES];   /* where tables put their columns (for the layout checks) */
+    int n_tables;
 } TuiPanel;
 
 void tp_init(TuiPanel *p);
@@ -131,5 +153,8 @@ int tp_inner_h(const TuiPanel *p);
 /* Scrolls so that sel stays visible, starting from *top (kept by the caller between builds);
  * writes the result back to *top and to p->top. */
 void tp_follow(TuiPanel *p, int *top);
+/* Fits the title, the header and every line to the inner width (tl_fit); the whole text of
+ * each line cut goes to p->full. Returns the number of lines cut. */
+int tp_fit(TuiPanel *p, const char *ellipsis);
 
 #endif

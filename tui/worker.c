@@ -27,8 +27,9 @@ struct TuiWorker {
 
 const char *tui_job_name(TuiJobKind k)
 {
-    static const char *const n[TUI_JOB_COUNT] = {"idle", "prefill", "decode", "next layer", "finish step",
-                                                 "first divergence", "save step", "save run"};
+    static const char *const n[TUI_JOB_COUNT] = {"idle",        "open",  "prefill", "decode",
+                                                 "next layer",  "finish step", "first divergence", "save step",
+                                                 "save run"};
     return (unsigned)k < TUI_JOB_COUNT ? n[k] : "?";
 }
 
@@ -58,6 +59,48 @@ static void set_total(TuiWorker *w, int done, int total)
     pthread_mutex_unlock(&w->mu);
 }
 
+static void set_phase(TuiWorker *w, const char *phase)
+{
+    pthread_mutex_lock(&w->mu);
+    snprintf(w->prog.phase, sizeof w->prog.phase, "%s", phase);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The driver's hooks into the worker: the layer record, and the state before each decode step
+ * (`s` saves a decode step with it: a replay needs it). */
+static void attach(TuiWorker *w, AsDriver *d)
+{
+    as_driver_set_hook(d, on_layer, w);
+    as_driver_keep_state_in(d, true);
+}
+
+/* The model (a preset is generated on first use), its weights, the engine: the driver. */
+static int open_driver(TuiWorker *w, const TuiJob *j, TuiJobResult *r, AsError *err)
+{
+    if (w->d)
+        return as_err(err, AS_EBADINPUT, "the model is open already");
+    AsDriverOptions o = j->opt;
+    o.quiet = true; /* the terminal is the interface's */
+    char dir[1024], what[160];
+    snprintf(what, sizeof what, "finding %s (a preset is generated on first use)", o.model ? o.model : "the model");
+    set_phase(w, what);
+    int rc = as_resolve_model(o.model, o.weight_seed, dir, sizeof dir, true, err);
+    if (rc)
+        return rc;
+    set_phase(w, "loading the weights, starting the engine where there is a device");
+    o.model = dir;
+    AsDriver *d = NULL;
+    if ((rc = as_driver_open(&o, &d, err)))
+        return rc;
+    d->opt.model = j->opt.model; /* the name given, not the resolved directory (which is on the stack) */
+    attach(w, d);
+    pthread_mutex_lock(&w->mu);
+    w->d = d;
+    pthread_mutex_unlock(&w->mu);
+    snprintf(r->msg, sizeof r->msg, "opened %s: %d layers, %s", d->model.weights_name, d->model.cfg.n_layers, d->note);
+    return 0;
+}
+
 static int n_layers(const AsDriver *d) { return d->model.cfg.n_layers; }
 static bool step_open(const AsDriver *d) { return d->cur.step >= 0 && d->cur.next_layer < n_layers(d); }
 
@@ -75,6 +118,10 @@ static int run_job(TuiWorker *w, const TuiJob *j, TuiJobResult *r, AsError *err)
     int rc = 0;
     r->layer = -1;
     r->tensor = AS_T_COUNT;
+    if (j->kind == TUI_JOB_OPEN)
+        return open_driver(w, j, r, err);
+    if (!d)
+        return as_err(err, AS_EBADINPUT, "no model open yet");
     switch (j->kind) {
     case TUI_JOB_PREFILL:
         set_total(w, 0, 1);
@@ -179,7 +226,8 @@ static void *worker_main(void *arg)
         r.rc = run_job(w, &job, &r, &err);
         r.seconds = now_s() - t0;
         if (r.rc)
-            snprintf(r.msg, sizeof r.msg, "%s: %s", tui_job_name(job.kind), err.msg);
+            snprintf(r.msg, sizeof r.msg, "%s%s%s", job.kind == TUI_JOB_OPEN ? "" : tui_job_name(job.kind),
+                     job.kind == TUI_JOB_OPEN ? "" : ": ", err.msg);
 
         pthread_mutex_lock(&w->mu);
         w->res = r;
@@ -202,8 +250,8 @@ int tui_worker_start(AsDriver *d, TuiWorker **out, AsError *err)
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->prog.step = w->prog.layer = -1;
-    as_driver_set_hook(d, on_layer, w);
-    as_driver_keep_state_in(d, true); /* `s` saves a decode step with the state before it (a replay needs it) */
+    if (d)
+        attach(w, d);
     /* the thread (and the reference's threads it starts) never takes SIGINT / SIGTERM */
     sigset_t block, old;
     sigemptyset(&block);
@@ -214,7 +262,8 @@ int tui_worker_start(AsDriver *d, TuiWorker **out, AsError *err)
     int rc = pthread_create(&w->th, NULL, worker_main, w);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
-        as_driver_set_hook(d, NULL, NULL);
+        if (d)
+            as_driver_set_hook(d, NULL, NULL);
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
         free(w);
@@ -228,14 +277,16 @@ void tui_worker_stop(TuiWorker *w)
 {
     if (!w)
         return;
-    atomic_store(&w->d->cancel, 1);
+    tui_worker_cancel(w);
     pthread_mutex_lock(&w->mu);
     w->quit = true;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->th, NULL);
-    as_driver_set_hook(w->d, NULL, NULL);
-    atomic_store(&w->d->cancel, 0);
+    if (w->d) {
+        as_driver_set_hook(w->d, NULL, NULL);
+        atomic_store(&w->d->cancel, 0);
+    }
     tui_history_free(&w->hist);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
@@ -254,7 +305,8 @@ bool tui_worker_submit(TuiWorker *w, const TuiJob *job)
         w->prog.kind = job->kind;
         w->prog.step = w->prog.layer = -1;
         w->t0 = now_s();
-        atomic_store(&w->d->cancel, 0);
+        if (w->d)
+            atomic_store(&w->d->cancel, 0);
         pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
@@ -275,8 +327,9 @@ bool tui_worker_take_result(TuiWorker *w, TuiJobResult *res)
 
 void tui_worker_cancel(TuiWorker *w)
 {
-    atomic_store(&w->d->cancel, 1);
     pthread_mutex_lock(&w->mu);
+    if (w->d)
+        atomic_store(&w->d->cancel, 1);
     if (w->prog.busy)
         w->prog.cancelling = true;
     pthread_mutex_unlock(&w->mu);
@@ -300,6 +353,14 @@ void tui_worker_progress(TuiWorker *w, TuiProgress *p)
 }
 
 const TuiHistory *tui_worker_history(TuiWorker *w) { return &w->hist; }
+
+AsDriver *tui_worker_driver(TuiWorker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    AsDriver *d = w->d;
+    pthread_mutex_unlock(&w->mu);
+    return d;
+}
 
 void tui_worker_wait(TuiWorker *w)
 {

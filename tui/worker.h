@@ -18,6 +18,7 @@
 
 typedef enum {
     TUI_JOB_NONE,
+    TUI_JOB_OPEN,        /* the driver from opt (a preset generated on first use, the weights, the engine) */
     TUI_JOB_PREFILL,     /* n tokens (resets every state) */
     TUI_JOB_DECODE,      /* n decode steps (finishes the current step first) */
     TUI_JOB_LAYER,       /* the next layer (a finished step: begins a decode step) */
@@ -34,6 +35,7 @@ typedef struct {
     TuiJobKind kind;
     int n, n2;
     char path[PATH_MAX];
+    AsDriverOptions opt;     /* TUI_JOB_OPEN (its strings must outlive the worker) */
 } TuiJob;
 
 typedef struct {
@@ -52,13 +54,17 @@ typedef struct {
     int done, total;         /* decode steps / records done of the job */
     int step, layer;         /* the last layer completed (hook), -1 none */
     double seconds;          /* since the job started */
+    char phase[160];         /* what the job does now, when it says ("" else) */
 } TuiProgress;
 
 typedef struct TuiWorker TuiWorker;
 
 /* Starts the thread (signals SIGINT/SIGTERM blocked in it: they reach the interface thread)
- * and sets the driver's layer hook. */
+ * and sets the driver's layer hook. d may be NULL: then the first job is TUI_JOB_OPEN. */
 int tui_worker_start(AsDriver *d, TuiWorker **out, AsError *err);
+/* The driver (NULL until TUI_JOB_OPEN succeeded); the caller closes it after tui_worker_stop.
+ * Read like the driver: only while idle. */
+AsDriver *tui_worker_driver(TuiWorker *w);
 /* Cancels what runs, joins the thread, frees the worker (not the driver). */
 void tui_worker_stop(TuiWorker *w);
 /* Queues a job; false when one is queued or running. */
