@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ref/alloc.h"
+#include "ref/cancel.h"
 #include "ref/gemm.h"
 #include "ref/linear.h"
 #include "ref/numerics.h"
@@ -141,6 +142,8 @@ void as_sparse_attention_in(const float *q, const float *rows, int64_t nrows, co
             rs[h].acc = acc + (int64_t)h * hd;
 #pragma omp for schedule(dynamic)
         for (int64_t item = 0; item < s * groups; item++) {
+            if (as_ref_cancelled())
+                continue;
             const int64_t t = item / groups;
             const int h0 = (int)(item % groups) * hpg, nhg = nh - h0 < hpg ? nh - h0 : hpg;
             if (nhg <= 0)

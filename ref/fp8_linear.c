@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ref/alloc.h"
+#include "ref/cancel.h"
 #include "ref/gemm.h"
 #include "ref/gemv.h"
 #include "ref/linear.h"
@@ -139,6 +140,8 @@ static void fp8_gemv(const float *xq, const float *sx, const AsWTensor *w, const
         int64_t ws_row = -1; /* the weight-scale row ws holds */
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < nchunk; j++) {
+            if (as_ref_cancelled())
+                continue;
             const int64_t a = j * chunk, b = a + chunk < nout ? a + chunk : nout;
             for (int64_t o = o0 + a; o < o0 + b; o++) {
                 if (scale_row_of(w, way, o) != ws_row) {
@@ -181,6 +184,8 @@ static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTenso
         float *pk = as_ref_xmalloc(sizeof(float) * (size_t)(s * prow), "fp8 linear");
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < npanel; j++) {
+            if (as_ref_cancelled())
+                continue;
             const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
             for (int64_t r = 0; r < np; r++) {
                 const uint8_t *wr = (const uint8_t *)w->data + (o0 + p + r) * cols;
