@@ -524,9 +524,17 @@ static int read_npy(AsImport *imp, int file, AsError *err)
     for (int i = 0; !rc && i < f->npy->n; i++) {
         const AsNpyArray *a = &f->npy->a[i];
         char key[KEY_MAX];
-        /* an .npy file is named by its path less ".npy"; an .npz member by its own name */
-        int len = (int)strlen(f->base) - (ends_with(f->base, ".npy") ? 4 : 0);
-        if (!f->npy->npz && snprintf(key, sizeof key, "%.*s", len, f->base) >= (int)sizeof key)
+        /* an .npy file is named by its path (from its first part that begins with "step", else its
+         * file name) less ".npy"; an .npz member by its own name */
+        const char *b = f->base, *slash = strrchr(b, '/');
+        for (const char *c = b; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
+            if (!strncmp(c, "step", 4)) {
+                b = c, slash = NULL;
+                break;
+            }
+        b = slash ? slash + 1 : b;
+        int len = (int)strlen(b) - (ends_with(b, ".npy") ? 4 : 0);
+        if (!f->npy->npz && snprintf(key, sizeof key, "%.*s", len, b) >= (int)sizeof key)
             return as_err(err, AS_EBADINPUT, "%s: name longer than %d bytes", f->path, KEY_MAX - 1);
         rc = add_entry(imp, file, i, f->npy->npz ? a->name : key, a->type, a->big_endian, a->ndim, a->shape, err);
     }

@@ -415,9 +415,8 @@ static int cmp_name(const void *x, const void *y)
     return strcmp((*(const AsNpyArray *const *)x)->name, (*(const AsNpyArray *const *)y)->name);
 }
 
-/* One central entry at *pos: its member's location, checked against the file; its .npy header. */
-static int read_member(AsNpyFile *f, const ZipEnd *z, uint64_t *pos, AsNpyArray *a, AsSpan *span, uint8_t *scratch,
-                       AsError *err)
+/* One central entry at *pos: its member's name and location, checked against the file. */
+static int read_member(const AsNpyFile *f, const ZipEnd *z, uint64_t *pos, AsNpyArray *a, AsSpan *span, AsError *err)
 {
     const char *path = f->path;
     const uint8_t *c = f->map + *pos;
@@ -475,13 +474,19 @@ static int read_member(AsNpyFile *f, const ZipEnd *z, uint64_t *pos, AsNpyArray 
     a->crc = rd32(c + 16);
     a->deflated = method == 8;
     *span = (AsSpan){loff, data + csize, a->name};
-    /* its .npy preamble: in place, or the first bytes inflated */
+    return 0;
+}
+
+/* A member's .npy preamble: in place, or its first bytes inflated into scratch. */
+static int member_header(const AsNpyFile *f, AsNpyArray *a, uint8_t *scratch, AsError *err)
+{
+    char what[1400];
+    snprintf(what, sizeof what, "%s: member '%s.npy'", f->path, a->name);
     if (!a->deflated)
-        return parse_npy(f->map + data, usize, usize, a, what, err);
-    uint64_t head = usize < NPY_MAX_PREAMBLE ? usize : NPY_MAX_PREAMBLE;
-    if ((rc = inflate_member(f, a, scratch, head, head == usize, what, err)))
-        return rc;
-    return parse_npy(scratch, head, usize, a, what, err);
+        return parse_npy(f->map + a->off, a->usize, a->usize, a, what, err);
+    uint64_t head = a->usize < NPY_MAX_PREAMBLE ? a->usize : NPY_MAX_PREAMBLE;
+    int rc = inflate_member(f, a, scratch, head, head == a->usize, what, err);
+    return rc ? rc : parse_npy(scratch, head, a->usize, a, what, err);
 }
 
 static int open_npz(AsNpyFile *f, AsError *err)
@@ -498,7 +503,7 @@ static int open_npz(AsNpyFile *f, AsError *err)
         rc = as_err(err, AS_ERUNTIME, "%s: out of memory for %llu members", f->path, (unsigned long long)z.count);
     uint64_t pos = z.cd_off;
     for (uint64_t i = 0; !rc && i < z.count; i++) {
-        rc = read_member(f, &z, &pos, &f->a[i], &spans[i], scratch, err);
+        rc = read_member(f, &z, &pos, &f->a[i], &spans[i], err);
         f->n = (int)i + (rc ? 0 : 1);
     }
     if (!rc)
@@ -510,6 +515,8 @@ static int open_npz(AsNpyFile *f, AsError *err)
     for (int i = 1; !rc && i < f->n; i++)
         if (!strcmp(sorted[i]->name, sorted[i - 1]->name))
             rc = as_err(err, AS_EBADINPUT, "%s: member '%s.npy' appears twice", f->path, sorted[i]->name);
+    for (int i = 0; !rc && i < f->n; i++) /* the contents once the structure holds */
+        rc = member_header(f, &f->a[i], scratch, err);
     free(spans);
     free(scratch);
     free(sorted);
