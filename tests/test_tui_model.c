@@ -487,3 +487,152 @@ TEST(tui_model_heatmap_reference_only_and_diff)
     tp_free(&in);
     as_driver_close(d);
 }
+
+TEST(tui_model_caches_show_both_sides_and_mark_differences)
+{
+    /* the stale-keys fault: in decode the key owners do not write their new index keys */
+    AsDriver *d = open_tiny("stale-keys");
+    run(d, 20, 1);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    TuiPanel p;
+    panel_at(&p, 120, 40);
+    tui_model_caches(&data, &st, &tui_glyphs_utf8, &p);
+    CHECK(strstr(p.title, "reference and engine") != NULL, "the title says both sides: %s", p.title);
+    int ki = tls_find(&p.lines, "index-key caches");
+    REQUIRE(ki >= 0 && ki + 1 < p.lines.n, "the key caches' section");
+    CHECK(strstr(p.lines.v[ki + 1].text, "engine") && strstr(p.lines.v[ki + 1].text, "engine this step"),
+          "its header names the engine's columns: %s", p.lines.v[ki + 1].text);
+    /* layer 5 (ratio 1) completes a key each step: the faulty side keeps 21 rows but never wrote row 20 */
+    int k5 = -1;
+    for (int i = ki + 2; i < p.lines.n && p.lines.v[i].nchars; i++)
+        if (strstr(p.lines.v[i].text, "  5  r1"))
+            k5 = i;
+    REQUIRE(k5 >= 0, "layer 5's key cache line");
+    const TuiLine *l = &p.lines.v[k5];
+    CHECK(strstr(l->text, "MISMATCH at row 20"), "the engine's copy differs at its new row: %s", l->text);
+    CHECK(color_at(l, "MISMATCH at row 20") == TC_MISMATCH, "in the mismatch colour");
+    int k1 = -1;
+    for (int i = ki + 2; i < p.lines.n && p.lines.v[i].nchars && k1 < 0; i++)
+        if (strstr(p.lines.v[i].text, "  1  r2"))
+            k1 = i;
+    CHECK(k1 > ki && strstr(p.lines.v[k1].text, "pass"), "layer 1's keys agree: %s", k1 >= 0 ? p.lines.v[k1].text : "");
+    int same = tls_find(&p.lines, "engine: the same");
+    CHECK(same >= 0, "provenance that agrees is said to");
+    /* rows filled or published differently: a planted difference */
+    AsRun *g5 = (AsRun *)&d->got_run[5];
+    int keep_new = g5->n_new;
+    g5->n_new = 0;
+    g5->t[AS_T_ST_IKCACHE].shape[0] = 20;
+    tls_clear(&p.lines);
+    p.n_tables = 0;
+    tui_model_caches(&data, &st, &tui_glyphs_utf8, &p);
+    int k5b = -1;
+    for (int i = 0; i < p.lines.n; i++)
+        if (strstr(p.lines.v[i].text, "  5  r1") && strstr(p.lines.v[i].text, "published"))
+            k5b = i;
+    REQUIRE(k5b >= 0, "layer 5's key line again");
+    l = &p.lines.v[k5b];
+    CHECK(strstr(l->text, "20 !") && color_at(l, "20 !") == TC_MISMATCH, "rows 21 against 20, marked: %s", l->text);
+    CHECK(strstr(l->text, "not republished") && color_at(l, "no new keys") == TC_MISMATCH,
+          "published on one side only, marked: %s", l->text);
+    g5->n_new = keep_new;
+    g5->t[AS_T_ST_IKCACHE].shape[0] = 21;
+    if (as_test_failed())
+        dump_panel(&p);
+    tp_free(&p);
+    as_driver_close(d);
+}
+
+TEST(tui_model_topk_scales_its_sparkline_with_a_legend_for_every_mark)
+{
+    AsDriver *d = open_tiny(NULL);
+    AsError err = {0};
+    REQUIRE(as_driver_prefill(d, 60, &err) == 0, "prefill 60: %s", err.msg);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiState st;
+    tui_state_init(&st);
+    st.layer = 5;
+    st.query = 59;
+    const AsRun *r = &d->ref_run[5];
+    int width = (int)r->t[AS_T_ISCORE].shape[1];
+    TuiPanel sp, sets;
+    /* narrower than the scores: several positions a column, the columns fill the panel */
+    panel_at(&sp, 40, 10);
+    panel_at(&sets, 40, 12);
+    tui_model_topk(&data, &st, &tui_glyphs_utf8, &sp, &sets);
+    REQUIRE(width > 38, "layer 5 scores %d positions", width);
+    REQUIRE(sp.lines.n >= 4, "the sparkline's lines");
+    CHECK(sp.lines.v[1].nchars == 38 && sp.lines.v[2].nchars == 38,
+          "37 columns after the margin: the width of the panel (%d, %d)", sp.lines.v[1].nchars, sp.lines.v[2].nchars);
+    CHECK(tls_find(&sp.lines, "several a column") >= 0, "says the columns hold several positions");
+    CHECK(tls_find(&sp.lines, "all picked") >= 0 && tls_find(&sp.lines, "some picked") >= 0 &&
+              tls_find(&sp.lines, "engine only") >= 0 && tls_find(&sp.lines, "reference only") >= 0,
+          "a legend for every mark");
+    /* query 59 sees 60 positions, picks k of them: columns all picked (^), some (') and none */
+    const TuiLine *mk = &sp.lines.v[2];
+    CHECK(strstr(mk->text, "'") != NULL, "columns where some positions are picked are told apart: '%s'", mk->text);
+    char pk[64];
+    snprintf(pk, sizeof pk, "%d of %d picked", r->k, width);
+    CHECK(tls_find(&sp.lines, pk) >= 0, "the count: %s", pk);
+    /* an early query sees few positions: the rest are masked, shown and named */
+    st.query = 3;
+    tp_free(&sp);
+    tp_free(&sets);
+    panel_at(&sp, 120, 10);
+    panel_at(&sets, 120, 12);
+    tui_model_topk(&data, &st, &tui_glyphs_utf8, &sp, &sets);
+    CHECK(tls_find(&sp.lines, "masked (-inf") >= 0, "masked positions have a legend");
+    CHECK(strstr(sp.lines.v[1].text, tui_glyphs_utf8.shade[0]) != NULL, "and a mark: %s", sp.lines.v[1].text);
+    CHECK(tls_find(&sp.lines, "one a column") >= 0, "wide enough: one position a column");
+    if (as_test_failed())
+        dump_panel(&sp);
+    tp_free(&sp);
+    tp_free(&sets);
+    as_driver_close(d);
+}
+
+TEST(tui_model_stale_panels_say_what_they_show)
+{
+    AsDriver *d = open_tiny("ring-slot");
+    run(d, 20, 2);
+    AsError err = {0};
+    /* a new prefill that has run 3 of 10 layers: layers 3.. still hold decode step 2 */
+    REQUIRE(as_driver_begin_prefill(d, 8, &err) == 0, "begin: %s", err.msg);
+    for (int l = 0; l < 3; l++)
+        REQUIRE(as_driver_step_layer(d, &err) == 0, "layer %d: %s", l, err.msg);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiScreen scr;
+    tui_screen_init(&scr);
+    TuiState st;
+    tui_state_init(&st);
+    st.view = TV_TOPK;
+    st.layer = 5;
+    tui_build(&data, &st, &tui_glyphs_utf8, 200, 60, &scr);
+    CHECK(strstr(scr.panel[0].title, "as of step 2") && strstr(scr.panel[0].title, "before this prefill"),
+          "top-k of layer 5: a decode step's query, said so: %s", scr.panel[0].title);
+    st.view = TV_RING;
+    tui_build(&data, &st, &tui_glyphs_utf8, 200, 60, &scr);
+    CHECK(strstr(scr.panel[0].title, "as of step 2"), "the ring too: %s", scr.panel[0].title);
+    st.layer = 1;
+    tui_build(&data, &st, &tui_glyphs_utf8, 200, 60, &scr);
+    CHECK(!strstr(scr.panel[0].title, "as of"), "layer 1 ran in this prefill: no label: %s", scr.panel[0].title);
+    /* while the worker computes, every panel says what it shows */
+    st.view = TV_LAYERS;
+    tui_build(&data, &st, &tui_glyphs_utf8, 200, 60, &scr);
+    CHECK(!strcmp(scr.as_of, "as of step 0, layer 2"), "as of the last layer run: %s", scr.as_of);
+    tui_screen_mark_stale(&scr, &tui_glyphs_utf8);
+    for (int i = 0; i < scr.n_panels; i++)
+        CHECK(!strncmp(scr.panel[i].title, "(as of step 0, layer 2) ", 24), "panel %d: %s", i, scr.panel[i].title);
+    CHECK(strstr(scr.panel[0].title, "3 of 10 run"), "with what the layer list held: %s", scr.panel[0].title);
+    tui_screen_mark_stale(&scr, &tui_glyphs_utf8);
+    CHECK(!strncmp(scr.panel[0].title, "(as of step 0, layer 2) layers", 30), "marked once: %s", scr.panel[0].title);
+    tui_build(&data, &st, &tui_glyphs_utf8, 200, 60, &scr);
+    CHECK(!strstr(scr.panel[0].title, "(as of"), "a new build is fresh: %s", scr.panel[0].title);
+    tui_screen_free(&scr);
+    as_driver_close(d);
+}

@@ -153,3 +153,52 @@ TEST(tui_worker_history_budget)
     tui_history_free(&h);
     as_driver_close(d);
 }
+
+TEST(tui_worker_opens_the_model_on_its_thread)
+{
+    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
+    TuiWorker *w = NULL;
+    AsError err = {0};
+    REQUIRE(tui_worker_start(NULL, &w, &err) == 0, "start without a driver: %s", err.msg);
+    CHECK(tui_worker_driver(w) == NULL, "no driver yet");
+    TuiJob j = {.kind = TUI_JOB_PREFILL, .n = 3};
+    TuiJobResult r;
+    REQUIRE(tui_worker_submit(w, &j), "a job before the model");
+    tui_worker_wait(w);
+    REQUIRE(tui_worker_take_result(w, &r), "its result");
+    CHECK(r.rc == AS_EBADINPUT && strstr(r.msg, "no model open"), "refused: %s", r.msg);
+    /* a model that is not there: the message names it, the status is the table's */
+    TuiJob bad = {.kind = TUI_JOB_OPEN};
+    as_driver_options_default(&bad.opt);
+    bad.opt.model = "/nonexistent/model-dir";
+    REQUIRE(tui_worker_submit(w, &bad), "open queued");
+    tui_worker_wait(w);
+    REQUIRE(tui_worker_take_result(w, &r), "its result");
+    CHECK(r.rc == AS_EBADINPUT && strstr(r.msg, "/nonexistent/model-dir") && !strstr(r.msg, "open: "),
+          "a missing model: exit 2 and its path, one line: %s", r.msg);
+    CHECK(tui_worker_driver(w) == NULL, "still no driver");
+    /* tiny opens (generated into the cache on first use), progress said meanwhile */
+    TuiJob open = {.kind = TUI_JOB_OPEN};
+    as_driver_options_default(&open.opt);
+    open.opt.no_engine = true;
+    open.opt.inject = "ring-slot";
+    REQUIRE(tui_worker_submit(w, &open), "open tiny queued");
+    TuiProgress p;
+    tui_worker_progress(w, &p);
+    CHECK(p.kind == TUI_JOB_OPEN && (p.busy || tui_worker_driver(w)), "the open is the running job");
+    tui_worker_wait(w);
+    REQUIRE(tui_worker_take_result(w, &r), "its result");
+    AsDriver *d = tui_worker_driver(w);
+    CHECK(r.rc == 0 && d && strstr(r.msg, "10 layers") && strstr(r.msg, "twin"), "opened: %s", r.msg);
+    REQUIRE(d, "a driver");
+    CHECK(d->hook != NULL && d->opt.quiet && !strcmp(d->opt.model, "tiny"),
+          "the worker's layer hook is set, the driver quiet, its model named as given (%s)", d->opt.model);
+    r = job(w, TUI_JOB_PREFILL, 5, NULL);
+    CHECK(r.rc == 0 && d->cur.step == 0 && tui_history_steps(tui_worker_history(w)) == 1,
+          "then a prefill runs and is recorded: %s", r.msg);
+    r = job(w, TUI_JOB_OPEN, 0, NULL);
+    CHECK(r.rc == AS_EBADINPUT, "a second open is refused: %s", r.msg);
+    tui_worker_stop(w);
+    CHECK(d->hook == NULL, "stop removes the hook; the driver is the caller's to close");
+    as_driver_close(d);
+}

@@ -2,7 +2,8 @@
  * partial group waiting at ratio 2, the layers that read it), each key owner's index-key cache,
  * and, per index source, whose keys it actually scored against in this step (the aliasing
  * quirk, SPEC 3), with the selection and compressed rows each layer read. With a checked side
- * both sides are shown and what differs is marked: rows filled, published or not, provenance. */
+ * both sides are shown and what differs is marked: rows filled, the comparison's verdict on the
+ * cache's contents (the worst row), published or not, provenance. */
 #include <stdio.h>
 #include <string.h>
 
@@ -43,6 +44,20 @@ static void engine_count(TuiLine *cell, const AsRun *gr, int got, int want)
         tl_add(cell, TC_NORMAL, "%d", got);
 }
 
+/* The comparison's word on the checked side's copy of a cache (the state tensor id): its verdict,
+ * and where the worst row is when it is beyond tolerance. */
+static void cache_verdict(const TuiData *d, int l, AsTensorId id, TuiLine *cell)
+{
+    if (!d->got || !d->done[l])
+        return;
+    const AsTensorDiff *df = &d->diff[l].t[id];
+    if (df->verdict == AS_V_NOT_RUN)
+        return;
+    tl_put(cell, tui_verdict_color(df->verdict), as_verdict_name(df->verdict));
+    if (df->verdict == AS_V_MISMATCH && df->worst >= 0)
+        tl_add(cell, TC_MISMATCH, " at row %lld", (long long)df->worst_coord[0]);
+}
+
 static void age_cell(const TuiData *d, int l, TuiLine *cell)
 {
     if (d->cur.step >= 0 && !d->done[l] && d->ref[l].s > 0)
@@ -54,11 +69,11 @@ static void compressed_caches(const TuiData *d, const TuiGlyphs *g, int w, TuiPa
     const AsConfig *cfg = d->cfg;
     tls_add(&p->lines, TC_TITLE, " compressed caches (kv sources): rows filled of max_seq %d / ratio", cfg->max_seq);
     const TuiColumn cols[] = {{"src", 0, true, false},      {"ratio", 0, false, false}, {"rows", 0, true, false},
-                              {"engine", 0, true, false},   {"cap", 0, true, false},    {"fill", 3, false, false},
-                              {"partial group", 2, false, false}, {"read by", 1, false, false},
-                              {"", 4, false, false}};
+                              {"engine", 0, true, false},   {"cap", 0, true, false},    {"engine's cache", 0, false, false},
+                              {"fill", 3, false, false},    {"partial group", 2, false, false},
+                              {"read by", 1, false, false}, {"", 4, false, false}};
     TuiTable t;
-    tt_init(&t, cols, 9, 1);
+    tt_init(&t, cols, 10, 1);
     t.header_line = true;
     for (int l = 0; l < cfg->n_layers; l++) {
         const AsLayerRole *role = &cfg->role[l];
@@ -74,21 +89,22 @@ static void compressed_caches(const TuiData *d, const TuiGlyphs *g, int w, TuiPa
         tl_add(&c[2], TC_NORMAL, "%d", rows);
         engine_count(&c[3], gr, rows_of(gr, AS_T_ST_CCACHE), rows);
         tl_add(&c[4], TC_NORMAL, "%d", cap);
-        gauge(&c[5], g, rows, cap, 8);
+        cache_verdict(d, l, AS_T_ST_CCACHE, &c[5]);
+        gauge(&c[6], g, rows, cap, 8);
         if (role->ratio == 2 && r->s > 0) {
             int end = r->start_pos + r->s, wait = end % 2;
             if (wait)
-                tl_add(&c[6], TC_ACCENT, "%d of 2 waiting (pos %d)", wait, end - wait);
+                tl_add(&c[7], TC_ACCENT, "%d of 2 waiting (pos %d)", wait, end - wait);
             else
-                tl_put(&c[6], TC_DIM, "none waiting");
+                tl_put(&c[7], TC_DIM, "none waiting");
         } else {
-            tl_put(&c[6], TC_DIM, "-");
+            tl_put(&c[7], TC_DIM, "-");
         }
-        tl_put(&c[7], TC_NORMAL, "layers");
+        tl_put(&c[8], TC_NORMAL, "layers");
         for (int k = 0; k < cfg->n_layers; k++)
             if (cfg->role[k].kv_from == l)
-                tl_add(&c[7], TC_NORMAL, " %d", k);
-        age_cell(d, l, &c[8]);
+                tl_add(&c[8], TC_NORMAL, " %d", k);
+        age_cell(d, l, &c[9]);
     }
     tt_render(&t, w, g->ellipsis, p);
     tt_free(&t);
@@ -112,11 +128,11 @@ static void key_caches(const TuiData *d, const TuiGlyphs *g, int w, TuiPanel *p)
     tls_add(&p->lines, TC_TITLE, " index-key caches (key owners)");
     bool two = d->got != NULL;
     const TuiColumn cols[] = {{"own", 0, true, false},  {"ratio", 0, false, false},        {"rows", 0, true, false},
-                              {"engine", 0, true, false}, {"cap", 0, true, false},
+                              {"engine", 0, true, false}, {"cap", 0, true, false},   {"engine's cache", 0, false, false},
                               {two ? "reference this step" : "this step", 0, false, true},
                               {"engine this step", 0, false, false}, {"", 4, false, false}};
     TuiTable t;
-    tt_init(&t, cols, 8, 1);
+    tt_init(&t, cols, 9, 1);
     t.header_line = true;
     for (int l = 0; l < cfg->n_layers; l++) {
         const AsLayerRole *role = &cfg->role[l];
@@ -132,11 +148,12 @@ static void key_caches(const TuiData *d, const TuiGlyphs *g, int w, TuiPanel *p)
         tl_add(&c[2], TC_NORMAL, "%d", rows);
         engine_count(&c[3], gr, rows_of(gr, AS_T_ST_IKCACHE), rows);
         tl_add(&c[4], TC_NORMAL, "%d", role->ratio > 0 ? cfg->max_seq / role->ratio : 0);
+        cache_verdict(d, l, AS_T_ST_IKCACHE, &c[5]);
         bool differ = gr && (gr->n_new > 0) != (r->n_new > 0);
-        published(&c[5], r, false);
+        published(&c[6], r, false);
         if (gr)
-            published(&c[6], gr, differ);
-        age_cell(d, l, &c[7]);
+            published(&c[7], gr, differ);
+        age_cell(d, l, &c[8]);
     }
     tt_render(&t, w, g->ellipsis, p);
     tt_free(&t);

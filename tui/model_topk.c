@@ -98,7 +98,7 @@ static bool has(const int32_t *row, int n, int v)
 static void sparkline(TuiPanel *spark, const TuiGlyphs *g, const float *sw, int nw, float cut, const int32_t *want,
                       int nsel, int off, const int32_t *gotsel, int ngsel, int goff)
 {
-    int cols = tp_inner_w(spark) - 2;
+    int cols = tp_inner_w(spark) - 1;
     cols = cols < 1 ? 1 : cols > nw ? nw : cols;
     float lo = INFINITY, hi = -INFINITY;
     int picked = 0, masked = 0;
