@@ -84,19 +84,20 @@ static int project_kv(Fwd *f, AsError *err)
     return 0;
 }
 
-/* A decode with a bf16 wkv forks the kv branch onto its own stream (no shared scratch: the GEMV
- * path uses none); the profiled benchmark keeps one stream so that its events time each stage. */
+/* A decode with a bf16 or fp8-form wkv forks the kv branch onto its own stream (no shared scratch: the
+ * GEMVs use none); the profiled benchmark keeps one stream so that its events time each stage. */
 static bool kv_forks(const Fwd *f)
 {
-    return !f->prefill && f->s <= 8 && f->W->wkv.type == AS_DW_BF16 && !f->e->prof && f->e->st_kv;
+    return !f->prefill && f->s <= 8 && (f->W->wkv.type == AS_DW_BF16 || f->W->wkv.type == AS_DW_FP8) &&
+           !f->e->prof && f->e->st_kv;
 }
 
-/* Whether a captured decode's GEMV of w normalises its own output row (AS_FUSE_NORM): bf16 weights, one
- * row; with a residual, only when the residual is in the GEMV's store too. */
+/* Whether a captured decode's GEMV of w normalises its own output row (AS_FUSE_NORM): bf16 or fp8-form
+ * weights, one row; with a residual, only when the residual is in the GEMV's store too. */
 static bool norm_fuses(const Fwd *f, const AsDevWeight *w, bool residual)
 {
     const unsigned fuse = f->e->fuse;
-    return f->cap && f->s == 1 && (fuse & AS_FUSE_NORM) && w->type == AS_DW_BF16 &&
+    return f->cap && f->s == 1 && (fuse & AS_FUSE_NORM) && (w->type == AS_DW_BF16 || w->type == AS_DW_FP8) &&
            (!residual || (fuse & AS_FUSE_RESIDUAL));
 }
 

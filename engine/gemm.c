@@ -5,7 +5,8 @@
  *         files, GGUF Q8_0 dequantised exactly at upload): the f32 GEMV or SGEMM, output rounded;
  *   Q2_K: raw GGUF blocks (issue 7): the activations quantised to q8_1 into the scratch
  *         (kernels/q8_1.cu), then the Q2_K matrix-vector kernel for up to 8 rows or the tiled int8
- *         tensor-core kernel above (kernels/q2k_mmvq.cu, q2k_mmq.cu): f32 accumulation, bf16 out. */
+ *         tensor-core kernel above (kernels/q2k_mmvq.cu, q2k_mmq.cu): f32 accumulation, bf16 out;
+ *   fp8 form (issue 33): engine/fp8_proj.c (act_quant's codes, the fp8 GEMV and GEMM). */
 #include <stdio.h>
 
 #include "engine/check.h"
@@ -50,7 +51,7 @@ static int scratch_reserve(AsEngine *e, size_t bytes, const char *what, AsError 
 
 /* Scratch for `bytes` of a projection of s rows: the fixed decode scratch up to GEMV_MAX_ROWS rows
  * (sized for every projection at that size), the growable one above. */
-static int scratch_get(AsEngine *e, int s, size_t bytes, void **p, const char *what, AsError *err)
+int as_dev_scratch(AsEngine *e, int s, size_t bytes, void **p, const char *what, AsError *err)
 {
     if (s <= GEMV_MAX_ROWS && bytes <= e->scratch_dec_bytes) {
         *p = e->scratch_dec;
@@ -98,7 +99,8 @@ static int prof_proj(AsEngine *e, int s, const AsDevWeight *w)
 {
     if (!e->prof)
         return -1;
-    double esz = w->type == AS_DW_F32 ? 4 : w->type == AS_DW_Q2K ? (double)sizeof(AsBlockQ2K) / AS_QK_K : 2;
+    double esz = w->type == AS_DW_F32 ? 4 : w->type == AS_DW_Q2K ? (double)sizeof(AsBlockQ2K) / AS_QK_K
+               : w->type == AS_DW_FP8 ? 1 + 4.0 / 1024 : 2;
     return as_prof_begin(e, AS_OP_PROJ, e->last_layer, 2.0 * s * w->out * w->in,
                          esz * w->out * w->in + 2.0 * s * (w->in + w->out));
 }
@@ -117,6 +119,8 @@ int as_dev_qdq_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, a
 {
     if (n <= 0 || n % 32)
         return as_err(err, AS_EBADINPUT, "%s: act_quant of rows of %d values (not whole blocks of 32)", what, n);
+    if (e->fp8_form) /* the fp8-form projections read act_quant's codes and scales (engine/fp8_proj.c) */
+        return as_dev_act_quant(e, x, ldx, s, n, y, what, err);
     /* each row as sub-rows of up to 256 values (one a thread), whole quantiser blocks each: the row pipe's
      * blocks are aligned to the sub-row, so this is the flat quantiser's result, spread over more blocks */
     int sub = n < 256 ? n : 256;
@@ -134,6 +138,12 @@ int as_dev_qdq_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, a
 int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                          as_bf16_t *h, const char *what, AsError *err)
 {
+    if (w->type == AS_DW_FP8) {
+        int slot = prof_proj(e, s, w);
+        int rc = as_dev_proj_fp8_residual(e, x, ldx, s, w, y, h, what, err);
+        as_prof_end(e, slot);
+        return rc;
+    }
     if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && (e->fuse & AS_FUSE_RESIDUAL)) {
         int slot = prof_proj(e, s, w);
         int rc = as_k_gemv_bf16_residual(w->d, w->out, w->in, x, ldx, s, y, w->out, h, w->out, e->st);
@@ -150,6 +160,11 @@ int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_b
                      const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err)
 {
     int slot = prof_proj(e, 1, w);
+    if (w->type == AS_DW_FP8) {
+        int rc = as_dev_proj_fp8_norm(e, x, w, y, h, norm_w, y_norm, ctr, what, err);
+        as_prof_end(e, slot);
+        return rc;
+    }
     int rc = as_k_gemv_bf16_norm(w->d, w->out, w->in, x, y, h, norm_w, e->cfg.norm_eps, y_norm, ctr, e->st);
     as_prof_end(e, slot);
     KL(err, rc, "%s: gemv %dx%d%s + rmsnorm, 1 row", what, w->out, w->in, h ? " + residual" : "");
@@ -163,6 +178,12 @@ int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const 
                      int64_t ldy, const AsDevRope *r, int room, const char *what, AsError *err)
 {
     const int heads = w->out / r->hd;
+    if (w->type == AS_DW_FP8) {
+        int slot = prof_proj(e, s, w);
+        int rc = as_dev_proj_fp8_rope(e, x, ldx, s, w, y, ldy, r, room, what, err);
+        as_prof_end(e, slot);
+        return rc;
+    }
     if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && ldy == w->out && (e->fuse & AS_FUSE_ROPE)) {
         int slot = prof_proj(e, s, w);
         int rc = as_k_gemv_bf16_rope(w->d, w->out, w->in, x, ldx, s, y, ldy, heads, r->hd, r->rd, r->pos0, r->pos,
@@ -185,7 +206,7 @@ static int proj_q2k(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const A
 {
     const int64_t nq = w->in / AS_QK8_1, ldw = w->in / AS_QK_K;
     void *xq;
-    TRY(scratch_get(e, s, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, &xq, what, err));
+    TRY(as_dev_scratch(e, s, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, &xq, what, err));
     KL(err, as_k_quantize_q8_1(x, ldx, s, w->in, xq, nq, e->st), "%s: q8_1 of the %dx%d input", what, s, w->in);
     if (s <= GEMV_MAX_ROWS)
         KL(err, as_k_q2k_mmvq(w->d, ldw, 0, w->out, w->in, xq, nq, 0, s, y, ldy, 0, 0, 1, e->st),
@@ -199,6 +220,8 @@ static int proj_q2k(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const A
 static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                      int64_t ldy, const char *what, AsError *err)
 {
+    if (w->type == AS_DW_FP8)
+        return as_dev_proj_fp8(e, x, ldx, s, w, y, ldy, what, err);
     if (w->type == AS_DW_Q2K)
         return proj_q2k(e, x, ldx, s, w, y, ldy, what, err);
     if (w->type == AS_DW_F32) {
@@ -278,7 +301,7 @@ static int proj_grouped_f32(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
     const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
     const size_t ny = (size_t)s * G * olr, nx = s > GEMV_MAX_ROWS ? (size_t)s * ldo : 0;
     void *buf;
-    TRY(scratch_get(e, s, sizeof(float) * (ny + nx), &buf, "wo_a (f32 weights)", err));
+    TRY(as_dev_scratch(e, s, sizeof(float) * (ny + nx), &buf, "wo_a (f32 weights)", err));
     float *yf = buf, *xf = yf + ny;
     if (s <= GEMV_MAX_ROWS) {
         for (int g = 0; g < G; g++)
@@ -311,7 +334,7 @@ static int proj_grouped_q2k(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
                       ldo);
     const int64_t nq = ldo / AS_QK8_1, ldw = gw / AS_QK_K, strideW = (int64_t)olr * ldw, strideX = gw / AS_QK8_1;
     void *xq;
-    TRY(scratch_get(e, s, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, &xq, "wo_a", err));
+    TRY(as_dev_scratch(e, s, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, &xq, "wo_a", err));
     KL(err, as_k_quantize_q8_1(o, ldo, s, ldo, xq, nq, e->st), "%s: q8_1 of the %dx%d o rows", what, s, ldo);
     if (s <= GEMV_MAX_ROWS)
         KL(err, as_k_q2k_mmvq(w->d, ldw, strideW, olr, gw, xq, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G, e->st),
@@ -328,6 +351,8 @@ static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeigh
     int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
     if (w->type == AS_DW_Q2K)
         return proj_grouped_q2k(e, o, s, w, og, what, err);
+    if (w->type == AS_DW_FP8)
+        return as_dev_proj_grouped_fp8(e, o, s, w, og, what, err);
     if (w->type == AS_DW_F32)
         return proj_grouped_f32(e, o, s, w, og, what, err);
     if (s <= GEMV_MAX_ROWS) {

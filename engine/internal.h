@@ -16,10 +16,13 @@
 #include "ref/run.h"
 
 /* A projection weight on the device: bf16 (bf16 / fp8 files), f32 (the ratio-2 compressor; f32 / f16
- * files; GGUF Q8_0, dequantised exactly), or raw GGUF Q2_K blocks [out][in / 256] (issue 7). */
-typedef enum { AS_DW_BF16, AS_DW_F32, AS_DW_Q2K } AsDevWType;
+ * files; GGUF Q8_0, dequantised exactly), raw GGUF Q2_K blocks [out][in / 256] (issue 7), or in fp8 form
+ * (issue 33, engine/fp8_proj.c): e4m3 codes [out][in] in d and f32 scales of 32 x 32 blocks in ws. */
+typedef enum { AS_DW_BF16, AS_DW_F32, AS_DW_Q2K, AS_DW_FP8 } AsDevWType;
 typedef struct {
     void *d;
+    float *ws;      /* AS_DW_FP8: [ceil(out / 32)][ldws] (model/fp8_form.h) */
+    int64_t ldws;
     int out, in;
     AsDevWType type;
     /* fp8 precision's fp8 linear (as_proj_fp8): the input row is quantised to e4m3 in blocks of 32 and
@@ -146,6 +149,9 @@ struct AsEngine {
     bool x_ready;
     /* some projection runs as the fp8 linear (AsDevWeight.fp8): the work buffers hold the QDQ'd inputs */
     bool fp8;
+    /* fp8 precision in the checkpoint's form (engine/fp8_proj.c): the fp8 projections' weights are
+     * AS_DW_FP8 and their input buffers hold act_quant's codes and scales instead of the QDQ'd rows */
+    bool fp8_form;
     cudaEvent_t ev_x, ev_kv, ev_qr; /* ev_qr: q_norm done, the kv branch's indexer may start (AS_FUSE_KV_SEL) */
     cublasHandle_t cublas;
     AsDevLayerWeights w[AS_MAX_LAYERS];
@@ -200,6 +206,9 @@ int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_b
  * (as_k_row_pipe with AS_KQ_FP8 only). */
 int as_dev_qdq_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, as_bf16_t *y, const char *what,
                    AsError *err);
+/* The projection scratch for `bytes` of a projection of s rows (the fixed decode one up to 8 rows, the
+ * growable one above; never grown while a graph is captured). */
+int as_dev_scratch(AsEngine *e, int s, size_t bytes, void **p, const char *what, AsError *err);
 /* wo_a: og[t][g][c] = o_back[t][g*gw:(g+1)*gw] . wo_a[g*olr + c], all groups in one call (what: the
  * messages' name, e.g. "layer 3 wo_a"). */
 int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
@@ -207,6 +216,32 @@ int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeigh
 /* gemm.c's scratch: the decode part allocated (engine creation), both freed (tear-down). */
 int as_dev_proj_init(AsEngine *e, AsError *err);
 void as_dev_proj_free(AsEngine *e);
+
+/* engine/fp8_proj.c: fp8 precision in the checkpoint's form (AsEngine.fp8_form). Whether the engine takes
+ * it (fp8 precision, a compute capability 9.0 device, ATTNSCOPE_FP8_QDQ not 1); whether a wo_a weight
+ * streams in it (an fp8 file tensor with power-of-two scales: its bf16 linear is then the same numbers);
+ * one weight uploaded in it (codes as they lie, scales per 32 x 32 block). */
+bool as_dev_fp8_form_wanted(const AsEngine *e);
+bool as_dev_wo_a_fp8_form(const AsEngine *e, const AsWTensor *t);
+int as_dev_upload_fp8(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, AsError *err);
+/* act_quant of the s rows of n values of x (rows ldx apart) into y as kernels.h's act8 layout (y: one of
+ * the fp8 linear's input buffers, 2 s n bytes at least). */
+int as_dev_act_quant(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, as_bf16_t *y, const char *what,
+                     AsError *err);
+/* as_dev_proj and its fused forms for an AS_DW_FP8 weight, x being act_quant's buffer (as_dev_act_quant, rows
+ * of w->in): the fp8 GEMV up to 8 rows, the fp8 GEMM above; the epilogues as the bf16 GEMV's. */
+int as_dev_proj_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                    int64_t ldy, const char *what, AsError *err);
+int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                             as_bf16_t *h, const char *what, AsError *err);
+int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
+                         int64_t ldy, const AsDevRope *r, int room, const char *what, AsError *err);
+int as_dev_proj_fp8_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
+                         const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
+/* wo_a in fp8 form, x the bf16 o rows: the grouped GEMV of the codes up to 8 rows; above, the weight
+ * dequantised into the scratch (exactly the bf16 upload's values) and cuBLAS. */
+int as_dev_proj_grouped_fp8(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
+                            const char *what, AsError *err);
 
 /* engine/work.c: grow the work buffers to hold s tokens and width score columns. */
 int as_dev_work_reserve(AsEngine *e, int s, int width, int topk, AsError *err);
