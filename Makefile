@@ -186,7 +186,7 @@ $(BUILD)/attnscope_boundary: $(BUILD)/obj/bench/boundary_bench.cu.o
 # The CPU emulator (tools/emu/README.md): the kernels' own source run on the CPU against their
 # CPU twins on small shapes, without a GPU (their logic, not timing or races); needs CUDA's headers.
 # emu_q2k_test is tests/gpu_q2k.c's kernel tests on the emulator (its refusal test needs the device).
-EMU_RUN := attn scores gemv decode decode_attn decode_scores topk attn1 q2k q2k_test
+EMU_RUN := attn scores gemv decode decode_attn decode_scores topk attn1 q2k q2k_test fp8_quant fp8_gemv fp8_gemm
 EMU_Q2K_TESTS := gpu_q2k_quantize_q8_1 gpu_q2k_mmvq_flash_shapes gpu_q2k_mmq_flash_shapes gpu_q2k_odd_sizes \
                  gpu_q2k_mmvq_every_config
 EMU_CXX ?= g++
@@ -197,17 +197,18 @@ emu: $(EMU_RUN:%=$(BUILD)/emu/emu_%)
 	@rc=0; for k in $(EMU_RUN); do echo "== emu_$$k"; \
 	  if [ $$k = q2k_test ]; then AS_KTEST_SMALL=1 $(BUILD)/emu/emu_$$k $(EMU_Q2K_TESTS) || rc=1; \
 	  else $(BUILD)/emu/emu_$$k || rc=1; fi; done; exit $$rc
-$(BUILD)/emu/%.o: tools/emu/%.cpp
+$(BUILD)/obj/tools/emu/%.o: tools/emu/%.cpp
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
-$(BUILD)/emu/gpu_q2k.o: tests/gpu_q2k.c
+$(BUILD)/obj/tools/emu/gpu_q2k.o: tests/gpu_q2k.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -DAS_Q2K_KERNELS_ONLY -c $< -o $@
-$(BUILD)/emu/emu_q2k_test: $(BUILD)/emu/gpu_q2k.o $(BUILD)/obj/tests/lib/harness.o
-$(BUILD)/emu/emu_attn_real: $(BUILD)/emu/emu_attn_real.o
-$(BUILD)/emu/dump_attn: tools/emu/dump_attn.c $(LIB)
+$(BUILD)/emu/emu_q2k_test: $(BUILD)/obj/tools/emu/gpu_q2k.o $(BUILD)/obj/tests/lib/harness.o
+$(BUILD)/emu/dump_attn: $(BUILD)/obj/tools/emu/dump_attn.o $(LIB)
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
-$(BUILD)/emu/emu_%: $(BUILD)/emu/emu_%.o $(BUILD)/emu/emu.o $(LIB)
+$(BUILD)/emu/emu_%: $(BUILD)/obj/tools/emu/emu_%.o $(BUILD)/obj/tools/emu/emu.o $(LIB)
+	@mkdir -p $(dir $@)
 	$(EMU_CXX) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS)
 
 clean:

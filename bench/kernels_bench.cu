@@ -29,6 +29,7 @@
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "model/ggml_blocks.h"
+#include "tests/lib/kernel_shapes.h"
 
 extern "C" {
 int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const as_bf16_t *x,
@@ -492,7 +493,7 @@ void bench_q2k(cublasHandle_t cb, const GemvShape &g, int m, bool sweep, bool qu
 
 void bench_scores(cublasHandle_t cb, int s, int width, int start_pos, int ratio, bool quick)
 {
-    const int nh = 32, ihd = 128;
+    const int nh = AS_FLASH_INDEX_HEADS, ihd = AS_FLASH_INDEX_HEAD_DIM;
     const size_t kbytes = 2 * (size_t)width * ihd, qbytes = 2 * (size_t)s * nh * ihd;
     const size_t set_bytes = kbytes + qbytes;
     const int nset = (int)std::min<size_t>(32, std::max<size_t>(1, (size_t)(192u << 20) / set_bytes + 1));
@@ -562,7 +563,7 @@ __global__ void fill_idx_kernel(int32_t *idx, int64_t n, int topk, int nrows, ui
 
 void bench_attn(cublasHandle_t cb, int s, int na, int nb, int topk, bool quick, bool variants)
 {
-    const int nh = 64, hd = 512;
+    const int nh = AS_FLASH_HEADS, hd = AS_FLASH_HEAD_DIM;
     const size_t qbytes = 2 * (size_t)s * nh * hd, rbytes = 2 * (size_t)(na + nb) * hd,
                  ibytes = 4 * (size_t)s * topk;
     const size_t set_bytes = qbytes + rbytes + ibytes;
@@ -690,15 +691,14 @@ void bench_topk(int rows, int n, int k, bool quick)
 void bench_projections_and_scores(cublasHandle_t cb, bool quick)
 {
     printf("\n== decode GEMV (floor = bytes / copy bandwidth; target > 85%% of it)\n");
-    const GemvShape shapes[] = {
-        {"wq_a", 1280, 5120, 1, 5120, 0, 1280, 0, false},
-        {"wq_b", 32768, 1280, 1, 1280, 0, 32768, 0, false},
-        {"wkv", 512, 5120, 1, 5120, 0, 512, 0, false},
-        {"wo_a grouped", 1024, 4096, 8, 32768, 4096, 8192, 1024, false},
-        {"wo_b", 5120, 8192, 1, 8192, 0, 5120, 0, false},
-        {"indexer.wq_b", 4096, 1280, 1, 1280, 0, 4096, 0, false},
-        {"compressor.wkv f32", 512, 5120, 1, 5120, 0, 512, 0, true},
-    };
+    // the flash projections (tests/lib/kernel_shapes.h) in the engine's layout: group b of x at
+    // column b * n_in, of y at b * n_out
+    std::vector<GemvShape> shapes;
+    for (const AsProjShape &p : as_flash_projections) {
+        const bool grouped = p.groups > 1;
+        shapes.push_back({p.name, p.n_out, p.n_in, p.groups, p.ldx, grouped ? p.n_in : 0, (int64_t)p.groups * p.n_out,
+                          grouped ? p.n_out : 0, p.f32_weights != 0});
+    }
     for (const GemvShape &g : shapes) {
         bench_gemv(cb, g, 1, true, quick);
         bench_gemv(cb, g, 8, false, quick);
@@ -720,19 +720,21 @@ void bench_projections_and_scores(cublasHandle_t cb, bool quick)
     }
 
     printf("\n== index scores (nh 32, ihd 128; FLOPs count visible positions only)\n");
-    bench_scores(cb, 1, 4096, 8191, 2, quick);
+    const int ctx = AS_FLASH_CONTEXT;
+    bench_scores(cb, 1, ctx, 2 * ctx - 1, 2, quick);
     bench_scores(cb, 1, 32768, 32768, 1, quick);
     bench_scores(cb, 512, 512, 0, 1, quick);
-    bench_scores(cb, 4096, 2048, 0, 2, quick);
-    bench_scores(cb, 4096, 4096, 0, 1, quick);
+    bench_scores(cb, ctx, ctx / 2, 0, 2, quick);
+    bench_scores(cb, ctx, ctx, 0, 1, quick);
 }
 
 void bench_selection(bool quick)
 {
     printf("\n== selection (torch's top-k set, ties at the cut)\n");
-    bench_topk(1, 2048, 512, quick);
-    bench_topk(1, 4096, 512, quick);
-    bench_topk(4096, 4096, 512, quick);
+    const int ctx = AS_FLASH_CONTEXT, k = AS_FLASH_INDEX_TOPK;
+    bench_topk(1, ctx / 2, k, quick); // ratio 2
+    bench_topk(1, ctx, k, quick);
+    bench_topk(ctx, ctx, k, quick);
 }
 
 } // namespace
@@ -759,8 +761,9 @@ int main(int argc, char **argv)
 
     if (!attn_only)
         bench_projections_and_scores(cb, quick);
-    printf("\n== sparse attention (nh 64, hd 512; every selected entry valid)\n");
-    bench_attn(cb, 1, 128, 4096, 640, quick, true);
+    printf("\n== sparse attention (nh %d, hd %d; every selected entry valid)\n", AS_FLASH_HEADS, AS_FLASH_HEAD_DIM);
+    const int win = AS_FLASH_WINDOW, ctx = AS_FLASH_CONTEXT, topk = AS_FLASH_ATTN_TOPK;
+    bench_attn(cb, 1, win, ctx, topk, quick, true);
     {
         // The split path's workspace comes from cudaMallocAsync; with the default pool's release
         // threshold (0) the pool may hand memory back at every synchronisation. Once more with the
@@ -772,14 +775,14 @@ int main(int argc, char **argv)
         uint64_t thr = UINT64_MAX;
         CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
         printf("  (default mem pool release threshold raised to UINT64_MAX:)\n");
-        bench_attn(cb, 1, 128, 4096, 640, quick, false);
+        bench_attn(cb, 1, win, ctx, topk, quick, false);
         thr = 0;
         CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr));
     }
-    bench_attn(cb, 7, 7, 4096, 640, quick, true);
-    bench_attn(cb, 64, 64, 4096, 640, quick, true);
-    bench_attn(cb, 512, 512, 512, 640, quick, false);
-    bench_attn(cb, 4096, 4096, 4096, 640, quick, false);
+    bench_attn(cb, 7, 7, ctx, topk, quick, true);
+    bench_attn(cb, 64, 64, ctx, topk, quick, true);
+    bench_attn(cb, 512, 512, 512, topk, quick, false);
+    bench_attn(cb, ctx, ctx, ctx, topk, quick, false);
 
     if (!attn_only)
         bench_selection(quick);

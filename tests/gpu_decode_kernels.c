@@ -21,6 +21,14 @@
 #include "ref/quant.h"
 #include "tests/lib/gpu_util.h"
 #include "tests/lib/harness.h"
+#include "tests/lib/kernel_shapes.h"
+
+/* flash's attention (heads, head_dim, window rows), its index heads (heads, head_dim), the decode
+ * context and the attention's entries a query (tests/lib/kernel_shapes.h) */
+#define FL_ATTN AS_FLASH_HEADS, AS_FLASH_HEAD_DIM, AS_FLASH_WINDOW
+#define FL_INDEX AS_FLASH_INDEX_HEADS, AS_FLASH_INDEX_HEAD_DIM
+#define FL_CTX AS_FLASH_CONTEXT
+#define FL_TOPK AS_FLASH_ATTN_TOPK
 
 static void *xmalloc(size_t bytes)
 {
@@ -206,12 +214,12 @@ static void scores_case(int nh, int ihd, int width, int max_width, uint64_t seed
 
 GPU_TEST(gpu_decode_kernels_index_scores)
 {
-    scores_case(32, 128, 1, 8192, 1);
-    scores_case(32, 128, 64, 8192, 2);
-    scores_case(32, 128, 65, 8192, 3);
-    scores_case(32, 128, 2049, 4096, 4);
-    scores_case(32, 128, 4097, 8192, 5);
-    scores_case(32, 128, 8192, 8192, 6);
+    scores_case(FL_INDEX, 1, AS_FLASH_MAX_SEQ, 1);
+    scores_case(FL_INDEX, 64, AS_FLASH_MAX_SEQ, 2);
+    scores_case(FL_INDEX, 65, AS_FLASH_MAX_SEQ, 3);
+    scores_case(FL_INDEX, 2049, FL_CTX, 4);
+    scores_case(FL_INDEX, 4097, AS_FLASH_MAX_SEQ, 5);
+    scores_case(FL_INDEX, AS_FLASH_MAX_SEQ, AS_FLASH_MAX_SEQ, 6);
     scores_case(4, 32, 37, 512, 7); /* tiny: the scalar kernel */
 }
 
@@ -392,20 +400,21 @@ GPU_TEST(gpu_decode_kernels_sparse_attn)
 {
     g_attn_worst = 0;
     /* flash: window 128 + index_topk 512 (ratio > 0), window only (ratio 0); a split is a 64-entry block */
-    attn_case("one live entry", 64, 512, 128, 300, 4096, 1, 640, 9);
-    attn_case("one live split, partial", 64, 512, 128, 300, 4096, 20, 640, 1);
-    attn_case("one live split, whole (64)", 64, 512, 128, 300, 4096, 64, 640, 10);
-    attn_case("two live splits, the second of one entry (65)", 64, 512, 128, 300, 4096, 65, 640, 2);
-    attn_case("window + 1", 64, 512, 128, 1, 4096, 129, 640, 3);
-    attn_case("window + 300", 64, 512, 128, 300, 4096, 428, 640, 4);
-    attn_case("window + 512", 64, 512, 128, 2048, 4096, 640, 640, 5);
-    attn_case("ratio 0, window only", 64, 512, 128, 0, 0, 128, 128, 6);
-    attn_case_k("the max grows in block 1", 64, 512, 128, 300, 4096, 65, 640, ATTN_HOT, 11);
-    attn_case_k("the max grows in blocks 1 and 2+", 64, 512, 128, 300, 4096, 640, 640, ATTN_HOT, 12);
-    attn_case_k("the max grows, window + 300", 64, 512, 128, 300, 4096, 428, 640, ATTN_HOT, 13);
-    attn_case_k("every live entry -1", 64, 512, 128, 300, 4096, 428, 640, ATTN_ALL_NEG, 14);
+    attn_case("one live entry", FL_ATTN, 300, FL_CTX, 1, FL_TOPK, 9);
+    attn_case("one live split, partial", FL_ATTN, 300, FL_CTX, 20, FL_TOPK, 1);
+    attn_case("one live split, whole (64)", FL_ATTN, 300, FL_CTX, 64, FL_TOPK, 10);
+    attn_case("two live splits, the second of one entry (65)", FL_ATTN, 300, FL_CTX, 65, FL_TOPK, 2);
+    attn_case("window + 1", FL_ATTN, 1, FL_CTX, 129, FL_TOPK, 3);
+    attn_case("window + 300", FL_ATTN, 300, FL_CTX, 428, FL_TOPK, 4);
+    attn_case("window + 512", FL_ATTN, 2048, FL_CTX, FL_TOPK, FL_TOPK, 5);
+    attn_case("ratio 0, window only", FL_ATTN, 0, 0, AS_FLASH_WINDOW, AS_FLASH_WINDOW, 6);
+    attn_case_k("the max grows in block 1", FL_ATTN, 300, FL_CTX, 65, FL_TOPK, ATTN_HOT, 11);
+    attn_case_k("the max grows in blocks 1 and 2+", FL_ATTN, 300, FL_CTX, FL_TOPK, FL_TOPK, ATTN_HOT, 12);
+    attn_case_k("the max grows, window + 300", FL_ATTN, 300, FL_CTX, 428, FL_TOPK, ATTN_HOT, 13);
+    attn_case_k("every live entry -1", FL_ATTN, 300, FL_CTX, 428, FL_TOPK, ATTN_ALL_NEG, 14);
     /* heads not a multiple of 8: 4 a block */
-    attn_case_k("12 heads, the max grows", 12, 512, 128, 300, 4096, 333, 640, ATTN_HOT, 15);
+    attn_case_k("12 heads, the max grows", 12, AS_FLASH_HEAD_DIM, AS_FLASH_WINDOW, 300, FL_CTX, 333, FL_TOPK, ATTN_HOT,
+                15);
     /* tiny: the warp kernel */
     attn_case("tiny", 4, 64, 8, 5, 256, 13, 16, 7);
     attn_case("tiny, whole", 4, 64, 8, 40, 256, 16, 16, 8);

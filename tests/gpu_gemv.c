@@ -21,6 +21,7 @@
 #include "ref/numerics.h"
 #include "tests/lib/gpu_util.h"
 #include "tests/lib/harness.h"
+#include "tests/lib/kernel_shapes.h"
 
 /* Not in kernels.h: explicit (R, W) configurations of the vector kernel (0 = automatic). */
 int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const as_bf16_t *x,
@@ -190,56 +191,43 @@ static int64_t run_case(const GemvCase *c, int m, int R, int Wn, uint64_t seed, 
     return bad;
 }
 
+/* A shared shape (tests/lib/kernel_shapes.h) as this test's case. */
+static GemvCase case_of(const AsProjShape *s, int y_f32)
+{
+    return (GemvCase){s->name, s->n_out, s->n_in, s->ldw, s->ldx, s->groups, s->f32_weights,
+                      s->f32_weights || y_f32, s->x_off};
+}
+
 GPU_TEST(gpu_gemv_flash_shapes)
 {
-    const GemvCase cases[] = {
-        {"wq_a", 1280, 5120, 5120, 5120, 1, 0, 0, 0},
-        {"wq_b", 32768, 1280, 1280, 1280, 1, 0, 0, 0},
-        {"wkv", 512, 5120, 5120, 5120, 1, 0, 0, 0},
-        {"wo_b", 5120, 8192, 8192, 8192, 1, 0, 0, 0},
-        {"indexer.wq_b", 4096, 1280, 1280, 1280, 1, 0, 0, 0},
-        {"indexer.weights_proj", 32, 5120, 5120, 5120, 1, 0, 0, 0},
-        /* wo_a: 8 groups of [1024][4096]; x = o rows of nh*hd = 32768, group g at column g*4096 */
-        {"wo_a grouped", 1024, 4096, 4096, 32768, 8, 0, 0, 0},
-        {"compressor.wkv f32", 512, 5120, 5120, 5120, 1, 1, 1, 0},
-        {"wkv y=f32", 512, 5120, 5120, 5120, 1, 0, 1, 0},
-    };
     const int ms[] = {1, 3, 8};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int i = 0; i <= AS_N_FLASH_PROJECTIONS; i++) {
+        /* the last: wkv with an f32 output */
+        const GemvCase c = i < AS_N_FLASH_PROJECTIONS ? case_of(&as_flash_projections[i], 0)
+                                                      : (GemvCase){"wkv y=f32", AS_FLASH_HEAD_DIM, AS_FLASH_DIM,
+                                                                   AS_FLASH_DIM, AS_FLASH_DIM, 1, 0, 1, 0};
         for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
-            run_case(&cases[i], ms[k], 0, 0, 100 + 10 * i + k, 0);
+            run_case(&c, ms[k], 0, 0, 100 + 10 * (uint64_t)i + k, 0);
+    }
 }
 
 GPU_TEST(gpu_gemv_tiny_and_awkward)
 {
-    const GemvCase cases[] = {
-        /* tiny geometry (dim 256-ish) */
-        {"tiny wq_a", 64, 256, 256, 256, 1, 0, 0, 0},
-        {"tiny wo_a grouped", 32, 64, 64, 256, 4, 0, 0, 0},
-        /* n_in % 8 != 0, rows padded to 8: vector body + scalar tail */
-        {"tail padded", 301, 1003, 1008, 1008, 1, 0, 0, 0},
-        {"tail padded f32w", 77, 1003, 1008, 1008, 1, 1, 1, 0},
-        /* unpadded odd rows: the scalar kernel */
-        {"tail unpadded", 301, 1003, 1003, 1003, 1, 0, 0, 0},
-        {"tail unpadded f32w", 77, 1003, 1003, 1003, 1, 1, 1, 0},
-        /* x one element off 16-byte alignment: the scalar kernel */
-        {"x misaligned", 129, 1024, 1024, 1024, 1, 0, 0, 1},
-        /* fewer than 8 inputs, one output */
-        {"n_in 5", 1, 5, 5, 5, 1, 0, 0, 0},
-        {"n_in 7 padded", 3, 7, 8, 8, 2, 0, 0, 0},
-    };
     const int ms[] = {1, 2, 5, 8};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int i = 0; i < AS_N_SMALL_PROJECTIONS; i++) {
+        const GemvCase c = case_of(&as_small_projections[i], 0);
         for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
-            run_case(&cases[i], ms[k], 0, 0, 300 + 10 * i + k, 0);
+            run_case(&c, ms[k], 0, 0, 300 + 10 * (uint64_t)i + k, 0);
+    }
 }
 
 /* Every (R, W) instantiation on an awkward shape: n_out not a multiple of R or of the block's rows,
  * n_in with a tail, batch 3, m over all template widths. */
 GPU_TEST(gpu_gemv_every_config)
 {
-    const GemvCase bf = {"cfg", 301, 1027, 1032, 1032, 3, 0, 0, 0};
-    const GemvCase f32 = {"cfg f32w", 301, 1027, 1032, 1032, 1, 1, 1, 0};
+    const AsProjShape *e = &as_every_config_projection;
+    const GemvCase bf = case_of(e, 0);
+    const GemvCase f32 = {"every config f32w", e->n_out, e->n_in, e->ldw, e->ldx, 1, 1, 1, e->x_off};
     const int Rs[] = {1, 2, 4}, Ws[] = {1, 2, 4, 8}, ms[] = {1, 2, 3, 4, 6, 8};
     int64_t bad = 0, runs = 0;
     for (int ri = 0; ri < 3; ri++)
@@ -291,8 +279,9 @@ static void check_residual(int no, int ni, int m, int x_off, uint64_t seed)
 
 GPU_TEST(gpu_gemv_residual)
 {
-    check_residual(5120, 8192, 1, 0, 7001);
-    check_residual(5120, 8192, 3, 0, 7011);
+    const int wo_b_in = AS_FLASH_O_GROUPS * AS_FLASH_O_LORA;
+    check_residual(AS_FLASH_DIM, wo_b_in, 1, 0, 7001);
+    check_residual(AS_FLASH_DIM, wo_b_in, 3, 0, 7011);
     check_residual(301, 1003, 2, 1, 7021);
     as_bf16_t *d = as_gpu_alloc(4096);
     CHECK(as_k_gemv_bf16_residual(d, 4, 8, d, 8, 1, d, 4, NULL, 4, 0) == (int)cudaErrorInvalidValue, "h NULL refused");
@@ -363,8 +352,9 @@ static void check_norm(int no, int ni, int with_h, int in_place, int x_off, int 
 
 GPU_TEST(gpu_gemv_norm)
 {
-    check_norm(1280, 5120, 0, 1, 0, 3, 7101);  /* wq_a + q_norm, in place */
-    check_norm(5120, 8192, 1, 0, 0, 3, 7111);  /* wo_b + residual + the next layer's attn_norm */
+    check_norm(AS_FLASH_Q_LORA, AS_FLASH_DIM, 0, 1, 0, 3, 7101); /* wq_a + q_norm, in place */
+    /* wo_b + residual + the next layer's attn_norm */
+    check_norm(AS_FLASH_DIM, AS_FLASH_O_GROUPS * AS_FLASH_O_LORA, 1, 0, 0, 3, 7111);
     check_norm(6144, 256, 1, 0, 0, 2, 7121);   /* the longest row a block keeps in registers */
     check_norm(6152, 64, 0, 1, 0, 1, 7131);    /* longer: the separate launches */
     check_norm(301, 1003, 1, 0, 1, 2, 7141);   /* x misaligned: the scalar kernel, then rmsnorm.cu */
@@ -435,11 +425,12 @@ static void check_rope(int heads, int hd, int rd, int ni, int m, int x_off, int 
 
 GPU_TEST(gpu_gemv_rope)
 {
-    check_rope(64, 512, 64, 1280, 1, 0, 1, 0, 0, 8001); /* flash wq_b, a decode step */
-    check_rope(64, 512, 64, 1280, 1, 0, 1, 0, 48, 8002); /* the same with room beside it (ATTNSCOPE_SEL_ROOM) */
-    check_rope(64, 512, 64, 1280, 1, 0, 0, 0, 1 << 20, 8003); /* room for everything: a one-block grid */
-    check_rope(64, 512, 64, 1280, 3, 0, 0, 0, 0, 8011);
-    check_rope(64, 512, 64, 1280, 8, 0, 1, 1, 0, 8021);
+    const int nh = AS_FLASH_HEADS, hd = AS_FLASH_HEAD_DIM, rd = AS_FLASH_ROPE_DIM, ni = AS_FLASH_Q_LORA;
+    check_rope(nh, hd, rd, ni, 1, 0, 1, 0, 0, 8001);       /* flash wq_b, a decode step */
+    check_rope(nh, hd, rd, ni, 1, 0, 1, 0, 48, 8002);      /* the same with room beside it (ATTNSCOPE_SEL_ROOM) */
+    check_rope(nh, hd, rd, ni, 1, 0, 0, 0, 1 << 20, 8003); /* room for everything: a one-block grid */
+    check_rope(nh, hd, rd, ni, 3, 0, 0, 0, 0, 8011);
+    check_rope(nh, hd, rd, ni, 8, 0, 1, 1, 0, 8021);
     check_rope(4, 64, 16, 256, 5, 0, 0, 1, 0, 8031);   /* tiny */
     check_rope(4, 64, 64, 256, 2, 0, 1, 0, 0, 8041);   /* rd = hd: every channel */
     check_rope(3, 40, 8, 1003, 2, 1, 1, 0, 0, 8051);   /* the scalar kernel, then rope.cu */

@@ -38,6 +38,7 @@
 #include "ref/numerics.h"
 #include "tests/lib/gpu_util.h"
 #include "tests/lib/harness.h"
+#include "tests/lib/kernel_shapes.h"
 
 /* Not in kernels.h: explicit mmvq configuration (R rows per warp, W warps per row; 0 = automatic). */
 int as_k_q2k_mmvq_cfg(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_in, const void *xq, int64_t ldx,
@@ -164,10 +165,11 @@ static int64_t check_q8_1(const char *what, const uint16_t *xh, int rows, int n,
 GPU_TEST(gpu_q2k_quantize_q8_1)
 {
     struct { const char *name; int rows, n; int64_t ldx, ldy; } cases[] = {
-        {"dim row", 1, 5120, 5120, 160},
-        {"q_lora rows", 7, 1280, 1280, 40},
-        {"o rows (wo_a input)", 9, 32768, 32768, 1024},
-        {"wo_b input, padded strides", 64, 8192, 8200, 260},
+        {"dim row", 1, AS_FLASH_DIM, AS_FLASH_DIM, AS_FLASH_DIM / 32},
+        {"q_lora rows", 7, AS_FLASH_Q_LORA, AS_FLASH_Q_LORA, AS_FLASH_Q_LORA / 32},
+        {"o rows (wo_a input)", 9, AS_FLASH_HEADS * AS_FLASH_HEAD_DIM, AS_FLASH_HEADS * AS_FLASH_HEAD_DIM,
+         AS_FLASH_HEADS * AS_FLASH_HEAD_DIM / 32},
+        {"wo_b input, padded strides", 64, AS_FLASH_O_GROUPS * AS_FLASH_O_LORA, 8200, 260},
         {"one block", 3, 32, 40, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -396,31 +398,31 @@ static int64_t run_case(const Q2kCase *c, int m, int kernel, int R, int Wn, int 
     return st.bad + st.ref_bad;
 }
 
-/* The flash projections (SPEC 1): wq_a, wq_b, wkv, wo_a (8 groups of 1024 x 4096, one launch), wo_b,
- * indexer wq_b. */
-static const Q2kCase kFlash[] = {
-    {"wq_a", 1280, 5120, 1, 0, 0, 0},
-    {"wq_b", 32768, 1280, 1, 0, 0, 0},
-    {"wkv", 512, 5120, 1, 0, 0, 0},
-    {"wo_a grouped", 1024, 4096, 8, 0, 0, 0},
-    {"wo_b", 5120, 8192, 1, 0, 0, 0},
-    {"indexer.wq_b", 4096, 1280, 1, 0, 0, 0},
-};
+/* The flash projections that convert --quant q2_k writes as Q2_K (tests/lib/kernel_shapes.h: all
+ * but the ratio-2 compressor's f32 weights; wo_a is 8 groups of 1024 x 4096, one launch). */
+static int flash_q2k_case(int i, Q2kCase *c)
+{
+    const AsProjShape *s = &as_flash_projections[i];
+    *c = (Q2kCase){s->name, s->n_out, s->n_in, s->groups, 0, 0, 0};
+    return !s->f32_weights;
+}
 
 GPU_TEST(gpu_q2k_mmvq_flash_shapes)
 {
     const int ms[] = {1, 3, 8};
-    for (size_t i = 0; i < sizeof kFlash / sizeof kFlash[0]; i++)
-        for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
-            run_case(&kFlash[i], ms[k], K_MMVQ, 0, 0, k != 1, 100 + 10 * i + k, 0); /* y f32 at m 1, 8; bf16 at 3 */
+    Q2kCase c;
+    for (int i = 0; i < AS_N_FLASH_PROJECTIONS; i++)
+        for (size_t k = 0; k < sizeof ms / sizeof ms[0] && flash_q2k_case(i, &c); k++)
+            run_case(&c, ms[k], K_MMVQ, 0, 0, k != 1, 100 + 10 * (uint64_t)i + k, 0); /* y f32 at m 1, 8; bf16 at 3 */
 }
 
 GPU_TEST(gpu_q2k_mmq_flash_shapes)
 {
     const int ms[] = {9, 64};
-    for (size_t i = 0; i < sizeof kFlash / sizeof kFlash[0]; i++)
-        for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
-            run_case(&kFlash[i], ms[k], K_MMQ, 0, 0, k == 0, 200 + 10 * i + k, 0);
+    Q2kCase c;
+    for (int i = 0; i < AS_N_FLASH_PROJECTIONS; i++)
+        for (size_t k = 0; k < sizeof ms / sizeof ms[0] && flash_q2k_case(i, &c); k++)
+            run_case(&c, ms[k], K_MMQ, 0, 0, k == 0, 200 + 10 * (uint64_t)i + k, 0);
 }
 
 /* Tails: n_out not a multiple of the mmq tile (128) or of R, 1 row, tokens past a 32-token tile,

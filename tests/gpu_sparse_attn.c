@@ -32,6 +32,7 @@
 #include "ref/numerics.h"
 #include "tests/lib/gpu_util.h"
 #include "tests/lib/harness.h"
+#include "tests/lib/kernel_shapes.h"
 
 /* Not in kernels.h: path 0 auto / 1 warp kernel / 2 tensor-core kernel / 3 wgmma kernel; split -1 none / 0
  * auto / n. */
@@ -331,7 +332,7 @@ static void run_attn(const AttnCase *c, uint64_t seed)
     as_gpu_free(dq), as_gpu_free(da), as_gpu_free(db), as_gpu_free(dsink), as_gpu_free(didx), as_gpu_free(dout);
 }
 
-#define FL 64, 512 /* flash heads, head_dim */
+#define FL AS_FLASH_HEADS, AS_FLASH_HEAD_DIM
 
 static void report_worst(const char *what)
 {

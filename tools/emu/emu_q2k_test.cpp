@@ -3,14 +3,7 @@
 // for device memory. The launchers' argument checks are the device build's (not compiled here), so
 // gpu_q2k_refuses_nonsense is meaningless on the emulator and is not run; the engine test is compiled
 // out (AS_Q2K_KERNELS_ONLY).
-// Build and run (not part of run.sh; AS_KTEST_SMALL=1 keeps it to minutes):
-//   B=build/emu; mkdir -p $B; for f in model/quants model/wtensor ref/numerics tests/harness tests/gpu_q2k; do
-//     gcc -O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -fopenmp -I. -I/usr/local/cuda/include
-//         -DAS_Q2K_KERNELS_ONLY -c $f.c -o $B/$(basename $f).o; done
-//   g++ -std=c++20 -O1 -Wall -Wextra -Werror -Wno-unknown-pragmas -ffp-contract=off -I bench/emu -I .
-//       -I /usr/local/cuda/include -DAS_EMU bench/emu/emu_q2k_test.cpp bench/emu/emu.cpp $B/quants.o
-//       $B/wtensor.o $B/numerics.o $B/harness.o $B/gpu_q2k.o -o $B/emu_q2k_test -pthread -fopenmp
-//   AS_KTEST_SMALL=1 $B/emu_q2k_test gpu_q2k_quantize_q8_1 gpu_q2k_mmvq_flash_shapes ...
+// Built and run by `make emu` (under AS_KTEST_SMALL=1, the small cases only, with the tests it names).
 #include "emu.h"
 
 #include <cstdio>

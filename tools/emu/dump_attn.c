@@ -1,9 +1,9 @@
 /* Dumps the sparse-attention operands of one reference layer (q, rows_a + rows_b, idx, sink and the
- * reference o) of a prefill, for bench/emu/emu_attn_real (the kernel on the emulator with real data).
+ * reference o) of a prefill, for tools/emu/emu_attn_real (the kernel on the emulator with real data).
  *   dump_attn MODEL_DIR OUT_FILE [S=512] [LAYER=0] [INPUT_SEED=1] [THREADS=2]
  * File: int32 s, nh, hd, nrows, topk, na; f32 sink[nh], q[s][nh][hd], rows[nrows][hd], o[s][nh][hd];
  * int32 idx[s][topk]; then, when the layer has them, int32 1 and f32 kv_pre[s][hd] (the window rows before
- * the fp8 quantiser, for the flip analysis of emu_attn_real). Build: see bench/emu/real.sh. */
+ * the fp8 quantiser, for the flip analysis of emu_attn_real). Built by tools/emu/real.sh. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,13 +1,7 @@
-// kernels/q8_1.cu, q2k_mmvq.cu and q2k_mmq.cu on the emulator (bench/emu/emu.h) against their twins
+// kernels/q8_1.cu, q2k_mmvq.cu and q2k_mmq.cu on the emulator (tools/emu/emu.h) against their twins
 // in model/quants.c: the q8_1 blocks bit for bit, mmvq bit for bit (f32 and bf16), mmq within the
 // f32 ordering bound. Small shapes with tails (rows past a tile, tokens past a tile, batches).
-// Build and run (not part of run.sh):
-//   B=build/emu; mkdir -p $B
-//   gcc -O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -I. -c model/quants.c -o $B/quants.o
-//   gcc -O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -I. -c ref/numerics.c -o $B/numerics.o
-//   g++ -std=c++20 -O1 -Wall -Wextra -Werror -Wno-unknown-pragmas -ffp-contract=off -I bench/emu -I .
-//       -I /usr/local/cuda/include -DAS_EMU bench/emu/emu_q2k.cpp bench/emu/emu.cpp $B/quants.o
-//       $B/numerics.o -o $B/emu_q2k -pthread && $B/emu_q2k                      (one line)
+// Built and run by `make emu`.
 #include "emu.h"
 #include "emu_rand.h"
 

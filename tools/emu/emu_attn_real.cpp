@@ -1,4 +1,4 @@
-// kernels/sparse_attn.cu on the emulator with a real layer's operands (bench/emu/dump_attn.c): runs
+// kernels/sparse_attn.cu on the emulator with a real layer's operands (tools/emu/dump_attn.c): runs
 // the tensor-core kernel (and the warp kernel) for chosen queries t on exactly the reference's q,
 // rows, idx and sink, and compares with the reference o (SPEC 6 tolerance over the whole tensor) and
 // with an f64 evaluation of SPEC 3 step 7. Each query is its own launch of one block per head block

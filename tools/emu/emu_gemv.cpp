@@ -17,25 +17,32 @@ extern "C" {
 #include "ref/gemv.h"
 #include "ref/numerics.h"
 }
+#include "tests/lib/kernel_shapes.h"
 
 
 static int g_fail;
 
+// One shared shape (tests/lib/kernel_shapes.h) in the GPU test's layout (tests/gpu_gemv.c): group b
+// of x at b * strideX, rounded up to 8 where the x rows are 8-aligned; the kernel the launcher picks
+// (the vector one needs 16-byte aligned rows, x and batch strides).
 template <typename TW, int R, int M>
-static void run(int n_out, int n_in, int ldw, int batch, int m, int wwarps, bool scalar, bool yf32)
+static void run(const AsProjShape &s, int m, int wwarps, bool yf32)
 {
-    const int64_t ldx = ldw, strideX = ldw, strideW = (int64_t)n_out * ldw, ldy = (int64_t)batch * n_out,
-                  strideY = n_out;
-    std::vector<float> W((size_t)batch * strideW), x((size_t)(m * ldx + batch * strideX + 8));
+    const int n_out = s.n_out, n_in = s.n_in, ldw = s.ldw, batch = s.groups;
+    const int64_t ldx = s.ldx, strideX = ldx % 8 == 0 ? ((int64_t)n_in + 7) / 8 * 8 : n_in,
+                  strideW = (int64_t)n_out * ldw, ldy = (int64_t)batch * n_out, strideY = n_out;
+    const bool scalar = ldw % 8 || ldx % 8 || s.x_off % 8 || (batch > 1 && (strideW % 8 || strideX % 8));
+    std::vector<float> W((size_t)batch * strideW), xbuf((size_t)(s.x_off + (m - 1) * ldx + batch * strideX + 8));
+    const float *x = xbuf.data() + s.x_off;
     for (auto &v : W) v = urnd(0.5f);
-    for (auto &v : x) v = urnd(2.0f);
-    std::vector<uint16_t> Wb(W.size()), xb(x.size());
+    for (auto &v : xbuf) v = urnd(2.0f);
+    std::vector<uint16_t> Wb(W.size()), xb(xbuf.size());
     for (size_t i = 0; i < W.size(); i++) Wb[i] = as_bf16_bits(W[i]);
-    for (size_t i = 0; i < x.size(); i++) xb[i] = as_bf16_bits(x[i]);
+    for (size_t i = 0; i < xbuf.size(); i++) xb[i] = as_bf16_bits(xbuf[i]);
     std::vector<float> yo((size_t)m * ldy, NAN);
     std::vector<uint16_t> yb((size_t)m * ldy, 0x7f7f);
     const bool f32w = sizeof(TW) == 4;
-    GemvArgs a{f32w ? (const void *)W.data() : (const void *)Wb.data(), ldw, strideW, n_out, n_in, xb.data(), ldx,
+    GemvArgs a{f32w ? (const void *)W.data() : (const void *)Wb.data(), ldw, strideW, n_out, n_in, xb.data() + s.x_off, ldx,
                strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0, 0, nullptr, 0, {}, {}};
     if (scalar) {
         emu::launch(dim3((unsigned)((n_out + kWarps - 1) / kWarps), (unsigned)batch), dim3(kThreads),
@@ -83,9 +90,9 @@ static void run(int n_out, int n_in, int ldw, int batch, int m, int wwarps, bool
                     printf("    b %d t %d o %d: got %g want %g\n", b, t, o, g, w);
             }
         }
-    printf("%s %s R%d M%d W%d %dx%d ldw %d batch %d m %d %s y %s: worst err/tol %.3f, %lld bad\n", bad ? "FAIL" : "ok  ",
-           f32w ? "f32w" : "bf16", R, M, wwarps, n_out, n_in, ldw, batch, m, scalar ? "scalar" : "vec",
-           yf32 ? "f32" : "bf16", worst, (long long)bad);
+    printf("%s %-26s %s R%d M%d W%d %dx%d ldw %d batch %d m %d %s y %s: worst err/tol %.3f, %lld bad\n",
+           bad ? "FAIL" : "ok  ", s.name, f32w ? "f32w" : "bf16", R, M, wwarps, n_out, n_in, ldw, batch, m,
+           scalar ? "scalar" : "vec", yf32 ? "f32" : "bf16", worst, (long long)bad);
     g_fail += bad != 0;
 }
 
@@ -169,17 +176,23 @@ static void run_norm(int n_out, int n_in, int wwarps, bool with_res, bool in_pla
 
 int main()
 {
-    // W as bf16 values in both cases (the f32 path reads them as f32)
-    run<uint16_t, 4, 8>(37, 203, 208, 2, 5, 2, false, false);
-    // many row sets (26 a batch, 8 blocks in the resident launch), an uneven second pass
-    run<uint16_t, 1, 1>(203, 520, 520, 2, 1, 1, false, false);
-    run<uint16_t, 2, 1>(37, 203, 208, 2, 1, 8, false, true);
-    run<uint16_t, 1, 2>(9, 1030, 1032, 1, 2, 1, false, false);
-    run<uint16_t, 4, 4>(64, 512, 512, 3, 3, 4, false, false);
-    run<float, 4, 2>(37, 203, 208, 1, 2, 2, false, true);
-    run<float, 1, 8>(5, 64, 64, 1, 8, 8, false, true);
-    run<uint16_t, 1, 1>(37, 203, 203, 2, 3, 1, true, false);
-    run<float, 1, 1>(37, 203, 203, 1, 3, 1, true, true);
+    // the small projections the GPU test runs, each under several (R, M, W), the larger ones under
+    // two (one emulated thread is an OS thread): W as bf16 values in both weight types (the f32 path
+    // reads them as f32)
+    for (const AsProjShape &s : as_small_projections) {
+        const bool all = (int64_t)s.groups * s.n_out * s.n_in < (1 << 16);
+        if (s.f32_weights) {
+            run<float, 4, 2>(s, 2, 2, true);
+            if (all)
+                run<float, 1, 8>(s, 8, 8, true), run<float, 1, 4>(s, 3, 1, true);
+        } else {
+            run<uint16_t, 4, 8>(s, 5, 2, false);
+            run<uint16_t, 2, 1>(s, 1, 8, true);
+            if (all)
+                run<uint16_t, 1, 1>(s, 1, 1, false), run<uint16_t, 1, 2>(s, 2, 1, false),
+                    run<uint16_t, 4, 4>(s, 3, 4, false);
+        }
+    }
     run_rope<4, 1>(4, 64, 16, 256, 1, 1, true, false);
     run_rope<2, 4>(3, 40, 8, 136, 3, 2, false, true);
     run_rope<4, 4>(2, 64, 64, 64, 3, 4, true, false);

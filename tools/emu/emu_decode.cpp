@@ -1,4 +1,4 @@
-// The decode-graph kernels of issue 8 on the emulator: kernels/row_pipe.cu against the chain of the
+// The decode-graph kernels on the emulator: kernels/row_pipe.cu against the chain of the
 // separate kernels' semantics (rmsnorm in rmsnorm.cu's summation order, ref/rope.c's rotation,
 // ref/quant.c's quantisers, the scale, the ring / cache stores), bit for bit; and
 // kernels/build_idx.cu's decode kernel (window selection + idx, by value and from device

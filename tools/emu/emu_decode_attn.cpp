@@ -1,4 +1,4 @@
-// The decode graph's sparse attention (issue 8) on the emulator: the launch sized for topk_max with
+// The decode graph's sparse attention on the emulator: the launch sized for topk_max with
 // the live width and compressed row count read from "device" memory, split one tile per split into a
 // given workspace, folded by the combine kernel over the live splits only, against the by-value
 // launch at the live width (split as as_k_sparse_attn plans a one-query decode: one tile per split),

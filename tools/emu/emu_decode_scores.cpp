@@ -1,4 +1,4 @@
-// The decode graph's index scores (issue 8) on the emulator: the launch sized for max_width (its
+// The decode graph's index scores on the emulator: the launch sized for max_width (its
 // grid, tiles per block and position chunks planned for that width) with the live width read from
 // "device" memory, against the by-value launch at the live width, bit for bit (score rows are the
 // live width apart; nothing past it is written).

@@ -1,4 +1,4 @@
-// A functional CPU emulator for attnscope's tensor-core kernels (bench/emu/README in run.sh):
+// A functional CPU emulator for attnscope's tensor-core kernels (tools/emu/README.md):
 // every CUDA thread of a block is an OS thread; __syncthreads, named barriers and the warp-level
 // operations (shuffles, ldmatrix, mma.sync) are emulated with barriers and exchange buffers, with
 // the fragment layouts of the PTX ISA. cp.async copies synchronously. It checks the kernels' own
