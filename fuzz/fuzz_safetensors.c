@@ -8,20 +8,11 @@
  * loaded model lies inside its file's data section. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fuzz/fuzz_util.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
-
-/* The micro geometry (fuzz/corpus/micro_config.json): 3 layers of ratios 0, 1, 2. */
-static const char st_micro_config[] =
-    "{\"hidden_size\": 32, \"num_hidden_layers\": 3, \"num_attention_heads\": 2, \"head_dim\": 32,"
-    " \"qk_rope_head_dim\": 8, \"q_lora_rank\": 32, \"o_lora_rank\": 32, \"o_groups\": 2,"
-    " \"sliding_window\": 4, \"rms_norm_eps\": 1e-6, \"compress_ratios\": [0, 1, 2],"
-    " \"kv_source_layer_ids\": [1, 2], \"index_source_layer_ids\": [1, 2], \"candidate_topk_blocks\": 2,"
-    " \"candidate_block_size\": 2, \"index_n_heads\": 2, \"index_head_dim\": 32, \"index_topk\": 4,"
-    " \"rope_theta\": 10000, \"compress_rope_theta\": 160000, \"rope_scaling\": {\"factor\": 4,"
-    " \"original_max_position_embeddings\": 64, \"beta_fast\": 32, \"beta_slow\": 1}, \"max_seq_len\": 64}";
 
 static void st_check_inside(const AsModel *m)
 {
@@ -66,7 +57,7 @@ static void st_decode_rows(const AsModel *m)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    fz_write("config.json", st_micro_config, sizeof st_micro_config - 1);
+    fz_write("config.json", fz_micro_config(), strlen(fz_micro_config()));
     fz_write("model.safetensors", data, size);
     AsModel m;
     AsError err = {0};

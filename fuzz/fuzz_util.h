@@ -66,6 +66,19 @@ static inline const char *fz_dir(void)
     } while (0)
 #endif
 
+/* The micro geometry of the seed corpus (fuzz/corpus/micro_config.json): 3 layers of ratios 0, 1, 2,
+ * dim 32. */
+static inline const char *fz_micro_config(void)
+{
+    return "{\"hidden_size\": 32, \"num_hidden_layers\": 3, \"num_attention_heads\": 2, \"head_dim\": 32,"
+           " \"qk_rope_head_dim\": 8, \"q_lora_rank\": 32, \"o_lora_rank\": 32, \"o_groups\": 2,"
+           " \"sliding_window\": 4, \"rms_norm_eps\": 1e-6, \"compress_ratios\": [0, 1, 2],"
+           " \"kv_source_layer_ids\": [1, 2], \"index_source_layer_ids\": [1, 2], \"candidate_topk_blocks\": 2,"
+           " \"candidate_block_size\": 2, \"index_n_heads\": 2, \"index_head_dim\": 32, \"index_topk\": 4,"
+           " \"rope_theta\": 10000, \"compress_rope_theta\": 160000, \"rope_scaling\": {\"factor\": 4,"
+           " \"original_max_position_embeddings\": 64, \"beta_fast\": 32, \"beta_slow\": 1}, \"max_seq_len\": 64}";
+}
+
 /* Writes data to fz_dir()/name; returns the path (static storage, four slots in turn). */
 static inline const char *fz_write(const char *name, const void *data, size_t size)
 {

@@ -3,7 +3,8 @@
 # (fuzz/corpus/micro_config.json) written by `gen`, converted by `convert`, run by `run` into
 # dumps (and h5repack'd into the old HDF5 format); configs as `gen` writes them; the example
 # scripts. A few near-valid inputs are written by hand (printf) where attnscope writes none:
-# safetensors dtypes it never writes, sharded indexes, scripts using every field.
+# safetensors dtypes it never writes, sharded indexes, scripts using every field; numpy writes
+# the .npy and .npz seeds.
 #
 #   sh fuzz/make_corpus.sh BUILD/attnscope
 set -eu
@@ -14,7 +15,7 @@ C=fuzz/corpus
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/attnscope-corpus-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 export ATTNSCOPE_CACHE="$TMP/cache"
-for t in safetensors st_index gguf config script dump; do
+for t in safetensors st_index gguf config script dump npy; do
     rm -rf "${C:?}/$t"
     mkdir -p "$C/$t"
 done
@@ -108,6 +109,31 @@ printf '{"weight_map": {"a": "model.safetensors"}}' >$C/st_index/one-shard.json
 printf '{"weight_map": {"a": "../outside.safetensors"}}' >$C/st_index/path-escape.json
 printf '{"weight_map": {}}' >$C/st_index/empty.json
 
-for t in safetensors st_index gguf config script dump; do
+# ---- .npy and .npz as numpy writes them (python3-numpy, scripts/deps.sh): the micro geometry's
+# x, q, out, h0 and a state tensor named by docs/IMPORT.md's scheme; other dtypes, byte orders,
+# format versions; stored and deflated archives, an empty one
+python3 - $C/npy <<'EOF'
+import sys
+import numpy as np
+out = sys.argv[1]
+x = (np.arange(64, dtype=np.float32) / 8).reshape(2, 32)
+q = (np.arange(128, dtype=np.float32) / 16 - 4).reshape(2, 2, 32)
+np.save(f"{out}/x-f4.npy", x)
+np.save(f"{out}/x-batch-be-f4.npy", x.reshape(1, 2, 32).astype(">f4"))
+np.save(f"{out}/x-f2.npy", x.astype(np.float16))
+with open(f"{out}/x-v2.npy", "wb") as f:
+    np.lib.format.write_array(f, x.astype(np.float64), version=(2, 0))
+with open(f"{out}/x-v3.npy", "wb") as f:
+    np.lib.format.write_array(f, x, version=(3, 0))
+np.save(f"{out}/idx-i8.npy", np.array([[0, 1, -1, -1], [0, 1, 0, -1]], dtype=np.int64))
+np.save(f"{out}/mask-bool.npy", np.array([[True, False], [True, True]]))
+tensors = {"step0/h0": x, "step0/layer0/x": x, "step0/layer1/q": q, "step0/layer2/out": x,
+           "step0/layer1/state_ring": np.zeros((4, 32), np.float32)}
+np.savez(f"{out}/layers-stored.npz", **tensors)
+np.savez_compressed(f"{out}/layers-deflated.npz", **tensors)
+np.savez(f"{out}/empty.npz")
+EOF
+
+for t in safetensors st_index gguf config script dump npy; do
     printf '%-12s %3d files, %6d bytes\n' "$t" "$(ls $C/$t | wc -l)" "$(cat $C/$t/* | wc -c)"
 done

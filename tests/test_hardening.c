@@ -50,6 +50,9 @@
 #define LLVMFuzzerTestOneInput fuzz_one_dump
 #include "fuzz/fuzz_dump.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_one_npy
+#include "fuzz/fuzz_npy.c"
+#undef LLVMFuzzerTestOneInput
 
 static const struct {
     const char *name;
@@ -57,6 +60,7 @@ static const struct {
 } targets[] = {
     {"safetensors", fuzz_one_safetensors}, {"st_index", fuzz_one_st_index}, {"gguf", fuzz_one_gguf},
     {"config", fuzz_one_config},           {"script", fuzz_one_script},     {"dump", fuzz_one_dump},
+    {"npy", fuzz_one_npy},
 };
 
 /* Every file of dir through fn; returns how many ran. */
@@ -105,6 +109,7 @@ TEST(hardening_fuzz_replay_gguf) { replay_target(2); }
 TEST(hardening_fuzz_replay_config) { replay_target(3); }
 TEST(hardening_fuzz_replay_script) { replay_target(4); }
 TEST(hardening_fuzz_replay_dump) { replay_target(5); }
+TEST(hardening_fuzz_replay_npy) { replay_target(6); }
 
 /* ---- messages ------------------------------------------------------------------------ */
 
