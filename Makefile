@@ -170,11 +170,12 @@ bundle-tar: bundle
 # flash shapes against the measured copy bandwidth, bf16 GEMM rate and cuBLAS; needs only CUDA.
 KBENCH_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,bench/kernels_bench.cu kernels/gemv.cu kernels/index_scores.cu \
               kernels/sparse_attn.cu kernels/sparse_attn_wgmma.cu kernels/attn_decode.cu kernels/topk_select.cu kernels/pdl.cu kernels/q8_1.cu \
-              kernels/q2k_mmvq.cu kernels/q2k_mmq.cu kernels/row_pipe.cu kernels/rope.cu kernels/rmsnorm.cu)
+              kernels/q2k_mmvq.cu kernels/q2k_mmq.cu kernels/row_pipe.cu kernels/rope.cu kernels/rmsnorm.cu \
+              kernels/act_quant.cu kernels/fp8_gemv.cu kernels/fp8_gemm.cu)
 .PHONY: kbench
 kbench: $(BUILD)/attnscope_kbench
 $(BUILD)/attnscope_kbench: $(KBENCH_OBJ)
-	$(NVCC) -o $@ $(KBENCH_OBJ) -lcublas
+	$(NVCC) -o $@ $(KBENCH_OBJ) -lcublasLt -lcublas
 
 # What a dependency between two decode stages costs, by its synchronisation (bench/boundary_bench.cu):
 # graph edges with and without PDL, a grid barrier and a flag in one persistent kernel; needs only CUDA.

@@ -5,6 +5,7 @@
 // (device-to-device copy bandwidth, cuBLAS bf16 GEMM rate) and against cuBLAS at the same shapes.
 //
 //   make BUILD=build kbench && ./build/attnscope_kbench [--quick] [--attn: ceilings + sparse attention only]
+//     [--fp8: ceilings + the fp8 projections only (bench/kernels_bench_fp8.cuh)]
 //
 // Method (METHOD.md): CUDA events; warm-up launches first; each timing is the median over `reps`
 // batches of `batch` back-to-back launches (per-launch time = batch time / batch, so launch gaps
@@ -737,16 +738,30 @@ void bench_selection(bool quick)
     bench_topk(ctx, ctx, k, quick);
 }
 
+#include "bench/kernels_bench_fp8.cuh"
+
+void print_summary()
+{
+    printf("\n== summary (copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s)\n", g_ceil.copy_gbs, g_ceil.gemm_tfs);
+    printf("%-28s %-44s %10s %9s %6s %9s %6s %10s\n", "kernel", "shape", "us", "GB/s", "%bw", "TFLOP/s", "%mma",
+           "cuBLAS us");
+    for (const Row &r : g_rows)
+        printf("%-28s %-44s %10.2f %9.1f %6.1f %9.1f %6.1f %10.2f\n", r.kernel.c_str(), r.shape.c_str(), r.us, r.gbs,
+               r.pct_bw, r.tfs, r.pct_mma, r.cublas_us);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
-    bool quick = false, attn_only = false;
+    bool quick = false, attn_only = false, fp8_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = true;
         else if (!strcmp(argv[i], "--attn"))
             attn_only = true; // the ceilings and the sparse attention only
+        else if (!strcmp(argv[i], "--fp8"))
+            fp8_only = true; // the ceilings and the fp8 projections only
     }
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -759,6 +774,13 @@ int main(int argc, char **argv)
     }
     measure_ceilings(cb, quick);
 
+    if (!attn_only)
+        bench_fp8(quick);
+    if (fp8_only) {
+        cublasDestroy(cb);
+        print_summary();
+        return 0;
+    }
     if (!attn_only)
         bench_projections_and_scores(cb, quick);
     printf("\n== sparse attention (nh %d, hd %d; every selected entry valid)\n", AS_FLASH_HEADS, AS_FLASH_HEAD_DIM);
@@ -787,11 +809,6 @@ int main(int argc, char **argv)
     if (!attn_only)
         bench_selection(quick);
     cublasDestroy(cb);
-    printf("\n== summary (copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s)\n", g_ceil.copy_gbs, g_ceil.gemm_tfs);
-    printf("%-28s %-44s %10s %9s %6s %9s %6s %10s\n", "kernel", "shape", "us", "GB/s", "%bw", "TFLOP/s", "%mma",
-           "cuBLAS us");
-    for (const Row &r : g_rows)
-        printf("%-28s %-44s %10.2f %9.1f %6.1f %9.1f %6.1f %10.2f\n", r.kernel.c_str(), r.shape.c_str(), r.us, r.gbs,
-               r.pct_bw, r.tfs, r.pct_mma, r.cublas_us);
+    print_summary();
     return 0;
 }
