@@ -166,7 +166,7 @@ bundle-tar: bundle
 	XZ_OPT=-T0 tar -C dist -cJf dist/attnscope.tar.xz attnscope
 	@ls -la dist/attnscope.tar.xz
 
-# Kernel micro-benchmark (bench/kernels_bench.cu, notes in bench/KERNELS.md): the heavy kernels at the
+# Kernel micro-benchmark (bench/kernels_bench.cu, bench/README.md): the heavy kernels at the
 # flash shapes against the measured copy bandwidth, bf16 GEMM rate and cuBLAS; needs only CUDA.
 KBENCH_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,bench/kernels_bench.cu kernels/gemv.cu kernels/index_scores.cu \
               kernels/sparse_attn.cu kernels/sparse_attn_wgmma.cu kernels/attn_decode.cu kernels/topk_select.cu kernels/pdl.cu kernels/q8_1.cu \
