@@ -12,7 +12,8 @@
 # EXPECT is "err" (the run must exit 2 or 3 with one line on stderr), "any" (a benign mutation:
 # exit 0 or 1 allowed too, e.g. a bit flip in tensor data, an escaped name, an unknown key; never
 # a signal or a hang) or "known" (a broken input attnscope is known to accept, reported in the
-# test's table but not failed on; never a signal or a hang either). Needs python3 (binary mutations); the HDF5 classes need h5py (else they are left out
+# test's table but not failed on; never a signal or a hang either). Needs python3 (binary mutations); the HDF5 classes need h5py, the
+# import classes (npz, npy and safetensors of docs/IMPORT.md's scheme, checked directly) numpy (else they are left out
 # with a line on stderr).
 set -eu
 BIN=${1:?usage: hostile.sh PATH/TO/attnscope DIR [OUTSIDE]}
@@ -342,6 +343,129 @@ else
     echo "hostile.sh: no h5py: the dump mutation classes left out" >&2
 fi
 
+# ---- imports (docs/IMPORT.md): npz, npy and safetensors of the scheme, mutated; checked directly
+if "$PY" -c 'import numpy' 2>/dev/null; then
+"$PY" - "$B" "$DIR" "$M" <<'PY'
+import json, os, random, struct, sys
+import numpy as np
+B, D, MAN = sys.argv[1:4]
+man = open(MAN, "a")
+rnd = random.Random(37)
+def entry(cls, expect, *args): man.write("\t".join([cls, expect] + [str(a) for a in args]) + "\n")
+n = [0]
+def fresh(cls, ext):
+    n[0] += 1; return os.path.join(D, "%s-i%03d%s" % (cls, n[0], ext))
+MODEL = os.path.join(B, "tiny")
+cfg = json.load(open(os.path.join(MODEL, "config.json")))
+dim, nh, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["head_dim"]
+# a prefill of 3 and one decode step: h0, x, q, out of layers 0 and 2
+meta = {"step0/start_pos": 0, "step0/tokens": 3, "step1/start_pos": 3, "step1/tokens": 1}
+T = {}
+for s, toks in ((0, 3), (1, 1)):
+    T[f"step{s}/h0"] = rnd.random() * np.ones((toks, dim), np.float32)
+    for l in (0, 2):
+        T[f"step{s}/layer{l}/x"] = np.full((toks, dim), 0.5, np.float32)
+        T[f"step{s}/layer{l}/q"] = np.zeros((toks, nh, hd), np.float32)
+        T[f"step{s}/layer{l}/out"] = np.zeros((toks, dim), np.float32)
+META = os.path.join(B, "imp.json")
+json.dump(meta, open(META, "w"))
+np.savez(os.path.join(B, "imp.npz"), **T)
+np.savez_compressed(os.path.join(B, "impz.npz"), **T)
+def st_bytes(tensors, md, extra=""):
+    hdr, blobs, off = {"__metadata__": {k: str(v) for k, v in md.items()}}, [], 0
+    for k, a in tensors.items():
+        b = a.astype("<f4").tobytes(); hdr[k] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b); off += len(b)
+    t = json.dumps(hdr)
+    if extra: t = "{" + extra + ", " + t[1:]
+    t = t.encode(); t += b" " * (-len(t) % 8)
+    return struct.pack("<Q", len(t)) + t + b"".join(blobs)
+ST = st_bytes(T, meta)
+open(os.path.join(B, "imp.safetensors"), "wb").write(ST)
+def check(cls, expect, *files): entry(cls, expect, "check", MODEL, *files, "--quiet")
+def wr(cls, ext, b):
+    p = fresh(cls, ext); open(p, "wb").write(b); return p
+# the intact inputs check (exit 0 or 1: the values are not the reference's)
+check("import-intact", "any", os.path.join(B, "imp.npz"), META)
+check("import-intact", "any", os.path.join(B, "impz.npz"), META)
+check("import-intact", "any", os.path.join(B, "imp.safetensors"))
+for name in ("imp.npz", "impz.npz"):
+    Z = open(os.path.join(B, name), "rb").read()
+    for o in sorted(set([0, 4, 21, 30, 100, len(Z) // 2, len(Z) - 23, len(Z) - 22, len(Z) - 1] +
+                        [rnd.randrange(1, len(Z)) for _ in range(3)])):
+        check("npz-truncate", "err", wr("npz-truncate", ".npz", Z[:o]), META)
+    end = Z.rfind(b"PK\x05\x06")
+    cd = struct.unpack_from("<I", Z, end + 16)[0]
+    for off, fmt, v in ((end + 16, "<I", 0xFFFFFFFF), (end + 16, "<I", len(Z)), (end + 12, "<I", 0x7FFFFFFF),
+                        (end + 10, "<H", 0xFFFF), (end + 8, "<H", 0), (cd + 42, "<I", 0xFFFFFFFE), (cd + 42, "<I", cd),
+                        (cd + 20, "<I", 0x7FFFFFFF), (cd + 24, "<I", 0xFFFFFFFF), (cd + 28, "<H", 0xFFFF)):
+        x = bytearray(Z); struct.pack_into(fmt, x, off, v)
+        check("npz-bad-offsets", "err", wr("npz-bad-offsets", ".npz", bytes(x)), META)
+    for _ in range(8):
+        x = bytearray(Z); o = rnd.randrange(cd, len(Z)); x[o] ^= 1 << rnd.randrange(8)
+        check("npz-directory-flip", "any", wr("npz-directory-flip", ".npz", bytes(x)), META)
+    for _ in range(6):
+        x = bytearray(Z); o = rnd.randrange(0, cd); x[o] ^= 1 << rnd.randrange(8)
+        # stored data or a deflate stream: the CRC or the stream finds it; a local header's time: benign
+        check("npz-member-flip", "any", wr("npz-member-flip", ".npz", bytes(x)), META)
+# one member twice under the same name
+import zipfile
+p = fresh("npz-dup-member", ".npz")
+with zipfile.ZipFile(p, "w") as z:
+    import io, warnings
+    warnings.simplefilter("ignore")
+    for k in ("step0/layer0/x", "step0/layer0/x"):
+        b = io.BytesIO(); np.save(b, T["step0/layer0/x"]); z.writestr(k + ".npy", b.getvalue())
+check("npz-dup-member", "err", p, META)
+# .npy: truncations, header length and shape claims, dtypes numpy has that the scheme refuses
+def npy(a, **kw):
+    import io
+    b = io.BytesIO(); np.lib.format.write_array(b, a, **kw); return b.getvalue()
+X = npy(T["step0/layer0/x"])
+def npy_dir(cls, name, b):
+    d = fresh(cls, ""); os.mkdir(d); open(os.path.join(d, name), "wb").write(b); json.dump(meta, open(os.path.join(d, "m.json"), "w")); return d
+for o in (0, 6, 9, 10, 60, len(X) - 4, len(X) - 1):
+    check("npy-truncate", "err", npy_dir("npy-truncate", "step0.layer0.x.npy", X[:o]))
+for v in (0xFFFF, 0):
+    x = bytearray(X); struct.pack_into("<H", x, 8, v)
+    check("npy-header-len", "err", npy_dir("npy-header-len", "step0.layer0.x.npy", bytes(x)))
+x = bytearray(b"\x93NUMPY\x02\x00") + struct.pack("<I", 0xFFFFFFF0) + X[10:]
+check("npy-header-len", "err", npy_dir("npy-header-len", "step0.layer0.x.npy", bytes(x)))
+hdr_end = X.index(b"\n", 10)
+for shape in ("(3, 64000000000000)", "(" + ", ".join(["1"] * 64) + ")", "(18446744073709551616,)", "(-3, 64)",
+              "(3, 65)", "(4, 64)"):
+    h = ("{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % shape).encode()
+    h += b" " * (-(10 + len(h) + 1) % 64) + b"\n"
+    check("npy-huge-shape", "err", npy_dir("npy-huge-shape", "step0.layer0.x.npy", b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + X[hdr_end + 1:]))
+for a in (np.array([["a"] * dim] * 3, dtype=object), np.zeros((3, dim), np.complex64), np.zeros((3, dim), "U1"),
+          np.zeros((3, dim), [("a", "<f4")]), np.asfortranarray(np.zeros((dim, 3), np.float32)).T.copy(order="F")):
+    try:
+        b = npy(a, allow_pickle=True)
+    except Exception:
+        continue
+    check("npy-dtype", "err", npy_dir("npy-dtype", "step0.layer0.x.npy", b))
+# names and metadata
+for name in ("step0.layer99.x.npy", "step9.layer0.x.npy", "step0.layer0.bogus.npy", "hidden_states.npy", "step0.layer0.x.npy.pt"):
+    check("import-bad-name", "err", npy_dir("import-bad-name", name, X))
+d = npy_dir("import-dup-tensor", "step0.layer0.x.npy", X); check("import-dup-tensor", "err", d, os.path.join(B, "imp.npz"), META)
+for bad in ({"step0/start_pos": 0}, {"step0/start_pos": 0, "step0/tokens": 3, "step0/start_pos ": 1},
+            {"step0/start_pos": -1, "step0/tokens": 3}, {"step0/start_pos": 0, "step0/tokens": 1 << 40}):
+    p = fresh("import-bad-meta", ".json"); json.dump(bad, open(p, "w"))
+    check("import-bad-meta", "err", os.path.join(B, "imp.npz"), p)
+p = fresh("import-bad-meta", ".json"); open(p, "w").write(json.dumps(meta)[:-1] + ', "step0/tokens": 3}')
+check("import-bad-meta", "err", os.path.join(B, "imp.npz"), p)
+# safetensors of the scheme: truncated, a key twice, metadata that is not strings
+for o in (8, 100, len(ST) - 1):
+    check("st-import-truncate", "err", wr("st-import-truncate", ".safetensors", ST[:o]))
+check("st-import-dup-key", "err", wr("st-import-dup-key", ".safetensors", st_bytes(T, meta, '"step0/layer0/x": {"dtype": "F32", "shape": [3, 64], "data_offsets": [0, 768]}')))
+x = ST.replace(b'"step0/tokens": "3"', b'"step0/tokens":  3 ', 1)   # the same length: a number where a string must be
+check("st-import-meta", "err", wr("st-import-meta", ".safetensors", x))
+man.close()
+PY
+else
+    echo "hostile.sh: no numpy: the import classes left out" >&2
+fi
+
 # ---- links and FIFOs in place of inputs
 mk() { # name: a fresh copy of the tiny model directory
     d="$DIR/$1"; rm -rf "$d"; cp -r "$B/tiny" "$d"; echo "$d"
@@ -392,6 +516,16 @@ e fifo err diff "$DIR/fifo-dump.h5" "$DUMP"; e fifo err diff "$DUMP" "$DIR/fifo-
 mkfifo "$DIR/fifo-inputs.h5"
 sed "s|$B/dump.h5|$DIR/fifo-inputs.h5|" "$B/inputs.json" >"$DIR/fifo-inputs-script.json"; e fifo err run -q "$DIR/fifo-inputs-script.json"
 ln -s "$DIR/fifo-dump.h5" "$DIR/link-to-fifo.h5"; e fifo err dump-info "$DIR/link-to-fifo.h5"
+# imports: a FIFO named as an input and one among a directory's files, a link to a directory, a device
+if [ -f "$B/imp.json" ]; then
+    mkfifo "$DIR/fifo-import.npy"; e fifo err check "$B/tiny" "$DIR/fifo-import.npy" "$B/imp.json" --quiet
+    mkdir "$DIR/fifo-import-dir"; mkfifo "$DIR/fifo-import-dir/step0.layer0.x.npy"; cp "$B/imp.json" "$DIR/fifo-import-dir/"
+    e fifo err check "$B/tiny" "$DIR/fifo-import-dir" --quiet
+    mkdir "$DIR/link-import-dir"; ln -s "$OUTSIDE" "$DIR/link-import-dir/out"; cp "$B/imp.json" "$DIR/link-import-dir/"
+    e link-outside err check "$B/tiny" "$DIR/link-import-dir" --quiet
+    ln -s /dev/zero "$DIR/link-import-zero.npz"; e link-device err check "$B/tiny" "$DIR/link-import-zero.npz" "$B/imp.json" --quiet
+    e fifo err import "$B/tiny" "$DIR/fifo-import.npy" "$B/imp.json" -o "$DIR/fifo-import-out.h5"
+fi
 # directories and devices where a file is named
 e special err dump-info /dev/null; e special err dump-info "$DIR"; e special err run -q /dev/null; e special err info /dev/null
 d=$(mk dir-cfg); rm "$d/config.json"; mkdir "$d/config.json"; e special err info "$d"
