@@ -165,6 +165,9 @@ else
 fi
 expect "layer 5's role line: kv idx cand-src, reads its own cache, keys and selection" "5  r1  kv idx cand-src rows_b<-5  keys<-5  sel<-5"
 
+keys n
+expect "n before any prefill says what to do (no prompt)" "nothing has run yet: p prefills first"
+expect_not "and opens no prompt" "Enter OK"
 echo "== prefill 5, decode 6"
 keys p
 expect "p asks for the prefill size" "prefill tokens"
@@ -311,6 +314,85 @@ if screen | grep -A1 "EXIT=0" | tail -1 | grep -qF 'tui-test$'; then
 else
     bad "the pane returns to the shell prompt"
 fi
+
+echo "== the start-up prefill on the worker, prompts, zoom, go-to, the message log (80x24, then 200x60)"
+# the screen is drawn at once: the model opens and the prefill runs on the worker, keys work meanwhile
+T0=$(date +%s%N)
+start "'$BIN' tui --model tiny --prefill 500"
+if wait_for "attnscope" 1 || wait_for "busy" 1; then
+    ok "the screen is not blank within 1 s of the start ($(( ($(date +%s%N) - T0) / 1000000 )) ms)"
+else
+    bad "the screen is not blank within 1 s of the start"
+fi
+if wait_for "prefill" 5 && line 2 | grep -q "busy"; then
+    ok "the start-up prefill shows its progress line"
+    keys '?'
+    if wait_for "run the next layer" 2 && line 2 | grep -q "busy"; then
+        ok "keys work during the start-up prefill (the help opens while it runs)"
+    else
+        bad "keys work during the start-up prefill"
+    fi
+    keys x
+else
+    ok "the start-up prefill ran before its progress could be seen (a fast host)"
+fi
+wait_idle
+expect "the start-up prefill ends" "prefill of 500 tokens: 10 layers run"
+keys p
+expect "p opens its prompt" "prefill tokens"
+keys x
+expect "a number prompt refuses letters, as typed" "digits only"
+keys Escape
+keys L
+expect "L shows the message log" "messages: the last"
+if screen | grep -qE '^.[ ]+[0-9]{2}:[0-9]{2}:[0-9]{2}  prefill of 500 tokens'; then
+    ok "the log gives each message its time"
+else
+    bad "the log gives each message its time"
+fi
+keys x
+heat_checks() { # SIZE: the tensor view of q, layer 0, 500 tokens x 4 heads
+    keys g
+    type_text 0
+    keys Enter
+    keys T
+    keys C-u
+    type_text q
+    keys Enter
+    expect "$1: q opens in the tensor view at zoom 0" "zoom 0/"
+    keys +
+    expect "$1: + zooms in" "zoom 1/"
+    keys -
+    expect "$1: - zooms out" "zoom 0/"
+    keys G
+    expect "$1: G asks for coordinates" "go to: token"
+    keys C-u
+    type_text "token 12 head 3 channel 50"
+    expect "$1: the go-to prompt checks as typed" "goes to token 12, head 3, channel 50"
+    keys Enter
+    expect "$1: the cursor goes there" "cursor     token 12, head 3, channel 50"
+    expect "$1: one element a cell there" "(1 a cell) x channel"
+    keys G
+    keys C-u
+    type_text "row 3"
+    expect "$1: a dimension q does not have is named" "is not a dimension of q"
+    keys Escape
+    keys w
+    sleep 0.3
+    WORST=$(screen | grep -o 'largest |ref| at token [0-9]*, head [0-9]*, channel [0-9]*' | head -1 | sed 's/.* at //')
+    expect "$1: w puts the cursor on the largest |ref| ($WORST)" "cursor     $WORST"
+    keys Escape
+}
+heat_checks 80x24
+tm resize-window -t "$T" -x 200 -y 60
+sleep 0.3
+heat_checks 200x60
+keys L
+expect "200x60: L shows the log" "messages: the last"
+keys x
+tm resize-window -t "$T" -x 80 -y 24
+keys q
+expect "and quits with 0" "EXIT=0"
 
 echo "== signals"
 # an interactive shell drops the rest of the line when its job dies of SIGINT: a small sh

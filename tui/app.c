@@ -130,6 +130,13 @@ static void default_path(App *a, bool run, char *buf, size_t n)
         snprintf(buf, n, "attnscope-%s-step%d.h5", a->label, a->data.cur.step < 0 ? 0 : a->data.cur.step);
 }
 
+/* Another layer or tensor in the tensor view: it opens anew (the whole tensor, the worst element). */
+static void reopen_tensor(TuiState *st)
+{
+    if (st->view == TV_TENSOR)
+        tui_tensor_open(st);
+}
+
 /* The heatmap's cursor to head h of its token. */
 static void cursor_head(App *a, int h)
 {
@@ -151,8 +158,7 @@ static void accept_prompt(App *a)
     case TUI_PK_DIVERGE: return submit(a, TUI_JOB_DIVERGE, v, a->last_prefill, NULL);
     case TUI_PK_LAYER:
         a->st.layer = v;
-        a->st.heat_open = true;
-        return;
+        return reopen_tensor(&a->st);
     case TUI_PK_QUERY: a->st.query = v; return;
     case TUI_PK_HEAD:
         a->st.head = v;
@@ -273,8 +279,7 @@ static void idle_key(App *a, int ch)
     case ']':
         st->layer += ch == ']' ? 1 : -1;
         st->layer = st->layer < 0 ? 0 : st->layer >= cfg->n_layers ? cfg->n_layers - 1 : st->layer;
-        st->heat_open = true;
-        return;
+        return reopen_tensor(st);
     case ',': st->query = st->query > 0 ? st->query - 1 : 0; return;
     case '.': st->query++; return;
     case '<':
@@ -324,12 +329,12 @@ static void take_result(App *a)
         say(a, r.kind == TUI_JOB_DIVERGE && r.layer >= 0 ? TC_MISMATCH : TC_GOOD, "%s (%.2f s)", r.msg, r.seconds);
     if (r.layer >= 0 && r.layer != a->st.layer) {
         a->st.layer = r.layer;
-        a->st.heat_open = true;
+        reopen_tensor(&a->st);
     }
     if (r.tensor != AS_T_COUNT) {
         a->st.tensor = r.tensor;
         a->st.focus = 1;
-        a->st.heat_open = true;
+        reopen_tensor(&a->st);
     }
 }
 

@@ -149,7 +149,8 @@ bool tui_layers_key(const TuiData *d, TuiState *st, int key);
 bool tui_tensor_key(const TuiData *d, TuiState *st, const TuiHeatGeom *hg, int key);
 /* The views without a selection: the keys scroll panel `panel`. */
 bool tui_scroll_key(TuiState *st, int panel, int key);
-/* Opens the tensor view on st->tensor of st->layer, the cursor on its worst element. */
+/* Opens the tensor view on st->tensor of st->layer: the whole tensor (zoom 0), the cursor on its
+ * worst element. */
 void tui_tensor_open(TuiState *st);
 /* Switches to view v; entering the tensor view opens it on the worst element. */
 void tui_state_set_view(TuiState *st, TuiView v);

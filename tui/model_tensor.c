@@ -609,12 +609,14 @@ void tui_tensor_open(TuiState *st)
 {
     st->view = TV_TENSOR;
     st->heat_open = true;
+    st->zoom = 0;
+    st->org_r = st->org_c = -1;
 }
 
 void tui_state_set_view(TuiState *st, TuiView v)
 {
     if (v == TV_TENSOR && st->view != TV_TENSOR)
-        st->heat_open = true;
+        tui_tensor_open(st);
     st->view = v;
 }
 
@@ -716,7 +718,7 @@ bool tui_tensor_key(const TuiData *d, TuiState *st, const TuiHeatGeom *hg, int k
     int rpc = hg->valid ? hg->rpc : 1, cpc = hg->valid ? hg->cpc : 1;
     switch (key) {
     case TUI_KEY_ESC: st->view = TV_LAYERS; return true;
-    case 'w': tui_tensor_open(st); return true;
+    case 'w': st->heat_open = true; return true; /* the cursor to the worst, at this zoom */
     case '+':
     case '=':
     case '-':
