@@ -1,5 +1,5 @@
 // attnscope_boundary: what a dependency between two decode stages costs on the device, by the kind of
-// synchronisation that carries it (issue 8: how much a persistent decode kernel could save).
+// synchronisation that carries it (how much a persistent decode kernel could save).
 //
 //   make BUILD=build boundary && ./build/attnscope_boundary [--hops N]
 //

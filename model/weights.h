@@ -72,7 +72,7 @@ typedef struct AsModel {
 } AsModel;
 
 /* Loads DIR (config.json + model.safetensors or model.safetensors.index.json + shards), a single
- * .safetensors file with a config.json beside it, or (issue 7) a .gguf file. max_seq sets cfg.max_seq
+ * .safetensors file with a config.json beside it, or a .gguf file. max_seq sets cfg.max_seq
  * (0 = default). Checks presence, shape and dtype of every tensor each layer's role needs. */
 int as_model_load(const char *path, int max_seq, AsModel *m, AsError *err);
 void as_model_free(AsModel *m);

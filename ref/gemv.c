@@ -1,7 +1,7 @@
 /* The decode GEMV: memory bound, so each variant streams 4 rows of W at once against one x
  * (x stays in L1/L2) and widens bf16 by a 16-bit shift. While a block of 4 rows is summed, the
  * next block (the bytes right after it) is prefetched into L2: with short rows (wq_b: 2.5 KiB)
- * the hardware prefetcher alone left ~30% of the bandwidth unused. FMA is used only inside the
+ * the hardware prefetcher alone left much of the bandwidth unused. FMA is used only inside the
  * dot product's accumulation (the summation order is free there); tails run scalar. */
 #include "ref/gemv.h"
 

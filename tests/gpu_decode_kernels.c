@@ -1,4 +1,4 @@
-/* The kernels' decode-graph variants (issue 8) against their by-value twins, bit for bit on the
+/* The kernels' decode-graph variants against their by-value twins, bit for bit on the
  * device: each reads the step's live scalars (position, width, k, row counts) from device memory
  * and launches for the most they can be; at the same live values it must produce what the by-value
  * launch produces (whose twins pin it to ref/). as_k_build_idx_decode (window selection + idx) vs

@@ -279,8 +279,8 @@ static void flash_regime(AsPrecision precision)
     if (!dir || !*dir)
         as_test_skip("ATTNSCOPE_FLASH_MODEL not set (a directory written by attnscope gen --preset flash)");
     AsDriver *d = open_engine_in(dir, 1024, false, precision);
-    /* ATTNSCOPE_FLASH_DECODE shortens the decode for a quick look (64 is the regime the engine
-     * issue asks for) */
+    /* ATTNSCOPE_FLASH_DECODE shortens the decode for a quick look (64 steps: the regime the engine
+     * must pass) */
     const char *nd = getenv("ATTNSCOPE_FLASH_DECODE");
     int decode = nd && atoi(nd) > 0 && atoi(nd) <= 64 ? atoi(nd) : 64;
     char name[96];

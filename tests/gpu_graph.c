@@ -127,8 +127,8 @@ static int step_uncaptured(Pair *p, AsEngine *e, int pos, float *outs, AsRun *me
         }
         if (!rc && outs) {
             /* the engine's stream does not block on the legacy one: a plain cudaMemcpy here would race
-             * the layer still running (this was the "graph differs" of 2026-11-29: the uncaptured side
-             * read a stale out, and the tests passed only under compute-sanitizer, which serialises) */
+             * the layer still running (the uncaptured side then reads a stale out, and a test passes
+             * only under compute-sanitizer, which serialises) */
             cudaError_t cr = cudaMemcpyAsync(tmp, e->wk.out, sizeof(uint16_t) * (size_t)c->dim, cudaMemcpyDeviceToHost,
                                              e->st);
             if (cr == cudaSuccess)

@@ -351,8 +351,8 @@ GPU_TEST(gpu_sparse_attn_flash)
         {"prefill s=64 ratio 2", 64, FL, 64, 32, 96, SEL_PREFILL, SINK_NORMAL, 2, 2, 128, 2, 0},
         {"prefill s=512 ratio 1 (topk 640)", 512, FL, 512, 512, 640, SEL_PREFILL, SINK_NORMAL, 2, 2, 128, 1, 0},
         /* layer 0 of the flash prefill (ratio 0): window only, topk 128, nb 0; query t < 96 has 3 - t / 32
-         * wholly masked tiles after its partial first/last one (the engine's layer-0 o mismatch of
-         * 2026-11-29 was a kv quantisation flip upstream, not this kernel: bench/KERNELS.md) */
+         * wholly masked tiles after its partial first/last one (an engine layer-0 o mismatch here has
+         * been a kv quantisation flip upstream, not this kernel: tools/emu/real.sh shows which) */
         {"prefill s=512 ratio 0 (window only, topk 128)", 512, FL, 512, 0, 128, SEL_PREFILL, SINK_NORMAL, 2, 2, 128, 1, 0},
         {"prefill s=512 ratio 0, peaked (|q|, |row| <= 4)", 512, FL, 512, 0, 128, SEL_PREFILL, SINK_NORMAL, 4, 4, 128, 1, 0},
         {"prefill s=64 ratio 0 (window only, topk 64)", 64, FL, 64, 0, 64, SEL_PREFILL, SINK_NORMAL, 2, 2, 128, 1, 0},
