@@ -14,6 +14,7 @@
 // numbers: minimal bytes (every input read once, every output written once) and useful FLOPs; the
 // report gives achieved GB/s and TFLOP/s and their fraction of the measured ceilings. The summary
 // table closes the output.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

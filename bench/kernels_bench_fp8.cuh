@@ -9,8 +9,7 @@
 //     tensor-core rate this device reaches, measured in the same run; the fp8 figure reported is the
 //     fraction of that rate.
 // Weights: random e4m3 codes (no NaN code) and scales 2^-7; activations random bf16 quantised by act_quant.
-
-#include <cublasLt.h>
+// Included inside kernels_bench.cu's anonymous namespace, which includes <cublasLt.h> at file scope.
 
 extern "C" int as_k_fp8_gemv_cfg(const AsFp8Weight *w, const AsFp8Act *x, const as_bf16_t *xb, int64_t ldx,
                                  int64_t stride_x, int m, void *y, int64_t ldy, int64_t stride_y, int y_f32, int Wn,

@@ -13,6 +13,42 @@
 #include "model/safetensors.h"
 #include "model/version.h"
 
+/* --precision both: the whole benchmark in bf16, then in fp8 precision (each its own engine and limits),
+ * then one table of both against their floors. The latency-bound part: the graph's step less its floor. */
+static int bench_both(AsModel *m, AsEngineBenchOptions *o, AsError *err)
+{
+    const AsPrecision precs[2] = {AS_PREC_BF16, AS_PREC_FP8};
+    AsBenchSummary S[2] = {{0}};
+    for (int i = 0; i < 2; i++) {
+        int rc = as_model_set_precision(m, precs[i], err);
+        if (rc)
+            return rc;
+        printf("## %s precision\n\n", as_precision_name(precs[i]));
+        o->summary = &S[i];
+        if ((rc = as_engine_bench(m, o, stdout, err)))
+            return rc;
+    }
+    printf("## Both precisions\n\n| precision | weights GB | cache GB | copy GB/s | floor ms | graph ms | x floor | "
+           "latency-bound ms (graph - floor) | prefill ms | proj ms | fp8 projections vs cuBLASLt fp8 |\n"
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for (int i = 0; i < 2; i++) {
+        const AsBenchSummary *s = &S[i];
+        char fp8[96] = "";
+        if (s->fp8_lt_ms > 0)
+            snprintf(fp8, sizeof fp8, "%.0f / %.0f TFLOP/s (%.0f%%)", s->fp8_proj_tflops, s->fp8_lt_tflops,
+                     100.0 * s->fp8_lt_ms / s->fp8_proj_ms);
+        printf("| %s%s | %.2f | %.3f | %.0f | %.3f | %.3f | %.2f | %.3f | %.1f | %.1f | %s |\n",
+               as_precision_name(s->precision), s->precision == AS_PREC_FP8 ? (s->fp8_form ? " (fp8 kernels)" : " (QDQ)")
+                                                                           : "",
+               s->weight_gb, s->cache_gb, s->copy_gbs, s->floor_ms, s->graph_ms,
+               s->floor_ms > 0 ? s->graph_ms / s->floor_ms : 0.0, s->graph_ms - s->floor_ms, s->prefill_ms, s->proj_ms,
+               fp8);
+    }
+    printf("\nFloor: the weights as each precision reads them (fp8 form: the checkpoint's codes and scales) plus "
+           "the cache rows and index keys read, over the copy bandwidth measured in that run.\n");
+    return 0;
+}
+
 static int cmd_bench_engine(int argc, char **argv)
 {
     const char *model = "flash", *json = NULL, *svg = NULL, *trace = NULL;
@@ -55,11 +91,16 @@ static int cmd_bench_engine(int argc, char **argv)
     char dir[1024];
     AsModel m;
     AsPrecision asked;
-    if ((rc = as_cli_precision("bench-engine", precision, &asked)))
+    /* both: the same run in bf16, then in fp8 precision, and the two side by side */
+    const bool both = precision && !strcmp(precision, "both");
+    if (both && (json || svg || trace))
+        return as_cli_usage_error("bench-engine", "--precision both writes no --json, --svg or --trace (run each "
+                                  "precision on its own for those)");
+    if ((rc = as_cli_precision("bench-engine", both ? NULL : precision, &asked)))
         return rc;
     if ((rc = as_resolve_model(model, 1, dir, sizeof dir, false, &err)) || (rc = as_model_load(dir, max_seq, &m, &err)))
         return as_cli_fail("bench-engine", &err);
-    if (asked != AS_PREC_AUTO && (rc = as_model_set_precision(&m, asked, &err))) {
+    if (!both && asked != AS_PREC_AUTO && (rc = as_model_set_precision(&m, asked, &err))) {
         as_model_free(&m);
         return as_cli_fail("bench-engine", &err);
     }
@@ -88,7 +129,11 @@ static int cmd_bench_engine(int argc, char **argv)
     AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
                               .json_path = json, .svg_path = svg, .title = title, .host_select = host_select,
                               .graph_layers = graph_layers, .trace_path = trace, .switches = sw};
-    rc = as_engine_bench(&m, &o, stdout, &err);
+    if (both) {
+        rc = bench_both(&m, &o, &err);
+    } else {
+        rc = as_engine_bench(&m, &o, stdout, &err);
+    }
     as_model_free(&m);
     return rc ? as_cli_fail("bench-engine", &err) : 0;
 }
@@ -96,7 +141,7 @@ static int cmd_bench_engine(int argc, char **argv)
 AS_COMMAND_NAMED(bench_engine, "bench-engine", cmd_bench_engine,
                  "benchmark the GPU engine (decode at a context, prefill) against the device's limits",
                  "bench-engine [MODEL] [--context N] [--steps N] [--prefill N] [--max-seq N] [--device N] [--json F]\n"
-                 "  [--svg F] [--host-select] [--graph-layers] [--trace F] [--precision fp8|bf16]\n"
+                 "  [--svg F] [--host-select] [--graph-layers] [--trace F] [--precision fp8|bf16|both]\n"
                  "  MODEL: a preset (default flash) or a model directory. Prints a Markdown report: decode per layer\n"
                  "  kind against the HBM floor (N profiled steps), the decode step as one CUDA graph (N + 2 steps: two\n"
                  "  captures, then replays), prefill per layer kind against cuBLAS and the tensor-core rate. --svg F: the\n"
@@ -104,4 +149,5 @@ AS_COMMAND_NAMED(bench_engine, "bench-engine", cmd_bench_engine,
                  "  on the host with the reference's code instead of the device kernels. --graph-layers: N + 2 more steps\n"
                  "  through a graph with an event node around each layer: the graph's time per layer kind. --trace F: N + 2\n"
                  "  more graph steps recorded by CUPTI: the last one's kernels on the device's timeline, per layer kind and\n"
-                 "  kernel by kernel, written to F as a Chrome trace (Perfetto, chrome://tracing).")
+                 "  kernel by kernel, written to F as a Chrome trace (Perfetto, chrome://tracing). --precision both: the\n"
+                 "  whole benchmark in bf16, then in fp8 precision, and both against their floors in one table.")

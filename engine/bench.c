@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "engine/bench_chart.h"
+#include "engine/bench_fp8.h"
 #include "engine/bench_json.h"
 #include "engine/bench_trace.h"
 #include "engine/check.h"
@@ -28,7 +29,7 @@ typedef struct {
 } Limits;
 
 /* Random bf16 data on the device (never zeros: they run faster than real data). */
-static int fill_random(as_bf16_t *d, size_t n, uint64_t seed, AsError *err)
+int as_bench_fill_random(as_bf16_t *d, size_t n, uint64_t seed, AsError *err)
 {
     size_t chunk = (size_t)1 << 24;
     uint16_t *h = malloc(sizeof(uint16_t) * chunk);
@@ -81,8 +82,8 @@ static int measure_limits(AsEngine *e, Limits *lim, AsError *err)
     CU(err, cudaMalloc((void **)&A, sizeof(as_bf16_t) * (size_t)n * n), "bench: GEMM A");
     CU(err, cudaMalloc((void **)&B, sizeof(as_bf16_t) * (size_t)n * n), "bench: GEMM B");
     CU(err, cudaMalloc((void **)&C, sizeof(as_bf16_t) * (size_t)n * n), "bench: GEMM C");
-    TRY(fill_random(A, (size_t)n * n, 1, err));
-    TRY(fill_random(B, (size_t)n * n, 2, err));
+    TRY(as_bench_fill_random(A, (size_t)n * n, 1, err));
+    TRY(as_bench_fill_random(B, (size_t)n * n, 2, err));
     const float one = 1, zero = 0;
     for (int i = 0; i < 12; i++) {
         cudaEventRecord(t0, e->st);
@@ -111,11 +112,11 @@ static int cublas_alone(AsEngine *e, const AsDevWeight *w, int tokens, int batch
     as_bf16_t *x, *y, *wb = NULL;
     CU(err, cudaMalloc((void **)&x, sizeof(as_bf16_t) * (size_t)tokens * k * batch), "bench: x");
     CU(err, cudaMalloc((void **)&y, sizeof(as_bf16_t) * (size_t)tokens * m * batch), "bench: y");
-    TRY(fill_random(x, (size_t)tokens * k * batch, 3, err));
+    TRY(as_bench_fill_random(x, (size_t)tokens * k * batch, 3, err));
     const void *W = w->d;
     if (w->type != AS_DW_BF16) { /* f32 / Q2_K weights: cuBLAS at the same shape on random bf16 ones */
         CU(err, cudaMalloc((void **)&wb, sizeof(as_bf16_t) * (size_t)m * k * batch), "bench: bf16 weights");
-        TRY(fill_random(wb, (size_t)m * k * batch, 5, err));
+        TRY(as_bench_fill_random(wb, (size_t)m * k * batch, 5, err));
         W = wb;
     }
     cudaEvent_t t0, t1;
@@ -528,11 +529,38 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                 lim.gemm_tflops, isc_tf, 100.0 * isc_tf / lim.gemm_tflops, prefill_wall);
         if (!o->host_select)
             sel_note(md, "prefill", sel1, sel2, clock_khz);
+        if (e->fp8_form) {
+            double ours = 0, lt = 0, fl = 0;
+            if ((rc = as_bench_fp8_projections(e, o->prefill, &ours, &lt, &fl, err)))
+                goto out;
+            fprintf(md, "fp8 projections alone (layer 0's five, act_quant + the fp8 GEMM on %d random rows): %.3f ms, "
+                        "%.0f TFLOP/s; cuBLASLt's fp8 GEMM at the same shapes with per-tensor scales (the dense fp8 "
+                        "rate, this run): %.3f ms, %.0f TFLOP/s: **%.0f%%** of it.\n\n",
+                    o->prefill, ours, fl / (ours * 1e-3) / 1e12, lt, fl / (lt * 1e-3) / 1e12, 100.0 * lt / ours);
+            if (o->summary) {
+                o->summary->fp8_proj_ms = ours, o->summary->fp8_lt_ms = lt;
+                o->summary->fp8_proj_tflops = fl / (ours * 1e-3) / 1e12, o->summary->fp8_lt_tflops = fl / (lt * 1e-3) / 1e12;
+            }
+        }
         fig.prefill_ms = T[AS_OP_LAYER];
         fig.proj_tflops = proj_tf;
+        if (o->summary)
+            o->summary->proj_ms = T[AS_OP_PROJ];
         fig.proj_alone_tflops = alone_tflops;
         fig.attn_tflops = attn_tf;
         fig.iscore_tflops = isc_tf;
+    }
+    if (o->summary) {
+        AsBenchSummary *S = o->summary;
+        S->precision = m->precision;
+        S->fp8_form = e->fp8_form;
+        S->copy_gbs = lim.copy_gbs;
+        S->weight_gb = (tot_bytes - cache_bytes) / 1e9;
+        S->cache_gb = cache_bytes / 1e9;
+        S->floor_ms = floor_ms;
+        S->graph_ms = graph_ms;
+        S->prefill_ms = fig.prefill_ms;
+        S->proj_tflops = fig.proj_tflops;
     }
     if (o->json_path) {
         fig.copy_gbs = lim.copy_gbs;

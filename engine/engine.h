@@ -104,6 +104,22 @@ int as_decode_graph_layer_outs(AsDecodeGraph *g, float *outs, AsError *err);
  * step keeps only the last layer's tensors). out is freed first (as_run_init'ed or a run). */
 int as_decode_graph_layer_meta(const AsDecodeGraph *g, int l, AsRun *out, AsError *err);
 
+/* One bench-engine run's headline figures, for the table of both precisions side by side (bench-engine
+ * --precision both). The floor: the weights as the engine holds them (for fp8 weights in fp8 form: the
+ * checkpoint's codes and scales) plus the cache rows and index keys read, over the copy bandwidth. */
+typedef struct {
+    AsPrecision precision;
+    bool fp8_form;         /* fp8 precision on the fp8 kernels (docs/ENGINE.md, Precision) */
+    double copy_gbs;
+    double weight_gb, cache_gb; /* read a decode step */
+    double floor_ms;
+    double graph_ms;       /* the decode step through the CUDA graph (median) */
+    double prefill_ms, proj_ms, proj_tflops; /* 0: no prefill */
+    /* fp8 form: the fp8 projections alone (act_quant + the fp8 GEMM) against cuBLASLt's fp8 GEMM at the
+     * same shapes, at the prefill's tokens; 0 otherwise */
+    double fp8_proj_ms, fp8_lt_ms, fp8_proj_tflops, fp8_lt_tflops;
+} AsBenchSummary;
+
 /* The benchmark of issue 4/8 (`attnscope bench-engine`): decode at `context` tokens and a
  * prefill of `prefill` tokens, per layer kind, against the device's measured limits. Writes a
  * Markdown table to md (and the figures as JSON to json_path when non-NULL, written atomically; an
@@ -122,6 +138,7 @@ typedef struct {
     const char *trace_path; /* also decode_steps + 2 graph steps under CUPTI: the last one's timeline, written
                              * there as a Chrome trace (engine/bench_trace.c); NULL: none */
     const char *switches;   /* the ATTNSCOPE_* switches set (engine/switches.h), for the JSON; NULL: none */
+    AsBenchSummary *summary; /* filled when given */
 } AsEngineBenchOptions;
 
 int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, AsError *err);

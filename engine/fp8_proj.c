@@ -54,6 +54,7 @@ int as_dev_upload_fp8(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, AsError 
     dw->out = (int)rows;
     dw->in = (int)cols;
     dw->ldws = ldws;
+    dw->form_bytes = (double)t->nbytes + (double)t->scale->nbytes;
     const size_t wbytes = (size_t)(rows * cols), sbytes = sizeof(float) * (size_t)(srows * ldws);
     cudaError_t rc = as_dev_malloc(&dw->d, wbytes);
     if (rc != cudaSuccess) {

@@ -100,7 +100,7 @@ static int prof_proj(AsEngine *e, int s, const AsDevWeight *w)
     if (!e->prof)
         return -1;
     double esz = w->type == AS_DW_F32 ? 4 : w->type == AS_DW_Q2K ? (double)sizeof(AsBlockQ2K) / AS_QK_K
-               : w->type == AS_DW_FP8 ? 1 + 4.0 / 1024 : 2;
+               : w->type == AS_DW_FP8 ? w->form_bytes / ((double)w->out * w->in) : 2;
     return as_prof_begin(e, AS_OP_PROJ, e->last_layer, 2.0 * s * w->out * w->in,
                          esz * w->out * w->in + 2.0 * s * (w->in + w->out));
 }

@@ -23,6 +23,7 @@ typedef struct {
     void *d;
     float *ws;      /* AS_DW_FP8: [ceil(out / 32)][ldws] (model/fp8_form.h) */
     int64_t ldws;
+    double form_bytes; /* AS_DW_FP8: the checkpoint's bytes of it, codes and scale tensor (the decode's floor) */
     int out, in;
     AsDevWType type;
     /* fp8 precision's fp8 linear (as_proj_fp8): the input row is quantised to e4m3 in blocks of 32 and
