@@ -84,12 +84,6 @@ static int cmd_bench_engine(int argc, char **argv)
     if ((json && (rc = as_atomic_check(json, &err))) || (svg && (rc = as_atomic_check(svg, &err))) ||
         (trace && (rc = as_atomic_check(trace, &err))))
         return as_cli_fail("bench-engine", &err);
-    if (as_engine_device_count() == 0) {
-        fprintf(stderr, "attnscope bench-engine: no CUDA device\n");
-        return AS_ERUNTIME;
-    }
-    char dir[1024];
-    AsModel m;
     AsPrecision asked;
     /* both: the same run in bf16, then in fp8 precision, and the two side by side */
     const bool both = precision && !strcmp(precision, "both");
@@ -98,6 +92,12 @@ static int cmd_bench_engine(int argc, char **argv)
                                   "precision on its own for those)");
     if ((rc = as_cli_precision("bench-engine", both ? NULL : precision, &asked)))
         return rc;
+    if (as_engine_device_count() == 0) {
+        fprintf(stderr, "attnscope bench-engine: no CUDA device\n");
+        return AS_ERUNTIME;
+    }
+    char dir[1024];
+    AsModel m;
     if ((rc = as_resolve_model(model, 1, dir, sizeof dir, false, &err)) || (rc = as_model_load(dir, max_seq, &m, &err)))
         return as_cli_fail("bench-engine", &err);
     if (!both && asked != AS_PREC_AUTO && (rc = as_model_set_precision(&m, asked, &err))) {
