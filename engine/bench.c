@@ -201,7 +201,7 @@ static int group_kinds(const AsEngine *e, const AsProfile *p, double scale, Kind
     return 0;
 }
 
-/* How often the device selection's exact emulation decided a tie at the cut (issue 8's question), and
+/* How often the device selection's exact emulation decided a tie at the cut, and
  * where a row's time goes: introselect's passes and the SM cycles of each part (thread 0's clock64;
  * microseconds at the device's peak clock, clock_khz). */
 static void sel_note(FILE *md, const char *phase, const unsigned long long a[AS_SEL_NSTATS],
@@ -468,8 +468,8 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     /* ---- prefill ---- */
     if (o->prefill > 0) {
         /* once outside the profile first: cuBLASLt picks and caches each shape's algorithm on its first use
-         * (a context of a different length from the prefill leaves the prefill's shapes unseen; H200,
-         * 2026-11-30 00:01: the r0 layers' projections 2.7 -> 8.7 ms) */
+         * (a context of a different length from the prefill leaves the prefill's shapes unseen, and the
+         * first use's search lands in the profile) */
         if ((rc = run_steps(e, h0, 0, o->prefill, err)))
             goto out;
         as_prof_collect(e);

@@ -1,4 +1,4 @@
-/* The benchmark's chart (issue 8): per-layer decode time against its HBM floor and per-layer prefill
+/* The benchmark's chart: per-layer decode time against its HBM floor and per-layer prefill
  * time split by stage, as one self-contained SVG (no fonts or scripts beyond the viewer's default). */
 #ifndef AS_BENCH_CHART_H
 #define AS_BENCH_CHART_H

@@ -1,4 +1,4 @@
-/* bench-engine's fp8 prefill figure (issue 33; engine/bench_fp8.c): layer 0's fp8 projections in fp8 form
+/* bench-engine's fp8 prefill figure (engine/bench_fp8.c): layer 0's fp8 projections in fp8 form
  * (act_quant + the fp8 GEMM on `tokens` random rows) against cuBLASLt's fp8 GEMM at the same shapes with
  * per-tensor scales (e4m3 in, bf16 out, f32 accumulation): the dense fp8 tensor-core rate this device
  * reaches, in the same run. */

@@ -28,7 +28,7 @@ const char *as_cublas_status_name(cublasStatus_t s)
     }
 }
 
-/* cudaMalloc with the out-of-memory message the issue asks for: asked vs what the device has. */
+/* cudaMalloc with the out-of-memory message: asked vs what the device has. */
 static int dev_alloc(AsEngine *e, void **p, size_t bytes, const char *what, AsError *err)
 {
     cudaError_t rc = as_dev_malloc(p, bytes ? bytes : 1);
@@ -252,8 +252,7 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
     STEP(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking) ? as_err(err, AS_ERUNTIME, "cudaStreamCreate") : 0);
     if (e->sel_room == AS_SEL_ROOM_AUTO) {
         /* wq_b keeps one block an SM: its GEMV streams at about the same rate, the selection runs beside
-         * (H200, 2026-11-30 06:19: 3.563 ms against 3.637 with no room, 3.59 at 1.5 blocks an SM, 3.70 at
-         * a half; 06:29, the indexer's weights beside wq_a too: 3.536 against 3.651) */
+         * (measured faster than no room, 1.5 blocks an SM or half the grid: bench/RESULTS.md) */
         int sms = 0;
         STEP(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e->device)
                  ? as_err(err, AS_ERUNTIME, "cudaDeviceGetAttribute(multiprocessors, device %d)", e->device)

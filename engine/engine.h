@@ -54,7 +54,7 @@ int as_engine_select_stats(AsEngine *e, unsigned long long out[AS_SEL_NSTATS], A
 /* The residual stream h ([s][dim]) entering the next layer (after the last one: the step's output). */
 int as_engine_residual(AsEngine *e, float *h, AsError *err);
 
-/* ---- decode as one CUDA graph (issue 8, engine/graph.c) ----
+/* ---- decode as one CUDA graph (engine/graph.c) ----
  * The whole decode step (every layer) is captured once per step shape and replayed per token. The
  * token's input row and a table of per-layer step parameters (positions, index widths, selection
  * sizes: planned on the host, read on the device) are copied in by the graph's first nodes from
@@ -120,7 +120,7 @@ typedef struct {
     double fp8_proj_ms, fp8_lt_ms, fp8_proj_tflops, fp8_lt_tflops;
 } AsBenchSummary;
 
-/* The benchmark of issue 4/8 (`attnscope bench-engine`): decode at `context` tokens and a
+/* The benchmark (`attnscope bench-engine`): decode at `context` tokens and a
  * prefill of `prefill` tokens, per layer kind, against the device's measured limits. Writes a
  * Markdown table to md (and the figures as JSON to json_path when non-NULL, written atomically; an
  * error when it cannot be written). */

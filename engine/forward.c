@@ -153,8 +153,7 @@ static int capture_end(Fwd *f, cudaGraphNode_t *node, AsError *err)
 
 /* Staging the attention's rows before its PDL wait (early_rows) is sound only while the kernel it overlaps
  * writes q alone: every other node it follows (the kv branch's end: the ring row, idx) must be a full
- * dependency. A capture makes every edge into a programmatic launch programmatic (H200, CUDA 13.0,
- * 2026-11-30), so the attention is captured after q's node alone (early_rows_begin) and the kv branch's
+ * dependency. A capture makes every edge into a programmatic launch programmatic (CUDA 13.0), so the attention is captured after q's node alone (early_rows_begin) and the kv branch's
  * edges are added back as full ones (early_rows_join), then checked: a graph that breaks the rule is
  * refused rather than run with a race. */
 typedef struct {

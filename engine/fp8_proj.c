@@ -1,4 +1,4 @@
-/* fp8 precision's projections in the checkpoint's form (issue 33): the five fp8 projections' weights
+/* fp8 precision's projections in the checkpoint's form: the five fp8 projections' weights
  * stay e4m3 codes with one f32 scale per 32 x 32 block on the device (model/fp8_form.h), and run as
  * act_quant (kernels/act_quant.cu) + the fp8 GEMV (decode, up to 8 rows: kernels/fp8_gemv.cu) or the
  * wgmma fp8 GEMM (prefill: kernels/fp8_gemm.cu); a checkpoint's fp8 wo_a (power-of-two scales) streams

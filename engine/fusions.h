@@ -15,9 +15,8 @@ enum {
     AS_FUSE_KV_SEL = 32,  /* a compressor / indexer layer's selection on the kv branch too, the indexer once
                            * q_norm is done: beside wq_b instead of after it (bf16 projections only) */
     AS_FUSE_ALL = 63,
-    /* every one, each measured faster through the graph (H200, 2026-11-29, bench/RESULTS.md); oback measured
-     * 3.6% slower at 16:45 and 1.8% faster at 18:36, once the combine issued its loads together; kvsel 0.8%
-     * faster at 21:40 */
+    /* every one, each measured faster through the graph (bench/RESULTS.md); oback only once the combine
+     * issued its loads together */
     AS_FUSE_DEFAULT = AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK | AS_FUSE_KV_IDX | AS_FUSE_NORM | AS_FUSE_KV_SEL,
 };
 

@@ -3,10 +3,10 @@
  *         to 8 token rows;
  *   f32:  the ratio-2 compressor (f32 out), and f32-stored weights with bf16 semantics (f32 / f16
  *         files, GGUF Q8_0 dequantised exactly at upload): the f32 GEMV or SGEMM, output rounded;
- *   Q2_K: raw GGUF blocks (issue 7): the activations quantised to q8_1 into the scratch
+ *   Q2_K: raw GGUF blocks: the activations quantised to q8_1 into the scratch
  *         (kernels/q8_1.cu), then the Q2_K matrix-vector kernel for up to 8 rows or the tiled int8
  *         tensor-core kernel above (kernels/q2k_mmvq.cu, q2k_mmq.cu): f32 accumulation, bf16 out;
- *   fp8 form (issue 33): engine/fp8_proj.c (act_quant's codes, the fp8 GEMV and GEMM). */
+ *   fp8 form: engine/fp8_proj.c (act_quant's codes, the fp8 GEMV and GEMM). */
 #include <stdio.h>
 
 #include "engine/check.h"

@@ -1,4 +1,4 @@
-/* The decode step as one CUDA graph (issue 8): every layer of a decode step captured once and
+/* The decode step as one CUDA graph: every layer of a decode step captured once and
  * replayed per token, computing what the uncaptured step computes, bit for bit.
  *
  * Step parameters. Nothing that depends on the position is baked into a graph. The host plans each

@@ -16,8 +16,8 @@
 #include "ref/run.h"
 
 /* A projection weight on the device: bf16 (bf16 / fp8 files), f32 (the ratio-2 compressor; f32 / f16
- * files; GGUF Q8_0, dequantised exactly), raw GGUF Q2_K blocks [out][in / 256] (issue 7), or in fp8 form
- * (issue 33, engine/fp8_proj.c): e4m3 codes [out][in] in d and f32 scales of 32 x 32 blocks in ws. */
+ * files; GGUF Q8_0, dequantised exactly), raw GGUF Q2_K blocks [out][in / 256], or in fp8 form
+ * (engine/fp8_proj.c): e4m3 codes [out][in] in d and f32 scales of 32 x 32 blocks in ws. */
 typedef enum { AS_DW_BF16, AS_DW_F32, AS_DW_Q2K, AS_DW_FP8 } AsDevWType;
 typedef struct {
     void *d;
@@ -90,7 +90,7 @@ typedef struct {
     int32_t *csel_h;
 } AsDevWork;
 
-/* ---- the decode graph (issue 8, engine/graph.c) ----
+/* ---- the decode graph (engine/graph.c) ----
  * One layer's position-dependent scalars in a decode step, on the device: the decode graph's first
  * node writes them each replay (from the host's plan of the step), the kernels' *_decode variants
  * read them. */

@@ -1,4 +1,4 @@
-/* Selection on the device (issue 8, the default): the candidate blocks and the per-query top-k by
+/* Selection on the device (the default): the candidate blocks and the per-query top-k by
  * kernels/topk_select.cu, an exact emulation of torch's CPU top-k (libstdc++'s introselect / heap
  * select, tie order included), so a step never waits for the host. The candidate mask stays on the
  * device (sh.cand_d), the masked scores are written back into the score buffer (the run's iscore),
