@@ -29,6 +29,7 @@ static int cmd_check(int argc, char **argv)
         {"--report-json", NULL, AS_OPT_STR, &o.report_json, 0, 0},
         {"--junit", NULL, AS_OPT_STR, &o.report_junit, 0, 0},
         {"--quiet", "-q", AS_OPT_FLAG, &o.quiet, 0, 0},
+        {"--diagnose", NULL, AS_OPT_FLAG, &o.diagnose, 0, 0},
         {NULL, NULL, 0, NULL, 0, 0},
     };
     int rc = as_args_parse("check", argc, argv, opts, pos, 1, AS_CHECK_MAX_INPUTS + 1, &n_pos);
@@ -70,7 +71,7 @@ static int cmd_check(int argc, char **argv)
 AS_COMMAND(check, cmd_check, "replay a dump written by another engine through the reference and diff it",
            "check DUMP.h5 [--model DIR] [--side NAME] [--mode teacher|free] [--require T,...]\n"
            "             [--tie-order cpu|lowest|highest] [--ignore-digest] [--precision fp8|bf16]\n"
-           "             [--report-json F] [--junit F] [--quiet]\n"
+           "             [--report-json F] [--junit F] [--diagnose] [--quiet]\n"
            "       check MODEL INPUT... [options]      (or check INPUT... --model MODEL)\n"
            "  INPUT: safetensors, .npy or .npz files named step{S}/layer{L}/{tensor} with their metadata, or\n"
            "  directories of them (docs/IMPORT.md): imported in memory against MODEL's geometry, then checked\n"
@@ -87,5 +88,6 @@ AS_COMMAND(check, cmd_check, "replay a dump written by another engine through th
            "  published selection or mask); --tie-order makes the reference break exact ties lowest or highest\n"
            "  index first instead of torch's CPU order, for an engine that documents its convention. The\n"
            "  reference runs in the dump's \"precision\" attribute where it has one, else in the model's own\n"
-           "  (--precision overrides). Exit codes as for run: 0 within tolerance, 1 a mismatch, 2 bad input,\n"
-           "  3 runtime failure.")
+           "  (--precision overrides). --diagnose re-runs each layer's first mismatching tensor under the\n"
+           "  catalogue of wrong conventions engines get (docs/DIAGNOSE.md) and names each that reproduces it.\n"
+           "  Exit codes as for run: 0 within tolerance, 1 a mismatch, 2 bad input, 3 runtime failure.")

@@ -19,6 +19,7 @@ static int cmd_run(int argc, char **argv)
         {"--no-engine", NULL, AS_OPT_FLAG, &o.no_engine, 0, 0},
         {"--host-select", NULL, AS_OPT_FLAG, &o.host_select, 0, 0},
         {"--bf16-model", NULL, AS_OPT_STR, &o.bf16_model, 0, 0},
+        {"--diagnose", NULL, AS_OPT_FLAG, &o.diagnose, 0, 0},
         {"--quiet", "-q", AS_OPT_FLAG, &o.quiet, 0, 0},
         {NULL, NULL, 0, NULL, 0, 0},
     };
@@ -39,7 +40,7 @@ static int cmd_run(int argc, char **argv)
 
 AS_COMMAND(run, cmd_run, "run a batch script: steps, tolerances, dumps, JSON/JUnit reports; exit code = verdict",
            "run SCRIPT.json [--report-json F] [--junit F] [--dump F.h5] [--no-engine] [--bf16-model DIR]\n"
-           "  [--host-select] [--quiet]\n"
+           "  [--host-select] [--diagnose] [--quiet]\n"
            "  Runs the script (docs/BATCH.md). Exit 0: within tolerance; 1: a mismatch (or an unmet\n"
            "  expectation); 2: bad input (script, files, options; an output path that is a directory or a\n"
            "  socket and steps past max_seq are refused before the first step); 3: a runtime failure (CUDA,\n"
@@ -50,4 +51,7 @@ AS_COMMAND(run, cmd_run, "run a batch script: steps, tolerances, dumps, JSON/JUn
            "  \"bf16_model\"): the bf16 source of a quantised model: its reference runs beside and the report\n"
            "  gives each layer's quantisation error apart from the engine's diff (docs/GGUF.md).\n"
            "  --host-select: the engine's top-k and candidate blocks on the host with the reference's code\n"
-           "  instead of the device kernels (docs/SELECTION.md).\n")
+           "  instead of the device kernels (docs/SELECTION.md).\n"
+           "  --diagnose (script field \"diagnose\": true): each layer's first mismatching run re-run under the\n"
+           "  catalogue of wrong conventions engines get; the report names each that reproduces it\n"
+           "  (docs/DIAGNOSE.md).\n")

@@ -4,7 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
-#include "ref/faults.h"
+#include "ref/convention.h"
 #include "tui/tui.h"
 
 int as_cmd_tui(int argc, char **argv);
@@ -44,9 +44,11 @@ int as_cmd_tui(int argc, char **argv)
     }
     if ((rc = as_cli_precision("tui", precision, &o.drv.precision)))
         return rc;
-    if (o.drv.inject && as_fault_by_name(o.drv.inject) == AS_FAULT_COUNT) {
+    AsFault f;
+    AsConvention c;
+    if (o.drv.inject && as_inject_parse(o.drv.inject, &f, &c)) {
         char names[512];
-        as_fault_names(names, sizeof names);
+        as_inject_names(names, sizeof names);
         return as_cli_usage_error("tui", "--inject: unknown fault '%s' (known: %s)", o.drv.inject, names);
     }
     return as_tui_main(&o);

@@ -23,6 +23,8 @@ typedef struct {
     int dump_rc;
     bool progress;
     double t0, last_progress;
+    bool first_diag;          /* first_mismatch_diag holds the diagnosis of the first mismatching layer run */
+    AsDiagnosis first_mismatch_diag;
 } Batch;
 
 static double now(void)
@@ -37,6 +39,15 @@ static void on_layer(void *ctx, int step, int layer, const AsRun *got, const AsR
     Batch *b = ctx;
     AsDriver *d = b->d;
     as_report_layer(b->rep, &d->cur, layer, diff);
+    if (d->diag_valid[layer])
+        as_report_diagnosis(b->rep, &d->diag[layer]);
+    int fs, fl;
+    AsTensorId ft;
+    if (!b->first_diag && as_report_first_mismatch(b->rep, &fs, &fl, &ft) && fs == step && fl == layer) {
+        b->first_diag = true;
+        if (d->diag_valid[layer])
+            b->first_mismatch_diag = d->diag[layer];
+    }
     if (d->qerr)
         as_report_quant_error(b->rep, layer, &d->qerr[layer]);
     if (b->dump && !b->dump_rc && as_intset_has(&b->s->dump_steps, step) && as_intset_has(&b->s->dump_layers, layer)) {
@@ -133,9 +144,19 @@ static bool expectation_met(const Batch *b, char *what, size_t n)
         k += snprintf(what + k, n - (size_t)k, " at layer %d", x->layer);
     if (x->tensor != AS_T_COUNT && k > 0 && (size_t)k < n)
         k += snprintf(what + k, n - (size_t)k, " first in %s", as_tensor_desc[x->tensor].name);
+    if (x->diagnosis != AS_CONV_COUNT && k > 0 && (size_t)k < n)
+        k += snprintf(what + k, n - (size_t)k, " diagnosed as %s alone", as_conv_desc[x->diagnosis].name);
+    const AsDiagnosis *dx = &b->first_mismatch_diag;
     if (found && k > 0 && (size_t)k < n)
-        snprintf(what + k, n - (size_t)k, " (found: step %d, layer %d, %s)", step, layer, as_tensor_desc[tensor].name);
-    return found && (x->step < 0 || x->step == step) && (x->layer < 0 || x->layer == layer) &&
+        k += snprintf(what + k, n - (size_t)k, " (found: step %d, layer %d, %s", step, layer, as_tensor_desc[tensor].name);
+    if (found && x->diagnosis != AS_CONV_COUNT && k > 0 && (size_t)k < n)
+        k += snprintf(what + k, n - (size_t)k, ", diagnosed as %s%s", dx->n_match ? as_conv_desc[dx->match[0].conv].name
+                                                                                   : "nothing",
+                      dx->n_match > 1 ? " and more" : "");
+    if (found && k > 0 && (size_t)k < n)
+        snprintf(what + k, n - (size_t)k, ")");
+    bool named = x->diagnosis == AS_CONV_COUNT || (dx->n_match == 1 && dx->match[0].conv == x->diagnosis);
+    return found && named && (x->step < 0 || x->step == step) && (x->layer < 0 || x->layer == layer) &&
            (x->tensor == AS_T_COUNT || x->tensor == tensor);
 }
 
@@ -171,6 +192,8 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
         dopt.host_select = true;
     if (o->bf16_model)
         dopt.bf16_model = o->bf16_model;
+    if (o->diagnose)
+        dopt.diagnose = true;
     Batch b = {.s = s, .dumped_step = -1, .progress = !o->quiet && isatty(2), .t0 = now()};
     const char *dump_path = o->dump_path ? o->dump_path : (s->dump_path[0] ? s->dump_path : NULL);
     const char *json = o->report_json ? o->report_json : (s->report_json[0] ? s->report_json : NULL);

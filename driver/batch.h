@@ -12,6 +12,7 @@ typedef struct {
     bool no_engine;
     bool host_select;                                    /* the engine's top-k on the host */
     const char *bf16_model;                              /* overrides the script's "bf16_model" */
+    bool diagnose;                                       /* diagnoses as the script's "diagnose" does */
 } AsBatchOptions;
 
 /* Returns the exit code; err holds the message of a failure (codes 2 and 3). */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "driver/dump_source.h"
+#include "driver/diagnose.h"
 #include "driver/explain.h"
 #include "driver/model_find.h"
 #include "driver/report.h"
@@ -138,6 +139,25 @@ static void note(AsReport *rep, bool quiet, const char *fmt, ...)
     }
 }
 
+/* --diagnose after a layer's comparison: its diagnosis into the report (when it calls for one), the time
+ * it took summed in *secs (stderr only: reports hold no times). */
+static int diagnose_layer(AsDiagnoser *dg, const AsRefModel *rm, const AsRun *got, const AsRun *ref,
+                          const AsLayerDiff *d, const AsCompareOptions *cmp, AsReport *rep, double *secs, int *n,
+                          AsError *err)
+{
+    AsDiagnosis dx;
+    double t0 = now_s();
+    int dr = as_diagnoser_after(dg, rm, got, ref, d, cmp, &dx);
+    *secs += now_s() - t0;
+    if (dr < 0)
+        return as_err(err, AS_ERUNTIME, "out of memory diagnosing layer %d, step %d", ref->layer, ref->step);
+    if (dr) {
+        as_report_diagnosis(rep, &dx);
+        *n += dx.ran;
+    }
+    return 0;
+}
+
 /* Where the replay starts: step 0 (a prefill of s0 tokens), or (a dump with a state_in group) the
  * decode step the state precedes. */
 typedef struct {
@@ -214,6 +234,9 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
     as_run_init(&ref);
     AsRun *state = NULL;
     AsLayerDiff *diffs = NULL;
+    AsDiagnoser *dg = NULL;
+    double diag_s = 0;
+    int diagnosed = 0;
     Published *pub = calloc(1, sizeof *pub);
     int n_layers = info->cfg.n_layers;
     as_topk_set_reference_ties(o->ties);
@@ -265,6 +288,10 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
     }
     if ((rc = as_ref_stack_init(&k, &m, err)))
         goto out;
+    if (o->diagnose && !(dg = as_diagnoser_new(&m.cfg))) {
+        rc = as_err(err, AS_ERUNTIME, "out of memory");
+        goto out;
+    }
     if (plan.from_state) {
         if (!(state = calloc((size_t)n_layers, sizeof *state))) {
             rc = as_err(err, AS_ERUNTIME, "out of memory");
@@ -336,6 +363,10 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
             if (rc)
                 break;
             const float *x = have && o->mode == AS_MODE_TEACHER && got.t[AS_T_X].data ? got.t[AS_T_X].data : NULL;
+            if (dg && have && as_diagnoser_before(dg, &k.st, l, step)) {
+                rc = as_err(err, AS_ERUNTIME, "out of memory keeping layer %d's state for --diagnose", l);
+                break;
+            }
             if ((rc = as_ref_next_layer(&k, x, &ref, err))) {
                 as_err_wrap(err, "reference, step %d", step);
                 break;
@@ -350,6 +381,8 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
             publish(pub, &m.cfg, l, &got);
             as_report_layer(rep, &stinfo, l, d);
             compared++;
+            if (dg && (rc = diagnose_layer(dg, &k.rm, &got, &ref, d, &cmp, rep, &diag_s, &diagnosed, err)))
+                break;
         }
         pos = start + s;
         double t = now_s();
@@ -368,6 +401,8 @@ int as_check_dump(const AsCheckOptions *o, AsError *err)
         as_report_error(rep, err);
     else if (!o->quiet)
         fprintf(stderr, "attnscope check: %d layer runs compared\n", compared);
+    if (!rc && dg && !o->quiet)
+        fprintf(stderr, "attnscope check: %d layer runs diagnosed in %.3f s\n", diagnosed, diag_s);
 out:
     as_topk_set_reference_ties(AS_TIES_CPU);
     {
@@ -387,6 +422,7 @@ out:
             as_run_free(&state[l]);
         free(state);
         free(diffs);
+        as_diagnoser_free(dg);
         if (pub)
             published_free(pub);
         free(pub);

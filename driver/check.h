@@ -24,6 +24,8 @@ typedef struct {
     AsTieOrder ties;         /* how the reference breaks exact ties (AS_TIES_CPU: torch's CPU order) */
     const char *report_json, *report_junit;
     bool quiet;
+    bool diagnose;           /* each layer's first mismatching run re-run under the catalogue's wrong conventions
+                              * (driver/diagnose.h), named in the reports */
 } AsCheckOptions;
 
 /* Returns the exit code (0 within tolerance, 1 a mismatch, 2 bad input, 3 runtime failure). */

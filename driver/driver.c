@@ -46,12 +46,19 @@ static int open_got_side(AsDriver *d, AsError *err)
 {
     const AsDriverOptions *o = &d->opt;
     AsFault fault = AS_FAULT_NONE;
-    if (o->inject && (fault = as_fault_by_name(o->inject)) == AS_FAULT_COUNT) {
+    AsConvention conv = AS_CONV_NONE;
+    if (o->inject && as_inject_parse(o->inject, &fault, &conv)) {
         char names[512];
-        as_fault_names(names, sizeof names);
+        as_inject_names(names, sizeof names);
         return as_err(err, AS_EBADINPUT, "unknown fault '%s' (known: %s)", o->inject, names);
     }
     int devices = o->no_engine ? 0 : as_engine_device_count();
+    if (devices > 0 && conv != AS_CONV_NONE) {
+        char names[512];
+        as_fault_names(names, sizeof names);
+        return as_err(err, AS_EBADINPUT, "--inject %s: the engine plants the faults (%s); this convention runs in a "
+                      "reference twin: turn the engine off", o->inject, names);
+    }
     if (devices > 0) {
         AsEngineOptions eo = {.device = o->device, .inject = o->inject, .host_select = o->host_select,
                               .capture_runs = true};
@@ -75,10 +82,11 @@ static int open_got_side(AsDriver *d, AsError *err)
             return rc;
         }
         d->twin->rm.fault = fault;
+        d->twin->rm.conv = conv;
         d->got_kind = AS_GOT_TWIN;
-        snprintf(d->got_name, sizeof d->got_name, "ref+fault:%s", o->inject);
-        snprintf(d->note, sizeof d->note, "%s: the fault runs in a reference twin",
-                 o->no_engine ? "engine disabled" : "no CUDA device");
+        snprintf(d->got_name, sizeof d->got_name, "ref+%s:%s", conv ? "conv" : "fault", o->inject);
+        snprintf(d->note, sizeof d->note, "%s: the %s runs in a reference twin",
+                 o->no_engine ? "engine disabled" : "no CUDA device", conv ? "convention" : "fault");
         return 0;
     }
     d->got_kind = AS_GOT_NONE;
@@ -159,7 +167,9 @@ int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err)
     d->got_run = calloc((size_t)cfg->n_layers, sizeof(AsRun));
     d->diff = calloc((size_t)cfg->n_layers, sizeof(AsLayerDiff));
     d->layer_done = calloc((size_t)cfg->n_layers, sizeof(bool));
-    if (!d->ref_run || !d->got_run || !d->diff || !d->layer_done) {
+    d->diag = calloc((size_t)cfg->n_layers, sizeof *d->diag);
+    d->diag_valid = calloc((size_t)cfg->n_layers, sizeof(bool));
+    if (!d->ref_run || !d->got_run || !d->diff || !d->layer_done || !d->diag || !d->diag_valid) {
         rc = as_err(err, AS_ERUNTIME, "out of host memory");
         goto fail;
     }
@@ -173,6 +183,10 @@ int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err)
         goto fail;
     if ((rc = open_got_side(d, err)))
         goto fail;
+    if (d->got_kind != AS_GOT_NONE && !(d->dg = as_diagnoser_new(cfg))) {
+        rc = as_err(err, AS_ERUNTIME, "out of host memory");
+        goto fail;
+    }
     if (o->bf16_model && (rc = open_bf16_side(d, err)))
         goto fail;
     say(d, d->note);
@@ -213,6 +227,8 @@ void as_driver_close(AsDriver *d)
     for (int l = 0; d->state_in && l < n; l++)
         as_run_free(&d->state_in[l]);
     free(d->state_in);
+    as_diagnoser_free(d->dg);
+    free(d->diag), free(d->diag_valid);
     for (int l = 0; l < AS_MAX_LAYERS; l++)
         free((void *)d->xc.pub_sel[l]), free((void *)d->xc.pub_cand[l]);
     if (d->eng)
@@ -284,6 +300,7 @@ static int begin_step(AsDriver *d, int start_pos, int s, AsError *err)
     for (int l = 0; l < cfg->n_layers; l++) {
         d->xc.pub_sel_n[l] = d->xc.pub_cand_n[l] = -1; /* nothing published in this step yet */
         d->layer_done[l] = false;
+        d->diag_valid[l] = false;
         memset(&d->diff[l], 0, sizeof d->diff[l]);
         d->diff[l].layer = l;
         d->diff[l].step = d->cur.step;
@@ -427,6 +444,8 @@ static int run_layer(AsDriver *d, int l, AsError *err)
     if (rc)
         return as_err_wrap(err, "%s, step %d", d->got_name, d->cur.step);
     const float *x = (got && d->opt.mode == AS_MODE_TEACHER) ? got->t[AS_T_X].data : NULL;
+    if (d->dg && as_diagnoser_before(d->dg, &d->ref.st, l, d->cur.step))
+        return as_err(err, AS_ERUNTIME, "out of host memory keeping layer %d's state", l);
     if ((rc = as_ref_next_layer(&d->ref, x, &d->ref_run[l], err)))
         return as_err_wrap(err, "reference, step %d", d->cur.step);
     if (got) {
@@ -434,6 +453,12 @@ static int run_layer(AsDriver *d, int l, AsError *err)
         d->xc.diff = d->diff;
         as_explain_downstream(&d->ref.rm, got, &d->ref_run[l], &d->xc, &d->cmp, &d->diff[l]);
         remember_published(d, l, got);
+        int dr = d->opt.diagnose ? as_diagnoser_after(d->dg, &d->ref.rm, got, &d->ref_run[l], &d->diff[l], &d->cmp,
+                                                      &d->diag[l])
+                                 : 0;
+        if (dr < 0)
+            return as_err(err, AS_ERUNTIME, "out of host memory diagnosing layer %d, step %d", l, d->cur.step);
+        d->diag_valid[l] = dr > 0;
     } else
         d->diff[l].verdict = AS_V_NOT_RUN;
     if (d->bf16_ref) {
@@ -443,6 +468,24 @@ static int run_layer(AsDriver *d, int l, AsError *err)
         as_compare_options_default(&qo);
         as_compare_layer(&d->ref_run[l], &d->bf16_run[l], &qo, &d->qerr[l]);
     }
+    return 0;
+}
+
+int as_driver_diagnose(AsDriver *d, int l, AsDiagnosis *out, AsError *err)
+{
+    if (!d->dg)
+        return as_err(err, AS_EBADINPUT, "nothing to diagnose: %s", d->note);
+    if (l < 0 || l >= d->model.cfg.n_layers || d->cur.step < 0 || !d->layer_done[l])
+        return as_err(err, AS_EBADINPUT, "layer %d has not run in step %d", l, d->cur.step);
+    if (!d->ref_run[l].t[AS_T_OUT].data || !d->got_run[l].t[AS_T_X].data)
+        return as_err(err, AS_EBADINPUT, "layer %d's tensors of step %d were dropped (ATTNSCOPE_RUN_BUDGET_MB)", l,
+                      d->cur.step);
+    if (as_diagnose_layer(&d->ref.rm, as_diagnoser_layer_before(d->dg, l), &d->got_run[l], &d->ref_run[l],
+                          &d->diff[l], &d->cmp, out))
+        return as_err(err, AS_ERUNTIME, "out of host memory diagnosing layer %d, step %d", l, d->cur.step);
+    if (!out->ran && !out->note[0])
+        snprintf(out->note, sizeof out->note, "every tensor within the rule, no flip at a bit-identical input: "
+                 "nothing to diagnose");
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "driver/compare.h"
+#include "driver/diagnose.h"
 #include "driver/explain.h"
 #include "dumps/dump.h"
 #include "engine/engine.h"
@@ -34,7 +35,8 @@ typedef struct {
     AsMode mode;
     bool no_engine;          /* reference only even where a device is present */
     bool host_select;        /* the engine selects top-k on the host (reference code), not the device */
-    const char *inject;      /* fault name: in the engine, or in a reference twin without a device */
+    const char *inject;      /* fault name: in the engine, or in a reference twin without a device; or a
+                              * convention of ref/convention.h, planted in a reference twin */
     int device;
     int threads;             /* reference threads (0: all cores) */
     bool quiet;              /* no notes on stderr */
@@ -42,6 +44,7 @@ typedef struct {
     const char *bf16_model;  /* the bf16 source of a quantised model, or NULL: its reference runs
                               * beside, and qerr holds, per layer, the quantisation error itself
                               * (reference on model vs reference on bf16_model; docs/GGUF.md) */
+    bool diagnose;           /* each layer's first mismatching run diagnosed (driver/diagnose.h) into diag */
 } AsDriverOptions;
 
 void as_driver_options_default(AsDriverOptions *o);
@@ -96,6 +99,12 @@ typedef struct AsDriver {
     AsRun *state_in;             /* [n_layers] */
     AsDumpStateIn state_in_info;
 
+    /* the reference's state before each layer of the current step (a checked side present), and with
+     * opt.diagnose the diagnoses of the step's layers (diag_valid: layer l has one) */
+    AsDiagnoser *dg;
+    AsDiagnosis *diag;           /* [n_layers] */
+    bool *diag_valid;
+
     AsLayerHook hook;
     void *hook_ctx;
     atomic_int cancel;      /* set from another thread: stops between layers, and inside one (ref/cancel.h) */
@@ -121,6 +130,10 @@ int as_driver_decode(AsDriver *d, int n, AsError *err);
 /* Keep (from the next step on) a copy of the reference's state before each decode step in
  * state_in / state_in_info (state_in_valid says whether the current step has one). */
 void as_driver_keep_state_in(AsDriver *d, bool on);
+/* Diagnoses layer l of the current step (run already, both sides' tensors still held) on demand, whether
+ * or not opt.diagnose is set (the TUI's key): out->ran false with a note when there is nothing to
+ * diagnose. Returns 0, or an error (AS_EBADINPUT: no such layer run; AS_ERUNTIME: out of memory). */
+int as_driver_diagnose(AsDriver *d, int l, AsDiagnosis *out, AsError *err);
 /* Toggles teacher / free; takes effect from the next layer. */
 void as_driver_set_mode(AsDriver *d, AsMode m);
 

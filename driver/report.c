@@ -18,6 +18,7 @@ typedef struct {
     char failure[512];     /* "" when it passed */
     char cause[512];       /* a layer that is not a pass: its first tensor out of rule, why, the worst element */
     uint64_t compared, absent; /* tensors compared; stored by the reference, not by the checked side */
+    char *diagnosis;       /* its diagnosis (driver/diagnose.h, escaped; owned), NULL when none */
 } Case;
 
 #define MAX_NOTES 16
@@ -104,6 +105,8 @@ void as_report_free(AsReport *r)
     if (!r)
         return;
     cJSON_Delete(r->root);
+    for (int i = 0; i < r->n_cases; i++)
+        free(r->cases[i].diagnosis);
     free(r->cases);
     free(r);
 }
@@ -219,7 +222,7 @@ void as_report_layer(AsReport *r, const AsStepInfo *st, int layer, const AsLayer
     cJSON_AddNumberToObject(lj, "layer", layer);
     AsVerdict v = diff ? diff->verdict : AS_V_NOT_RUN;
     cJSON_AddStringToObject(lj, "verdict", as_verdict_name(v));
-    Case c = {st->step, layer, st->start_pos, st->prefill, v, "", "", 0, 0};
+    Case c = {st->step, layer, st->start_pos, st->prefill, v, "", "", 0, 0, NULL};
     if (diff) {
         if (diff->worst_tensor != AS_T_COUNT)
             cJSON_AddStringToObject(lj, "worst_tensor", as_tensor_desc[diff->worst_tensor].name);
@@ -322,11 +325,11 @@ void as_report_bf16_model(AsReport *r, const AsModel *bf16)
     cJSON_AddStringToObject(b, "digest", bf16->digest);
 }
 
+static cJSON *last_layer(const AsReport *r);
+
 void as_report_quant_error(AsReport *r, int layer, const AsLayerDiff *q)
 {
-    cJSON *layers = r->cur_step ? cJSON_GetObjectItemCaseSensitive(r->cur_step, "layers") : NULL;
-    int n = layers ? cJSON_GetArraySize(layers) : 0;
-    cJSON *lj = n ? cJSON_GetArrayItem(layers, n - 1) : NULL;
+    cJSON *lj = last_layer(r);
     if (!lj || !q)
         return;
     cJSON *qj = cJSON_AddObjectToObject(lj, "quant_error");
@@ -350,6 +353,52 @@ void as_report_quant_error(AsReport *r, int layer, const AsLayerDiff *q)
             r->qerr_tensor = (AsTensorId)i;
         }
     }
+}
+
+/* The JSON of the layer just reported (NULL before any). */
+static cJSON *last_layer(const AsReport *r)
+{
+    cJSON *layers = r->cur_step ? cJSON_GetObjectItemCaseSensitive(r->cur_step, "layers") : NULL;
+    int n = layers ? cJSON_GetArraySize(layers) : 0;
+    return n ? cJSON_GetArrayItem(layers, n - 1) : NULL;
+}
+
+void as_report_diagnosis(AsReport *r, const AsDiagnosis *d)
+{
+    cJSON *lj = last_layer(r);
+    if (!lj || !r->n_cases)
+        return;
+    char text[800];
+    as_diagnosis_text(d, text, sizeof text);
+    cJSON *o = cJSON_AddObjectToObject(lj, "diagnosis");
+    cJSON_AddBoolToObject(o, "ran", d->ran);
+    if (d->tensor != AS_T_COUNT)
+        cJSON_AddStringToObject(o, "tensor", as_tensor_desc[d->tensor].name);
+    if (d->ran) {
+        cJSON_AddStringToObject(o, "trigger", d->by_flips ? "flips at bit-identical inputs" : "mismatch");
+        if (d->same_input_flips)
+            cJSON_AddNumberToObject(o, "same_input_flips", (double)d->same_input_flips);
+        cJSON_AddBoolToObject(o, "inherited", d->inherited);
+        cJSON_AddNumberToObject(o, "tried", d->n_tried);
+        cJSON *ms = cJSON_AddArrayToObject(o, "matches");
+        for (int i = 0; i < d->n_match; i++) {
+            const AsConvDesc *c = &as_conv_desc[d->match[i].conv];
+            cJSON *m = cJSON_CreateObject();
+            cJSON_AddStringToObject(m, "convention", c->name);
+            cJSON_AddStringToObject(m, "with", c->with);
+            cJSON_AddStringToObject(m, "means", c->means);
+            cJSON_AddNumberToObject(m, "max_abs", d->match[i].max_abs);
+            cJSON_AddItemToArray(ms, m);
+        }
+    }
+    if (d->note[0])
+        add_text(o, "note", d->note);
+    add_text(o, "text", text);
+    char safe[sizeof text];
+    copy_text(safe, sizeof safe, text);
+    Case *c = &r->cases[r->n_cases - 1];
+    free(c->diagnosis);
+    c->diagnosis = strdup(safe);
 }
 
 void as_report_note(AsReport *r, const char *line)
@@ -472,12 +521,16 @@ static void junit_lists(FILE *f, const Case *c)
     }
 }
 
-/* A layer case's cause line (when it has one), then what was compared and absent. */
+/* A layer case's cause line (when it has one), its diagnosis, then what was compared and absent. */
 static void junit_cause_and_lists(FILE *f, const Case *c)
 {
     if (c->cause[0]) {
         fprintf(f, "\ncause: ");
         xml_escape(f, c->cause);
+    }
+    if (c->diagnosis) {
+        fprintf(f, "\ndiagnosis: ");
+        xml_escape(f, c->diagnosis);
     }
     fprintf(f, "\n");
     junit_lists(f, c);
@@ -526,6 +579,10 @@ int as_report_write_junit(const AsReport *r, const char *path, AsError *err)
         if (c->verdict == AS_V_MISMATCH && !expect) {
             fprintf(f, ">\n      <failure message=\"");
             xml_escape(f, c->failure);
+            if (c->diagnosis) {
+                fprintf(f, "; diagnosis: ");
+                xml_escape(f, c->diagnosis);
+            }
             fprintf(f, "\" type=\"mismatch\">step %d, layer %d: ", c->step, c->layer);
             xml_escape(f, c->failure);
             junit_cause_and_lists(f, c);
@@ -582,10 +639,21 @@ void as_report_summary(const AsReport *r, FILE *f)
             fprintf(f, "  MISMATCH step %d (%s, pos %d) layer %d: %s\n", r->cases[i].step,
                     r->cases[i].prefill ? "prefill" : "decode", r->cases[i].start_pos, r->cases[i].layer,
                     r->cases[i].failure);
+            if (r->cases[i].diagnosis)
+                fprintf(f, "    diagnosis: %s\n", r->cases[i].diagnosis);
             shown++;
         }
     if (count[AS_V_MISMATCH] > shown)
         fprintf(f, "  ... and %d more mismatching layer runs (see the JSON report)\n", count[AS_V_MISMATCH] - shown);
+    /* diagnosed although within the rule: flips at bit-identical quantiser inputs */
+    shown = 0;
+    for (int i = 0; i < r->n_cases && shown < 5; i++)
+        if (r->cases[i].verdict != AS_V_MISMATCH && r->cases[i].diagnosis) {
+            fprintf(f, "  %s step %d (%s, pos %d) layer %d, diagnosis: %s\n", as_verdict_name(r->cases[i].verdict),
+                    r->cases[i].step, r->cases[i].prefill ? "prefill" : "decode", r->cases[i].start_pos,
+                    r->cases[i].layer, r->cases[i].diagnosis);
+            shown++;
+        }
     /* the explained ones that are not plain flips: why each is not a pass */
     int explained = count[AS_V_NEAR_TIE] + count[AS_V_TIE_ORDER] + count[AS_V_INHERITED];
     shown = 0;

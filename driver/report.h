@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "driver/diagnose.h"
 #include "driver/driver.h"
 #include "model/text_safe.h" /* as_text_escape */
 
@@ -23,6 +24,9 @@ void as_report_divergence(AsReport *r, const AsDivergence *dv, bool searched);
 void as_report_quant_error(AsReport *r, int layer, const AsLayerDiff *q);
 /* The bf16 source those errors are measured against (its name and digest in the report). */
 void as_report_bf16_model(AsReport *r, const AsModel *bf16);
+/* The diagnosis (driver/diagnose.h) of the layer just reported: "diagnosis" in its JSON, a line of its
+ * JUnit case and of the summary. */
+void as_report_diagnosis(AsReport *r, const AsDiagnosis *d);
 /* One line on how the run went (a check's model, a missing digest...): "notes" in the JSON, a line of
  * the summary. */
 void as_report_note(AsReport *r, const char *line);

@@ -35,7 +35,7 @@ static int resolve(const AsScript *s, const char *p, char *out, size_t n, const 
 
 static const char *known_top[] = {"name", "model", "max_seq", "inputs", "mode", "engine", "inject", "device",
                                   "threads", "steps", "tolerances", "dump", "report", "expect", "comment",
-                                  "bf16_model", "precision", NULL};
+                                  "bf16_model", "precision", "diagnose", NULL};
 
 static bool in_list(const char *k, const char *const *list)
 {
@@ -309,14 +309,14 @@ static int parse_report(AsScript *s, const cJSON *r, AsError *err)
 
 static int parse_expect(AsScript *s, const cJSON *e, AsError *err)
 {
-    static const char *keys[] = {"verdict", "step", "layer", "tensor", NULL};
+    static const char *keys[] = {"verdict", "step", "layer", "tensor", "diagnosis", NULL};
     if (!cJSON_IsObject(e))
         return as_err(err, AS_EBADINPUT, "expect: {\"verdict\": \"mismatch\"|\"pass\", \"step\", \"layer\", \"tensor\"}");
     int rc = check_keys(e, keys, "expect", err);
     if (rc)
         return rc;
     AsExpect *x = &s->expect;
-    *x = (AsExpect){true, AS_V_PASS, -1, -1, AS_T_COUNT};
+    *x = (AsExpect){true, AS_V_PASS, -1, -1, AS_T_COUNT, AS_CONV_COUNT};
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "verdict");
     if (!v || !cJSON_IsString(v) || (strcmp(v->valuestring, "mismatch") && strcmp(v->valuestring, "pass")))
         return as_err(err, AS_EBADINPUT, "expect.verdict: \"mismatch\" or \"pass\"");
@@ -332,8 +332,15 @@ static int parse_expect(AsScript *s, const cJSON *e, AsError *err)
         if (!cJSON_IsString(t) || (x->tensor = as_tensor_by_name(t->valuestring)) == AS_T_COUNT)
             return as_err(err, AS_EBADINPUT, "expect.tensor: unknown tensor");
     }
-    if (!rc && x->verdict == AS_V_PASS && (st || l || t))
-        return as_err(err, AS_EBADINPUT, "expect: step/layer/tensor only with \"mismatch\"");
+    const cJSON *dg = cJSON_GetObjectItemCaseSensitive(e, "diagnosis");
+    if (!rc && dg) {
+        if (!cJSON_IsString(dg) || (x->diagnosis = as_conv_by_name(dg->valuestring)) == AS_CONV_COUNT ||
+            x->diagnosis == AS_CONV_NONE)
+            return as_err(err, AS_EBADINPUT, "expect.diagnosis: a convention of docs/DIAGNOSE.md");
+        s->drv.diagnose = true;
+    }
+    if (!rc && x->verdict == AS_V_PASS && (st || l || t || dg))
+        return as_err(err, AS_EBADINPUT, "expect: step/layer/tensor/diagnosis only with \"mismatch\"");
     return rc;
 }
 
@@ -426,13 +433,22 @@ int as_script_parse(const char *text, size_t len, const char *path, AsScript *s,
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "inject"))) {
         if ((rc = get_str(v, "inject", s->inject_buf, sizeof s->inject_buf, err)))
             goto out;
-        if (as_fault_by_name(s->inject_buf) == AS_FAULT_COUNT) {
+        AsFault f;
+        AsConvention c;
+        if (as_inject_parse(s->inject_buf, &f, &c)) {
             char names[512];
-            as_fault_names(names, sizeof names);
+            as_inject_names(names, sizeof names);
             rc = as_err(err, AS_EBADINPUT, "inject: unknown fault '%s' (known: %s)", s->inject_buf, names);
             goto out;
         }
         s->drv.inject = s->inject_buf;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "diagnose"))) {
+        if (!cJSON_IsBool(v)) {
+            rc = as_err(err, AS_EBADINPUT, "diagnose: true or false");
+            goto out;
+        }
+        s->drv.diagnose = cJSON_IsTrue(v);
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "device"))) {
         if ((rc = get_int(v, "device", 0, 1023, &n, err)))

@@ -36,6 +36,8 @@ typedef struct {
     AsVerdict verdict;   /* AS_V_MISMATCH or AS_V_PASS */
     int step, layer;     /* -1: any */
     AsTensorId tensor;   /* AS_T_COUNT: any */
+    AsConvention diagnosis; /* the convention the first mismatch's diagnosis names alone (AS_CONV_COUNT: any);
+                             * set, it turns "diagnose" on */
 } AsExpect;
 
 typedef struct {

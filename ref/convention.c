@@ -19,16 +19,19 @@ const AsConvDesc as_conv_desc[AS_CONV_COUNT] = {
     [AS_CONV_FP8_SCALE_32_AS_128] = {"fp8-scale-32-as-128", "the 32x32-block weight scales indexed as 128x128 blocks",
                                      "your fp8 GEMM assumes 128x128 scale blocks; these weights have 32x32",
                                      FP8_PROJ, AS_FAULT_NONE, AS_T_QR,
-                                     "every layer's wq_a (fp8 precision, 32x32 scales)", NULL},
+                                     "every layer's wq_a, on weights whose 32x32 scales differ within a 128x128 block "
+                                     "(tiny's rewritten so)", NULL},
     [AS_CONV_FP8_SCALE_128_AS_32] = {"fp8-scale-128-as-32", "the 128x128-block weight scales indexed as 32x32 blocks",
                                      "your fp8 GEMM assumes 32x32 scale blocks; these weights have 128x128",
-                                     FP8_PROJ, AS_FAULT_NONE, AS_T_QR,
-                                     "every layer's wq_a (fp8 precision, 128x128 scales)", NULL},
+                                     FP8_PROJ, AS_FAULT_NONE, AS_T_Q,
+                                     "every layer's wq_b (its only weight of more than 128 rows), on tiny's weights "
+                                     "rewritten with 128x128 scales", NULL},
     [AS_CONV_E8M0_AS_F32] = {"e8m0-as-f32", "each e8m0 weight scale's exponent byte taken as its value",
                              "your loader copies the F8_E8M0 scale bytes into float scales as numbers (byte e "
                              "means 2^(e-127), not e)",
-                             FP8_PROJ, AS_FAULT_NONE, AS_T_QR, "every layer's wq_a (fp8 precision, e8m0 scales)",
-                             NULL},
+                             FP8_PROJ, AS_FAULT_NONE, AS_T_Q,
+                             "every layer's wq_b (tiny's wq_a has one scale exponent: the rmsnorm after it takes a "
+                             "common factor out)", NULL},
     [AS_CONV_ROPE_HALVES_Q] = {"rope-halves-q", "RoPE on halves (NeoX) instead of interleaved pairs in the queries",
                                "your queries rotate the wrong layout", B(AS_STG_Q), AS_FAULT_NONE, AS_T_Q,
                                "every layer, from the prefill's second token", NULL},
@@ -91,7 +94,8 @@ const AsConvDesc as_conv_desc[AS_CONV_COUNT] = {
                                 "the candidate source, once the candidate selection narrows", NULL},
     [AS_CONV_TOPK_UNMASKED] = {"topk-unmasked", "the index top-k taken over the scores before their visibility and "
                                "candidate masks", "your top-k reads the scores before the masks", B(AS_STG_CSEL),
-                               AS_FAULT_NONE, AS_T_CSEL, "the first index source, prefill", NULL},
+                               AS_FAULT_NONE, AS_T_CSEL, "the first index source whose top-k keeps fewer positions "
+                               "than it scores, prefill", NULL},
     [AS_CONV_NO_OFFSET] = {"no-offset", "the compressed picks not offset by the number of window rows",
                            "your compressed selection misses the offset of the window rows", B(AS_STG_CSEL),
                            AS_FAULT_NO_OFFSET, AS_T_CSEL, "the first index source, prefill", NULL},
@@ -134,6 +138,29 @@ AsConvention as_conv_of_fault(AsFault f)
         if (as_conv_desc[i].fault == f)
             return (AsConvention)i;
     return AS_CONV_NONE;
+}
+
+int as_inject_parse(const char *name, AsFault *fault, AsConvention *conv)
+{
+    *fault = as_fault_by_name(name);
+    *conv = AS_CONV_NONE;
+    if (*fault != AS_FAULT_COUNT)
+        return 0;
+    *fault = AS_FAULT_NONE;
+    *conv = as_conv_by_name(name);
+    return *conv == AS_CONV_COUNT ? -1 : 0;
+}
+
+void as_inject_names(char *buf, size_t n)
+{
+    size_t k = 0;
+    if (n)
+        buf[0] = '\0';
+    for (int i = AS_FAULT_NONE + 1; i < AS_FAULT_COUNT && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i > 1 ? ", " : "", as_fault_desc[i].name);
+    if (k < n)
+        snprintf(buf + k, n - k, "; or a convention of docs/DIAGNOSE.md, in a reference twin, e.g. %s",
+                 as_conv_desc[AS_CONV_ROPE_HALVES_IQ].name);
 }
 
 AsStageId as_stage_of(AsTensorId id)
@@ -201,16 +228,16 @@ uint32_t as_stage_deps(AsStageId s)
 
 void as_conv_markdown_table(FILE *f)
 {
-    fprintf(f, "| convention | the reference re-run with | first shows (tiny) | the diagnosis says |\n");
-    fprintf(f, "| --- | --- | --- | --- |\n");
+    fprintf(f, "| convention | first shows (tiny) | the diagnosis says |\n");
+    fprintf(f, "| --- | --- | --- |\n");
     for (int i = 1; i < AS_CONV_COUNT; i++) {
         const AsConvDesc *c = &as_conv_desc[i];
-        if (c->rule) {
-            fprintf(f, "| `%s` | %s | never: %s | - |\n", c->name, c->with, c->rule);
-            continue;
-        }
-        fprintf(f, "| `%s`%s%s%s | %s | `%s`: %s | matches the reference with %s: %s |\n", c->name,
-                c->fault ? " (fault `" : "", c->fault ? as_fault_desc[c->fault].name : "", c->fault ? "`)" : "",
-                c->with, as_tensor_desc[c->first].name, c->where, c->with, c->means);
+        const char *fault = c->fault ? as_fault_desc[c->fault].name : NULL;
+        fprintf(f, "| `%s`%s%s%s | ", c->name, fault ? " (also the fault `" : "", fault ? fault : "", fault ? "`)" : "");
+        if (c->rule)
+            fprintf(f, "never: %s | - (%s) |\n", c->rule, c->with);
+        else
+            fprintf(f, "`%s`: %s | matches the reference with %s: %s |\n", as_tensor_desc[c->first].name, c->where,
+                    c->with, c->means);
     }
 }

@@ -101,6 +101,12 @@ const char *as_stage_name(AsStageId s);
 /* The stages stage s reads the outputs of (AS_STG_BIT). */
 uint32_t as_stage_deps(AsStageId s);
 
+/* What `--inject NAME` plants: a named fault (ref/faults.h: the engine plants those, a twin too), else a
+ * convention (a reference twin only). 0, or -1 for a name that is neither. */
+int as_inject_parse(const char *name, AsFault *fault, AsConvention *conv);
+/* The names --inject takes, for messages: "ring-slot, ..., stale-keys; or a convention of docs/DIAGNOSE.md...". */
+void as_inject_names(char *buf, size_t n);
+
 /* The catalogue as the Markdown table of docs/DIAGNOSE.md (tests/test_diagnose.c compares them). */
 void as_conv_markdown_table(FILE *f);
 

@@ -8,28 +8,11 @@
 #include <string.h>
 
 #include "model/precision.h"
-#include "ref/attention.h"
-#include "ref/candidates.h"
 #include "ref/compressor.h"
-#include "ref/fp8_linear.h"
-#include "ref/indexer.h"
-#include "ref/linear.h"
 #include "ref/plan.h"
-#include "ref/quant.h"
-#include "ref/rmsnorm.h"
-#include "ref/window.h"
+#include "ref/stage.h"
 
 #define ROW(n) (sizeof(float) * (size_t)(n))
-
-/* One of the five fp8 projections (wq_a, wq_b, wkv, wo_b, indexer.wq_b): the fp8 linear in fp8
- * precision, else the bf16 linear (model/precision.h). */
-static void project(const AsRefModel *rm, const float *x, int s, const AsWTensor *w, float *y)
-{
-    if (as_proj_fp8(rm->m, w))
-        as_fp8_linear(x, s, w, y);
-    else
-        as_linear(x, s, w, y, true);
-}
 
 int as_ref_model_init(AsRefModel *rm, const AsModel *m, AsError *err)
 {
@@ -171,68 +154,24 @@ static int snapshot_state(const AsConfig *cfg, const AsLayerRole *role, const As
     return 0;
 }
 
-/* Steps 1-2: queries and the window KV rows. */
-static int project_q_kv(const AsRefModel *rm, int l, const float *x, int s, const AsRopeTable *rope, int start_pos,
-                        AsRun *run)
-{
-    const AsConfig *cfg = &rm->m->cfg;
-    const AsLayerWeights *w = &rm->m->layer[l];
-    int nh = cfg->n_heads, hd = cfg->head_dim;
-    float *qr = as_run_shape(run, AS_T_QR, 2, s, cfg->q_lora_rank, 0);
-    float *q = as_run_shape(run, AS_T_Q, 3, s, nh, hd);
-    float *kv_pre = as_run_shape(run, AS_T_KV_PRE, 2, s, hd, 0);
-    float *kv = as_run_shape(run, AS_T_KV, 2, s, hd, 0);
-    if (!qr || !q || !kv_pre || !kv)
-        return -1;
-    project(rm, x, s, w->wq_a, qr);
-    as_rmsnorm(qr, rm->q_norm[l], qr, s, cfg->q_lora_rank, cfg->norm_eps);
-    project(rm, qr, s, w->wq_b, q);
-    as_rope_heads(q, s, nh, hd, start_pos, rope, rm->fault == AS_FAULT_ROPE_BACKWARDS);
-
-    project(rm, x, s, w->wkv, kv_pre);
-    as_rmsnorm(kv_pre, rm->kv_norm[l], kv_pre, s, hd, cfg->norm_eps);
-    as_rope_heads(kv_pre, s, 1, hd, start_pos, rope, false);
-    memcpy(kv, kv_pre, ROW((size_t)s * hd));
-    as_fp8_quant(kv, (int64_t)s * hd, AS_FP8_BLOCK);
-    return 0;
-}
-
-/* Step 3: the ring update, rows_a and the window selection. */
-static int window_step(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan *p, AsRun *run)
-{
-    const AsConfig *cfg = &rm->m->cfg;
-    int hd = cfg->head_dim, win = cfg->window, s = p->s;
-    const float *kv = run->t[AS_T_KV].data;
-    float *rows_a = as_run_shape(run, AS_T_ROWS_A, 2, p->rows_a_len, hd, 0);
-    int32_t *widx = as_run_shape(run, AS_T_WIDX, 2, s, p->cols, 0);
-    if (!rows_a || !widx)
-        return -1;
-    if (p->prefill) {
-        as_window_store_prefill(ls->ring, win, hd, kv, s);
-        memcpy(rows_a, kv, ROW((size_t)s * hd));
-        as_window_select_prefill(widx, s, win);
-    } else {
-        as_window_store_decode(ls->ring, win, hd, kv, p->start_pos + (rm->fault == AS_FAULT_RING_SLOT));
-        memcpy(rows_a, ls->ring, ROW((size_t)win * hd));
-        as_window_select_decode(widx, win, p->start_pos);
-    }
-    return 0;
-}
-
 /* Step 5a: the compressor's latents (pre-RoPE) and their positions; -1 when out of memory. */
-static int compress(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan *p, const float *x, int *lpos,
-                    AsRun *run, AsError *err)
+static int compress(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan *p, const float *x, AsRun *run,
+                    AsError *err)
 {
     const AsConfig *cfg = &rm->m->cfg;
     const AsLayerWeights *w = &rm->m->layer[p->layer];
     int hd = cfg->head_dim, r = p->ratio, s = p->s;
     float *latent = as_run_shape(run, AS_T_LATENT, 2, p->n_new, hd, 0);
-    if (!latent)
+    int *lpos = malloc(sizeof(int) * (size_t)(p->n_new + 1));
+    if (!latent || !lpos) {
+        free(lpos);
         return -1;
+    }
     int n = r == 1 ? as_compress_ratio1(x, s, w->c_wkv, rm->c_norm[p->layer], cfg->norm_eps, hd, p->start_pos, latent,
                                         lpos)
                    : as_compress_pooled(x, s, r, w->c_wkv, w->c_wgate, rm->c_norm[p->layer], cfg->norm_eps, hd,
                                         p->start_pos, ls->part_kv, ls->part_sc, latent, lpos);
+    free(lpos); /* the plan has the positions too (ref/stage.c rotates at them) */
     if (n < 0)
         return -1;
     if (n != p->n_new)
@@ -242,59 +181,16 @@ static int compress(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan
 }
 
 /* Step 5c, key owners with new latents: index keys written to the layer's cache (published by the plan). */
-static int store_index_keys(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan *p, const int *lpos,
-                            AsRun *run)
+static int store_index_keys(const AsStageCtx *c, AsRefLayerState *ls, AsRun *run)
 {
-    const AsConfig *cfg = &rm->m->cfg;
-    const AsLayerWeights *w = &rm->m->layer[p->layer];
-    int n = p->n_new, ihd = cfg->index_head_dim;
-    float *ik_pre = as_run_shape(run, AS_T_IK_PRE, 2, n, ihd, 0);
-    float *ik = as_run_shape(run, AS_T_IK, 2, n, ihd, 0);
-    if (!ik_pre || !ik)
+    const AsLayerPlan *p = c->p;
+    int n = p->n_new, ihd = c->rm->m->cfg.index_head_dim;
+    if (as_stage_ik(c, run))
         return -1;
-    as_linear(run->t[AS_T_LATENT].data, n, w->i_wk, ik_pre, true);
-    as_rmsnorm(ik_pre, rm->k_norm[p->layer], ik_pre, n, ihd, cfg->norm_eps);
-    as_rope_rows(ik_pre, n, ihd, ihd, lpos, &rm->rope_yarn, false);
-    memcpy(ik, ik_pre, ROW((size_t)n * ihd));
-    as_fp4_quant_e8m0(ik, (int64_t)n * ihd, AS_FP4_E8M0_BLOCK);
-    if (!(rm->fault == AS_FAULT_STALE_KEYS && !p->prefill))
-        memcpy(ls->ikcache + (size_t)p->cache_row0 * ihd, ik, ROW((size_t)n * ihd));
+    if (as_stage_keys_written(c))
+        memcpy(ls->ikcache + (size_t)p->cache_row0 * ihd, run->t[AS_T_IK].data, ROW((size_t)n * ihd));
     if (p->cache_row0 + n > ls->ikcache_rows)
         ls->ikcache_rows = p->cache_row0 + n;
-    return 0;
-}
-
-/* The candidate source's mask of its scores, published (a copy) into the shared state. */
-static int make_candidates(const AsRefModel *rm, AsRefShared *sh, const AsLayerPlan *p, const int *clens,
-                           AsRun *run)
-{
-    const AsConfig *cfg = &rm->m->cfg;
-    int s = p->s, width = p->width;
-    uint8_t *cand = as_run_shape(run, AS_T_CAND, 2, s, width, 0);
-    uint8_t *pub = malloc((size_t)s * width + 1);
-    if (!cand || !pub || as_select_candidate_blocks(run->t[AS_T_ISCORE].data, s, width, clens,
-                                                    cfg->candidate_block_size, cfg->candidate_topk_blocks, cand)) {
-        free(pub);
-        return -1;
-    }
-    memcpy(pub, cand, (size_t)s * width);
-    free(sh->cand);
-    sh->cand = pub;
-    return 0;
-}
-
-/* A candidate user's scores where the shared mask is false become -inf. */
-static int apply_candidates(const AsRefShared *sh, const AsLayerPlan *p, AsRun *run)
-{
-    const int64_t n = (int64_t)p->s * p->width;
-    uint8_t *cand = as_run_shape(run, AS_T_CAND, 2, p->s, p->width, 0);
-    if (!cand)
-        return -1;
-    memcpy(cand, sh->cand, (size_t)n);
-    float *score = run->t[AS_T_ISCORE].data;
-    for (int64_t i = 0; i < n; i++)
-        if (!cand[i])
-            score[i] = -INFINITY;
     return 0;
 }
 
@@ -305,50 +201,40 @@ static void publish_selection(AsRefShared *sh, int32_t *sel)
     sh->sel = sel;
 }
 
+/* A copy of n bytes (at least one allocated); NULL when out of memory. */
+static void *dup_bytes(const void *src, size_t n)
+{
+    void *d = malloc(n + 1);
+    if (d && n)
+        memcpy(d, src, n);
+    return d;
+}
+
 /* Step 5c: the indexer's queries, scores against the keys the plan names, masks and top-k; publishes
  * the selection (and, the candidate source, its mask). -1 when out of memory. */
-static int run_indexer(const AsRefModel *rm, AsRefState *st, const AsLayerPlan *p, const float *x, AsRun *run)
+static int run_indexer(const AsStageCtx *c, AsRefState *st, AsRun *run)
 {
-    const AsConfig *cfg = &rm->m->cfg;
-    const AsLayerWeights *w = &rm->m->layer[p->layer];
+    const AsLayerPlan *p = c->p;
     AsRefShared *sh = &st->shared;
-    int s = p->s, nhi = cfg->index_n_heads, ihd = cfg->index_head_dim, width = p->width, k = p->k;
-    const float *index_k = st->layer[p->keys_from.layer].ikcache;
+    int s = p->s, ihd = c->rm->m->cfg.index_head_dim, width = p->width;
     float *keys = as_run_shape(run, AS_T_KEYS, 2, width, ihd, 0);
-    float *iq_pre = as_run_shape(run, AS_T_IQ_PRE, 3, s, nhi, ihd);
-    float *iq = as_run_shape(run, AS_T_IQ, 3, s, nhi, ihd);
-    float *wt = as_run_shape(run, AS_T_W, 2, s, nhi, 0);
-    float *score = as_run_shape(run, AS_T_ISCORE, 2, s, width, 0);
-    int32_t *csel = as_run_shape(run, AS_T_CSEL, 2, s, k, 0);
-    int *clens = malloc(sizeof(int) * (size_t)s);
-    int32_t *sel = malloc(sizeof(int32_t) * (size_t)s * k + 1);
-    int rc = -1;
-    if (!keys || !iq_pre || !iq || !wt || !score || !csel || !clens || !sel)
-        goto out;
-    memcpy(keys, index_k, ROW((size_t)width * ihd));
-    project(rm, run->t[AS_T_QR].data, s, w->i_wq_b, iq_pre);
-    as_rope_heads(iq_pre, s, nhi, ihd, p->start_pos, &rm->rope_yarn, false);
-    memcpy(iq, iq_pre, ROW((size_t)s * nhi * ihd));
-    as_fp4_quant_e8m0(iq, (int64_t)s * nhi * ihd, AS_FP4_E8M0_BLOCK);
-    as_linear(x, s, w->i_weights_proj, wt, true);
-    as_index_weights_scale(wt, s, nhi, ihd);
-    if (as_index_scores(iq, index_k, wt, s, nhi, ihd, width, score))
-        goto out;
-    for (int t = 0; t < s; t++)
-        clens[t] = p->prefill ? (t + 1) / p->ratio : width;
-    as_index_visibility(score, s, width, clens);
-    if ((p->makes_cand && make_candidates(rm, sh, p, clens, run)) || (p->applies_cand && apply_candidates(sh, p, run)))
-        goto out;
-    if (as_index_topk(score, s, width, k, clens, p->sel_offset, sel))
-        goto out;
-    memcpy(csel, sel, sizeof(int32_t) * (size_t)s * k);
+    if (!keys)
+        return -1;
+    memcpy(keys, st->layer[p->keys_from.layer].ikcache, ROW((size_t)width * ihd));
+    if (as_stage_iq(c, run) || as_stage_w(c, run) || as_stage_scores(c, sh->cand, run) || as_stage_csel(c, run))
+        return -1;
+    if (p->makes_cand) {
+        uint8_t *pub = dup_bytes(run->t[AS_T_CAND].data, (size_t)s * width);
+        if (!pub)
+            return -1;
+        free(sh->cand);
+        sh->cand = pub;
+    }
+    int32_t *sel = dup_bytes(run->t[AS_T_CSEL].data, sizeof(int32_t) * (size_t)s * p->k);
+    if (!sel)
+        return -1;
     publish_selection(sh, sel);
-    sel = NULL;
-    rc = 0;
-out:
-    free(sel);
-    free(clens);
-    return rc;
+    return 0;
 }
 
 /* Step 5d: a layer that is no index source uses what the latest index source published, unchanged
@@ -364,23 +250,13 @@ static int reuse_selection(const AsRefShared *sh, const AsLayerPlan *p, AsRun *r
 }
 
 /* Step 5e: the new latents rotated, fp4-e4m3 quantised, written at row start_pos / r. */
-static int store_latents(const AsRefModel *rm, AsRefLayerState *ls, const AsLayerPlan *p, const int *lpos,
-                         AsRun *run)
+static int store_latents(const AsStageCtx *c, AsRefLayerState *ls, AsRun *run)
 {
-    const AsConfig *cfg = &rm->m->cfg;
-    int n = p->n_new, hd = cfg->head_dim;
-    float *pre = as_run_shape(run, AS_T_LATENT_PRE, 2, n, hd, 0);
-    float *lq = as_run_shape(run, AS_T_LATENT_Q, 2, n, hd, 0);
-    if (!pre || !lq)
+    const AsLayerPlan *p = c->p;
+    int n = p->n_new, hd = c->rm->m->cfg.head_dim;
+    if (as_stage_latent(c, run))
         return -1;
-    memcpy(pre, run->t[AS_T_LATENT].data, ROW((size_t)n * hd));
-    as_rope_rows(pre, n, hd, hd, lpos, &rm->rope_yarn, false);
-    memcpy(lq, pre, ROW((size_t)n * hd));
-    as_fp4_quant_e4m3(lq, (int64_t)n * hd, AS_FP4_E4M3_BLOCK);
-    if (rm->fault == AS_FAULT_FP4_SCALE)
-        for (int64_t i = 0; i < (int64_t)n * hd; i++)
-            lq[i] *= 2.0f;
-    memcpy(ls->ccache + (size_t)p->cache_row0 * hd, lq, ROW((size_t)n * hd));
+    memcpy(ls->ccache + (size_t)p->cache_row0 * hd, run->t[AS_T_LATENT_Q].data, ROW((size_t)n * hd));
     if (p->cache_row0 + n > ls->ccache_rows)
         ls->ccache_rows = p->cache_row0 + n;
     return 0;
@@ -398,27 +274,25 @@ static int gather_rows_b(const AsRefState *st, const AsLayerPlan *p, int hd, AsR
 
 /* Step 5 for ratio > 0, as the plan says: compressor, indexer (or an empty selection, or reuse), cache
  * write, rows_b. */
-static int compressed_branch(const AsRefModel *rm, AsRefState *st, const AsLayerPlan *p, const float *x, AsRun *run,
-                             AsError *err)
+static int compressed_branch(const AsStageCtx *c, AsRefState *st, const float *x, AsRun *run, AsError *err)
 {
+    const AsLayerPlan *p = c->p;
     AsRefLayerState *ls = &st->layer[p->layer];
-    int *lpos = malloc(sizeof(int) * (size_t)(p->n_new + 1));
-    int rc = lpos ? 0 : -1;
-    if (!rc && p->compresses)
-        rc = compress(rm, ls, p, x, lpos, run, err);
+    int rc = 0;
+    if (p->compresses)
+        rc = compress(c->rm, ls, p, x, run, err);
     if (!rc && p->stores_keys)
-        rc = store_index_keys(rm, ls, p, lpos, run);
+        rc = store_index_keys(c, ls, run);
     if (!rc && p->indexes)
-        rc = run_indexer(rm, st, p, x, run);
+        rc = run_indexer(c, st, run);
     else if (!rc && p->reuses)
         rc = reuse_selection(&st->shared, p, run);
     else if (!rc && !as_run_shape(run, AS_T_CSEL, 2, p->s, 0, 0))
         rc = -1;
     if (!rc && p->stores_latents)
-        rc = store_latents(rm, ls, p, lpos, run);
+        rc = store_latents(c, ls, run);
     if (!rc)
-        rc = gather_rows_b(st, p, rm->m->cfg.head_dim, run);
-    free(lpos);
+        rc = gather_rows_b(st, p, c->rm->m->cfg.head_dim, run);
     if (rc == -1)
         return as_err(err, AS_ERUNTIME, "layer %d: out of memory in the compressed branch (s %d)", p->layer, p->s);
     return rc;
@@ -426,21 +300,14 @@ static int compressed_branch(const AsRefModel *rm, AsRefState *st, const AsLayer
 
 /* idx = widx followed by the compressed selection; every entry must name an attended row (a selection
  * published by another step or layer kind may not: refused, SPEC 3.6). */
-static int build_idx(const AsLayerPlan *p, AsRun *run, AsError *err)
+static int build_idx(const AsStageCtx *c, AsRun *run, AsError *err)
 {
-    int s = p->s, cols = p->cols, k = p->k, topk = p->topk;
-    int nrows = p->rows_a_len + p->rows_b_len;
-    int32_t *idx = as_run_shape(run, AS_T_IDX, 2, s, topk, 0);
-    if (!idx)
+    const AsLayerPlan *p = c->p;
+    if (as_stage_idx(c, run))
         return as_err(err, AS_ERUNTIME, "layer %d: out of memory for idx", p->layer);
-    const int32_t *widx = run->t[AS_T_WIDX].data;
-    const int32_t *csel = k ? run->t[AS_T_CSEL].data : NULL;
-    for (int t = 0; t < s; t++) {
-        memcpy(idx + (size_t)t * topk, widx + (size_t)t * cols, sizeof(int32_t) * (size_t)cols);
-        if (k)
-            memcpy(idx + (size_t)t * topk + cols, csel + (size_t)t * k, sizeof(int32_t) * (size_t)k);
-    }
-    for (int64_t i = 0; i < (int64_t)s * topk; i++)
+    const int32_t *idx = run->t[AS_T_IDX].data;
+    const int nrows = p->rows_a_len + p->rows_b_len, topk = p->topk;
+    for (int64_t i = 0; i < (int64_t)p->s * topk; i++)
         if (idx[i] >= nrows)
             return as_err(err, AS_EREFUSED,
                           "layer %d: selection entry %d (token %ld) names a row beyond the %d attended rows "
@@ -449,46 +316,21 @@ static int build_idx(const AsLayerPlan *p, AsRun *run, AsError *err)
     return 0;
 }
 
-/* Steps 7-9: sparse attention with the sink, inverse rotation, grouped wo_a, wo_b. */
 int as_ref_attend(const AsRefModel *rm, int l, const float *q, const float *rows_a, int na, const float *rows_b,
                   int nb, const int32_t *idx, int topk, int s, float *o)
 {
-    const AsConfig *cfg = &rm->m->cfg;
-    int hd = cfg->head_dim;
-    float *rows = malloc(ROW((size_t)(na + nb) * hd + 1));
-    if (!rows)
-        return -1;
-    memcpy(rows, rows_a, ROW((size_t)na * hd));
-    if (nb)
-        memcpy(rows + (size_t)na * hd, rows_b, ROW((size_t)nb * hd));
-    as_sparse_attention(q, rows, na + nb, idx, topk, rm->fault == AS_FAULT_SINK_IGNORED ? rm->no_sink : rm->sink[l], o,
-                        s, cfg->n_heads, hd, (float)(1.0 / sqrt((double)hd)));
-    free(rows);
-    return 0;
+    return as_stage_attend(rm, l, as_ref_convention(rm), q, rows_a, na, rows_b, nb, idx, topk, s, o);
 }
 
 void as_ref_rotate_back(const AsRefModel *rm, int l, const float *o, int s, int start_pos, float *o_back)
 {
-    const AsConfig *cfg = &rm->m->cfg;
-    memcpy(o_back, o, ROW((size_t)s * cfg->n_heads * cfg->head_dim));
-    as_rope_heads(o_back, s, cfg->n_heads, cfg->head_dim, start_pos,
-                  cfg->role[l].ratio == 0 ? &rm->rope_plain : &rm->rope_yarn, true);
+    as_stage_rotate_back(rm, l, as_ref_convention(rm), o, s, start_pos, o_back);
 }
 
 int as_ref_project_out(const AsRefModel *rm, int l, const float *o_back, int s, float *og, float *out)
 {
-    const AsConfig *cfg = &rm->m->cfg;
-    const AsLayerWeights *w = &rm->m->layer[l];
-    int nh = cfg->n_heads, hd = cfg->head_dim, G = cfg->o_groups, olr = cfg->o_lora_rank, gw = cfg->gw;
-    float *slice = malloc(ROW((size_t)s * gw));
-    if (!slice)
+    if (as_stage_project_out(rm, l, o_back, s, og))
         return -1;
-    for (int g = 0; g < G; g++) {
-        for (int t = 0; t < s; t++)
-            memcpy(slice + (size_t)t * gw, o_back + (size_t)t * nh * hd + (size_t)g * gw, ROW(gw));
-        as_linear_rows(slice, s, w->wo_a, (int64_t)g * olr, olr, og + (size_t)g * olr, (int64_t)G * olr, true);
-    }
-    free(slice);
     if (out)
         as_ref_project_wo_b(rm, l, og, s, out);
     return 0;
@@ -496,26 +338,7 @@ int as_ref_project_out(const AsRefModel *rm, int l, const float *o_back, int s, 
 
 void as_ref_project_wo_b(const AsRefModel *rm, int l, const float *og, int s, float *out)
 {
-    project(rm, og, s, rm->m->layer[l].wo_b, out);
-}
-
-/* Steps 7-9: sparse attention with the sink, inverse rotation, grouped wo_a, wo_b. */
-static int attend_and_project(const AsRefModel *rm, int l, int s, int start_pos, AsRun *run)
-{
-    const AsConfig *cfg = &rm->m->cfg;
-    int nh = cfg->n_heads, hd = cfg->head_dim;
-    float *o = as_run_shape(run, AS_T_O, 3, s, nh, hd);
-    float *ob = as_run_shape(run, AS_T_O_BACK, 3, s, nh, hd);
-    float *og = as_run_shape(run, AS_T_OG, 3, s, cfg->o_groups, cfg->o_lora_rank);
-    float *out = as_run_shape(run, AS_T_OUT, 2, s, cfg->dim, 0);
-    if (!o || !ob || !og || !out)
-        return -1;
-    if (as_ref_attend(rm, l, run->t[AS_T_Q].data, run->t[AS_T_ROWS_A].data, run->rows_a_len,
-                      run->rows_b_len ? run->t[AS_T_ROWS_B].data : NULL, run->rows_b_len, run->t[AS_T_IDX].data,
-                      run->topk, s, o))
-        return -1;
-    as_ref_rotate_back(rm, l, o, s, start_pos, ob);
-    return as_ref_project_out(rm, l, ob, s, og, out);
+    as_stage_project_wo_b(rm, l, as_ref_convention(rm), og, s, out);
 }
 
 int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, const float *x, int start_pos,
@@ -527,20 +350,24 @@ int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, 
     int rc = as_plan_layer(cfg, l, step, start_pos, s, &st->shared.prov, rm->fault, &p, &after, err);
     if (rc)
         return rc;
-    const AsRopeTable *rope = p.ratio == 0 ? &rm->rope_plain : &rm->rope_yarn;
+    const AsStageCtx c = {rm, &p, as_ref_convention(rm)};
     as_run_free(run);
     as_plan_to_run(&p, run);
 
     float *xc = as_run_shape(run, AS_T_X, 2, s, cfg->dim, 0);
-    if (!xc || project_q_kv(rm, l, x, s, rope, start_pos, run) || window_step(rm, &st->layer[l], &p, run))
+    if (!xc)
         return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
     memcpy(xc, x, ROW((size_t)s * cfg->dim));
-    if (p.ratio > 0 && (rc = compressed_branch(rm, st, &p, x, run, err)))
+    if (as_stage_qr(&c, run) || as_stage_q(&c, run) || as_stage_kv(&c, run) ||
+        as_stage_window(&c, st->layer[l].ring, run))
+        return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
+    if (p.ratio > 0 && (rc = compressed_branch(&c, st, x, run, err)))
         return rc;
     st->shared.prov = after;
-    if ((rc = build_idx(&p, run, err)))
+    if ((rc = build_idx(&c, run, err)))
         return rc;
-    if (attend_and_project(rm, l, s, start_pos, run) || snapshot_state(cfg, &cfg->role[l], &st->layer[l], run))
+    if (as_stage_o(&c, run) || as_stage_o_back(&c, run) || as_stage_og(&c, run) || as_stage_out(&c, run) ||
+        snapshot_state(cfg, &cfg->role[l], &st->layer[l], run))
         return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "model/weights.h"
+#include "ref/convention.h"
 #include "ref/faults.h"
 #include "ref/plan.h"
 #include "ref/rope.h"
@@ -39,8 +40,9 @@ typedef struct {
     AsRopeTable rope_yarn;     /* ratio > 0 layers */
     float *attn_norm[AS_MAX_LAYERS], *q_norm[AS_MAX_LAYERS], *kv_norm[AS_MAX_LAYERS];
     float *c_norm[AS_MAX_LAYERS], *k_norm[AS_MAX_LAYERS], *sink[AS_MAX_LAYERS];
-    float *no_sink;            /* [n_heads] of -inf, for AS_FAULT_SINK_IGNORED */
+    float *no_sink;            /* [n_heads] of -inf, for the sink-ignored convention */
     AsFault fault;             /* AS_FAULT_NONE: the faithful reference */
+    AsConvention conv;         /* a twin's planted convention (ref/convention.h); AS_CONV_NONE: its fault's */
 } AsRefModel;
 
 typedef struct {
