@@ -3,7 +3,7 @@
  * x, q, idx, o and out (check passes; one element of o moved is a mismatch at exactly that step,
  * layer and element, and nothing else is); tests/h5py_doc_example.py runs the page's "Writing one
  * with h5py" example as written. Needs python3 with h5py and numpy (scripts/deps.sh installs
- * python3-h5py and python3-numpy; $ATTNSCOPE_PYTHON picks the interpreter). */
+ * python3-h5py and python3-numpy; $ATTNSCOPE_PYTHON picks the interpreter: tests/lib/python.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,34 +12,14 @@
 
 #include "tests/lib/cli_util.h"
 #include "tests/lib/harness.h"
-
-/* The interpreter that has h5py and numpy: $ATTNSCOPE_PYTHON, else the system's python3 (the
- * Debian packages install there), else python3 on the PATH. Skips when none has them. */
-static const char *python(void)
-{
-    static char found[512];
-    const char *env = getenv("ATTNSCOPE_PYTHON");
-    const char *cands[3] = {env && *env ? env : NULL, "/usr/bin/python3", "python3"};
-    for (int i = 0; i < 3; i++) {
-        if (!cands[i] || (cands[i][0] == '/' && access(cands[i], X_OK)))
-            continue;
-        char cmd[700];
-        snprintf(cmd, sizeof cmd, "'%s' -c 'import h5py, numpy' >/dev/null 2>&1", cands[i]);
-        if (system(cmd) == 0) {
-            snprintf(found, sizeof found, "%s", cands[i]);
-            return found;
-        }
-    }
-    as_test_skip("no python3 with h5py and numpy (scripts/deps.sh installs python3-h5py, python3-numpy)");
-    return NULL;
-}
+#include "tests/lib/python.h"
 
 /* Runs `python script args` (stdout and stderr into *out); returns the exit status. */
 static int run_py(const char *args, char **out)
 {
     char log[600], cmd[2400];
     snprintf(log, sizeof log, "%s/py.log", as_test_tmpdir());
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", python(), args, log);
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", as_test_python(), args, log);
     fflush(NULL);
     int st = system(cmd);
     *out = as_slurp(log, NULL);
@@ -50,24 +30,6 @@ static void need_repo_file(const char *path)
 {
     if (access(path, R_OK))
         as_test_skip("%s not found: run the tests from the repository root", path);
-}
-
-/* What attnscope computed: a faithful twin of tiny, every layer and tensor, prefill 9 and 3 decodes. */
-static void source_dump(char *src, size_t n)
-{
-    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
-    char script[600];
-    snprintf(script, sizeof script, "%s/src.json", as_test_tmpdir());
-    snprintf(src, n, "%s/src.h5", as_test_tmpdir());
-    FILE *f = fopen(script, "w");
-    REQUIRE(f, "script");
-    fprintf(f, "{\"model\": \"tiny\", \"inject\": \"none\", \"steps\": [{\"prefill\": 9}, {\"decode\": 3}], "
-               "\"dump\": {\"path\": \"%s\", \"layers\": \"all\", \"steps\": \"all\"}}", src);
-    fclose(f);
-    AsCliResult *r = malloc(sizeof *r);
-    as_cli_run(r, AS_ARGS("run", "-q", script));
-    REQUIRE(r->status == 0, "run: exit %d %s", r->status, r->err);
-    free(r);
 }
 
 /* The lines of out as notes (the check's summary, for the record). */
@@ -85,10 +47,10 @@ static void note_lines(const char *what, const char *out)
 
 TEST(h5py_dump_of_x_q_idx_o_out_checks)
 {
-    python();
+    as_test_python();
     need_repo_file("tests/h5py_dump.py");
     char src[600], mine[700], moved[700], bare[700], args[2200], *out;
-    source_dump(src, sizeof src);
+    as_test_faithful_dump(src, sizeof src);
     snprintf(mine, sizeof mine, "%s/mine.h5", as_test_tmpdir());
     snprintf(args, sizeof args, "tests/h5py_dump.py '%s' '%s' --tensors x,q,idx,o,out", src, mine);
     int rc = run_py(args, &out);
@@ -133,11 +95,11 @@ TEST(h5py_dump_of_x_q_idx_o_out_checks)
 
 TEST(h5py_doc_example_runs_as_written)
 {
-    python();
+    as_test_python();
     need_repo_file("tests/h5py_doc_example.py");
     need_repo_file("docs/DUMP_FORMAT.md");
     char src[600], mine[700], args[2200], *out;
-    source_dump(src, sizeof src);
+    as_test_faithful_dump(src, sizeof src);
     snprintf(args, sizeof args, "tests/h5py_doc_example.py docs/DUMP_FORMAT.md '%s' '%s'", src, as_test_tmpdir());
     int rc = run_py(args, &out);
     CHECK(rc == 0 && out && strstr(out, "ran the example"), "the example: exit %d: %s", rc, out ? out : "");

@@ -21,6 +21,7 @@
 #include "model/npy.h"
 #include "tests/lib/cli_util.h"
 #include "tests/lib/harness.h"
+#include "tests/lib/python.h"
 
 /* ---- files written by hand ------------------------------------------------------------------ */
 
@@ -603,25 +604,6 @@ TEST(import_cli_refusals_are_one_line)
 
 /* ---- the documented example, run as written ------------------------------------------------- */
 
-static const char *python(void)
-{
-    static char found[512];
-    const char *env = getenv("ATTNSCOPE_PYTHON");
-    const char *cands[3] = {env && *env ? env : NULL, "/usr/bin/python3", "python3"};
-    for (int i = 0; i < 3; i++) {
-        if (!cands[i] || (cands[i][0] == '/' && access(cands[i], X_OK)))
-            continue;
-        char cmd[700];
-        snprintf(cmd, sizeof cmd, "'%s' -c 'import h5py, numpy' >/dev/null 2>&1", cands[i]);
-        if (system(cmd) == 0) {
-            snprintf(found, sizeof found, "%s", cands[i]);
-            return found;
-        }
-    }
-    as_test_skip("no python3 with h5py and numpy (scripts/deps.sh installs python3-h5py, python3-numpy)");
-    return NULL;
-}
-
 /* tests/import_doc_example.py with args, in OUTDIR (created); exit status 0 required. */
 static void run_example(const char *src, const char *outdir, const char *extra)
 {
@@ -630,8 +612,8 @@ static void run_example(const char *src, const char *outdir, const char *extra)
     mkdir(outdir, 0755);
     char cmd[3000], log[700];
     snprintf(log, sizeof log, "%s/py.log", as_test_tmpdir());
-    snprintf(cmd, sizeof cmd, "'%s' tests/import_doc_example.py docs/IMPORT.md '%s' '%s' %s >'%s' 2>&1", python(), src,
-             outdir, extra, log);
+    snprintf(cmd, sizeof cmd, "'%s' tests/import_doc_example.py docs/IMPORT.md '%s' '%s' %s >'%s' 2>&1",
+             as_test_python(), src, outdir, extra, log);
     fflush(NULL);
     int st = system(cmd);
     char *out = as_slurp(log, NULL);
@@ -639,24 +621,6 @@ static void run_example(const char *src, const char *outdir, const char *extra)
             out ? out : "(no output)");
     as_test_note("%.*s", (int)strcspn(out, "\n"), out);
     free(out);
-}
-
-/* What attnscope computed: a faithful twin of tiny, every layer and tensor, prefill 9 and 3 decodes. */
-static void source_dump(char *src, size_t n)
-{
-    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
-    char script[600];
-    snprintf(script, sizeof script, "%s/src.json", as_test_tmpdir());
-    snprintf(src, n, "%s/src.h5", as_test_tmpdir());
-    FILE *f = fopen(script, "w");
-    REQUIRE(f, "script");
-    fprintf(f, "{\"model\": \"tiny\", \"inject\": \"none\", \"steps\": [{\"prefill\": 9}, {\"decode\": 3}], "
-               "\"dump\": {\"path\": \"%s\", \"layers\": \"all\", \"steps\": \"all\"}}", src);
-    fclose(f);
-    AsCliResult *r = malloc(sizeof *r);
-    as_cli_run(r, AS_ARGS("run", "-q", script));
-    REQUIRE(r->status == 0, "run: exit %d %s", r->status, r->err);
-    free(r);
 }
 
 static void note_summary(const char *what, const char *out)
@@ -674,9 +638,9 @@ static void note_summary(const char *what, const char *out)
 
 TEST(import_doc_example_safetensors_and_npz_check_clean)
 {
-    python();
+    as_test_python();
     char src[600], out[700], sub[700], h5[800];
-    source_dump(src, sizeof src);
+    as_test_faithful_dump(src, sizeof src);
     snprintf(out, sizeof out, "%s/hooks", as_test_tmpdir());
     run_example(src, out, "");
     AsCliResult *r = malloc(sizeof *r);
@@ -713,6 +677,9 @@ TEST(import_doc_example_safetensors_and_npz_check_clean)
     as_cli_run(r, AS_ARGS("check", h5, "--model", "tiny", "-q"));
     CHECK(r->status == 0 && strstr(r->out, "40 pass"), "check of the imported dump: exit %d\n%s%s", r->status, r->out,
           r->err);
+    as_cli_run(r, AS_ARGS("check", "tiny", h5, "-q")); /* MODEL DUMP: an HDF5 dump with the model first */
+    CHECK(r->status == 0 && strstr(r->out, "40 pass"), "check tiny imported.h5: exit %d\n%s%s", r->status, r->out,
+          r->err);
     as_cli_run(r, AS_ARGS("dump-info", h5));
     CHECK(r->status == 0 && strstr(r->out, "inputs     h0: 12 tokens from position 0") &&
               strstr(r->out, "import   5 tensors: x q idx o out"),
@@ -722,9 +689,9 @@ TEST(import_doc_example_safetensors_and_npz_check_clean)
 
 TEST(import_planted_element_is_the_one_mismatch)
 {
-    python();
+    as_test_python();
     char src[600], out[700];
-    source_dump(src, sizeof src);
+    as_test_faithful_dump(src, sizeof src);
     snprintf(out, sizeof out, "%s/moved", as_test_tmpdir());
     /* o of step 2, layer 5: token 0, head 2, channel 7 (o is [1][4][64]) */
     run_example(src, out, "--move 2 5 o 135 0.5 --compressed");
@@ -752,9 +719,9 @@ TEST(import_planted_element_is_the_one_mismatch)
  * back bit for bit equal (bf16 values through BF16 and float32, indices through int64, the mask). */
 TEST(import_every_tensor_round_trips)
 {
-    python();
+    as_test_python();
     char src[600], out[700], h5[800], st[800];
-    source_dump(src, sizeof src);
+    as_test_faithful_dump(src, sizeof src);
     snprintf(out, sizeof out, "%s/all", as_test_tmpdir());
     char names[1200] = "--compressed --tensors ";
     for (int i = 0; i < AS_T_COUNT; i++)
