@@ -34,14 +34,11 @@ static int64_t run_gemm(const Case *c, int grid, int fallback, uint64_t seed)
         return 0;
     }
     const int s = c->s, no = c->n_out, ni = c->n_in;
-    AsTestFp8W f;
-    as_test_fp8w_make(&f, no, ni, c->B, grid, seed);
-    float *x = as_test_xmalloc(sizeof(float) * (size_t)s * ni);
-    as_test_fp8_x(x, s, ni, grid, seed + 13);
-    AsTestFp8Dev d;
-    as_test_fp8_upload(&f, &d);
-    void *xbuf;
-    const AsFp8Act xa = as_test_act_quant_dev(x, s, ni, &xbuf);
+    AsTestFp8Case k;
+    as_test_fp8_case(&k, no, ni, c->B, s, grid, seed);
+    const float *x = k.x;
+    const AsTestFp8Dev d = k.d;
+    const AsFp8Act xa = k.xa;
     const int wgmma = !fallback && as_k_fp8_gemm_applies(&d.w, &xa);
     const int64_t ldy = no + 5;
     uint16_t *dy = as_gpu_alloc(2 * (size_t)(s + 1) * ldy);
@@ -54,8 +51,8 @@ static int64_t run_gemm(const Case *c, int grid, int fallback, uint64_t seed)
     as_gpu_get_bytes(got, dy, 2 * (size_t)(s + 1) * ldy);
     float *want = as_test_xmalloc(sizeof(float) * (size_t)s * no);
     double *mag = as_test_xmalloc(sizeof(double) * (size_t)s * no);
-    as_fp8_linear(x, s, &f.w, want);
-    as_test_fp8_magnitudes(x, s, &f.w, 0, mag);
+    as_fp8_linear(x, s, &k.f.w, want);
+    as_test_fp8_magnitudes(x, s, &k.f.w, 0, mag);
     const AsTestFp8Cmp r = as_test_fp8_compare(what, got, ldy, want, mag, s, no, grid || !wgmma ? 0x1p-16 : 0x1p-8);
     int64_t outside = 0;
     for (int t = 0; t <= s; t++)
@@ -65,10 +62,9 @@ static int64_t run_gemm(const Case *c, int grid, int fallback, uint64_t seed)
     CHECK(r.spec6_ok, "%s: max error %.3g beyond SPEC 6's %.3g", what, r.max_err, r.max_want * 0x1p-7 + 1e-4);
     CHECK(outside == 0, "%s: %lld elements written outside the output", what, (long long)outside);
     as_test_fp8_note(what, &r);
-    free(x), free(got), free(want), free(mag);
-    as_gpu_free(dy), as_gpu_free(xbuf);
-    as_test_fp8_dev_free(&d);
-    as_test_fp8w_free(&f);
+    free(got), free(want), free(mag);
+    as_gpu_free(dy);
+    as_test_fp8_case_free(&k);
     return r.bad;
 }
 

@@ -52,14 +52,11 @@ static int64_t run_fp8(const Shape *c, int m, int Wn, int portable, int grid, ui
         return 0;
     }
     const int no = c->n_out, ni = c->n_in;
-    AsTestFp8W f;
-    as_test_fp8w_make(&f, no, ni, c->B, grid, seed);
-    float *x = as_test_xmalloc(sizeof(float) * (size_t)m * ni);
-    as_test_fp8_x(x, m, ni, grid, seed + 11);
-    AsTestFp8Dev d;
-    as_test_fp8_upload(&f, &d);
-    void *xbuf;
-    const AsFp8Act xa = as_test_act_quant_dev(x, m, ni, &xbuf);
+    AsTestFp8Case k;
+    as_test_fp8_case(&k, no, ni, c->B, m, grid, seed);
+    const float *x = k.x;
+    const AsTestFp8Dev d = k.d;
+    const AsFp8Act xa = k.xa;
     const int64_t ldy = no + 3; /* a row stride that is not the width */
     uint16_t *dy = as_gpu_alloc(2 * (size_t)((m + 1) * ldy));
     as_gpu_poison(dy, 2 * (size_t)((m + 1) * ldy));
@@ -73,8 +70,8 @@ static int64_t run_fp8(const Shape *c, int m, int Wn, int portable, int grid, ui
     float *want = as_test_xmalloc(sizeof(float) * (size_t)m * no);
     double *mag = as_test_xmalloc(sizeof(double) * (size_t)m * no);
     for (int t = 0; t < m; t++) /* s = 1 a row: the twin's decode path */
-        as_fp8_linear_rows(x + (int64_t)t * ni, 1, &f.w, 0, no, want + (int64_t)t * no, no);
-    as_test_fp8_magnitudes(x, m, &f.w, 0, mag);
+        as_fp8_linear_rows(x + (int64_t)t * ni, 1, &k.f.w, 0, no, want + (int64_t)t * no, no);
+    as_test_fp8_magnitudes(x, m, &k.f.w, 0, mag);
     AsTestFp8Cmp r = as_test_fp8_compare(what, got, ldy, want, mag, m, no, bound_of(grid, portable));
     int64_t guard = 0, gaps = 0;
     for (int64_t i = (int64_t)m * ldy; i < (int64_t)(m + 1) * ldy; i++)
@@ -88,10 +85,9 @@ static int64_t run_fp8(const Shape *c, int m, int Wn, int portable, int grid, ui
           (long long)guard, (long long)gaps);
     if (!quiet || r.bad)
         as_test_fp8_note(what, &r);
-    free(x), free(got), free(want), free(mag);
-    as_gpu_free(dy), as_gpu_free(xbuf);
-    as_test_fp8_dev_free(&d);
-    as_test_fp8w_free(&f);
+    free(got), free(want), free(mag);
+    as_gpu_free(dy);
+    as_test_fp8_case_free(&k);
     return r.bad;
 }
 
@@ -216,9 +212,8 @@ GPU_TEST(gpu_fp8_gemv_bf16x_grouped_wo_a)
  * positions from pos0 or an array with a negative entry: that row unrotated), and the RMSNorm of the
  * finished row by the last block against as_k_rmsnorm launched on it. */
 typedef struct {
-    AsTestFp8W f;
+    AsTestFp8Case k;
     AsTestFp8Dev d;
-    void *xbuf;
     AsFp8Act x;
     uint16_t *y_plain; /* host, [m][n_out] */
     int m;
@@ -228,24 +223,19 @@ static void epi_init(Epi *e, const Shape *c, int m, uint64_t seed)
 {
     memset(e, 0, sizeof *e);
     e->m = m;
-    as_test_fp8w_make(&e->f, c->n_out, c->n_in, c->B, 0, seed);
-    float *x = as_test_xmalloc(sizeof(float) * (size_t)m * c->n_in);
-    as_test_fp8_x(x, m, c->n_in, 0, seed + 1);
-    as_test_fp8_upload(&e->f, &e->d);
-    e->x = as_test_act_quant_dev(x, m, c->n_in, &e->xbuf);
+    as_test_fp8_case(&e->k, c->n_out, c->n_in, c->B, m, 0, seed);
+    e->d = e->k.d;
+    e->x = e->k.xa;
     uint16_t *dy = as_gpu_alloc(2 * (size_t)m * c->n_out);
     as_gpu_check_launch(as_k_fp8_gemv(&e->d.w, &e->x, m, dy, c->n_out, 0, 0, 0), "plain fp8 gemv");
     e->y_plain = as_test_xmalloc(2 * (size_t)m * c->n_out);
     as_gpu_get_bytes(e->y_plain, dy, 2 * (size_t)m * c->n_out);
     as_gpu_free(dy);
-    free(x);
 }
 
 static void epi_free(Epi *e)
 {
-    as_gpu_free(e->xbuf);
-    as_test_fp8_dev_free(&e->d);
-    as_test_fp8w_free(&e->f);
+    as_test_fp8_case_free(&e->k);
     free(e->y_plain);
 }
 

@@ -45,6 +45,23 @@ AsFp8Act as_test_act_quant_dev(const float *x, int64_t s, int64_t n, void **buf)
     return a;
 }
 
+void as_test_fp8_case(AsTestFp8Case *c, int64_t rows, int64_t cols, int B, int64_t s, int grid, uint64_t seed)
+{
+    as_test_fp8w_make(&c->f, rows, cols, B, grid, seed);
+    c->x = as_test_xmalloc(sizeof(float) * (size_t)(s * cols));
+    as_test_fp8_x(c->x, s, cols, grid, seed + 11);
+    as_test_fp8_upload(&c->f, &c->d);
+    c->xa = as_test_act_quant_dev(c->x, s, cols, &c->xbuf);
+}
+
+void as_test_fp8_case_free(AsTestFp8Case *c)
+{
+    free(c->x);
+    as_gpu_free(c->xbuf);
+    as_test_fp8_dev_free(&c->d);
+    as_test_fp8w_free(&c->f);
+}
+
 static int64_t ordered16(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff) : (int64_t)b; }
 
 AsTestFp8Cmp as_test_fp8_compare(const char *what, const uint16_t *got, int64_t ldg, const float *want,

@@ -67,6 +67,19 @@ inline std::vector<float> emu_fp8_x(int s, int n, bool grid)
     return x;
 }
 
+// act_quant of s rows of n (the reference's): the codes [s][n] and the scales [s][lds] (padding 0).
+inline void emu_fp8_act(const std::vector<float> &x, int s, int n, int lds, std::vector<uint8_t> &xq,
+                        std::vector<float> &sx)
+{
+    xq.assign((size_t)s * n, 0);
+    sx.assign((size_t)s * lds, 0.0f);
+    std::vector<float> q(n);
+    for (int t = 0; t < s; t++) {
+        as_act_quant(&x[(size_t)t * n], n, q.data(), &sx[(size_t)t * lds]);
+        for (int i = 0; i < n; i++) xq[(size_t)t * n + i] = as_e4m3_bits(q[i]);
+    }
+}
+
 // sum_k sum_{i in k} |xq w| sx ws per output (act_quant: the fp8 linear), or |x w| (bf16 x).
 inline double emu_fp8_mag(const float *x, const EmuFp8W &f, int o, bool act)
 {

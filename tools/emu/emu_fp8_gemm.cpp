@@ -26,12 +26,9 @@ static void run(int s, int n_out, int n_in, int B, bool grid)
     emu_fp8w(f, n_out, n_in, B, grid);
     std::vector<float> x = emu_fp8_x(s, n_in, grid);
     const int nk = n_in / 32, lds = (nk + 3) / 4 * 4;
-    std::vector<uint8_t> xq((size_t)s * n_in);
-    std::vector<float> sx((size_t)s * lds, 0.0f), xqf(n_in);
-    for (int t = 0; t < s; t++) {
-        as_act_quant(&x[(size_t)t * n_in], n_in, xqf.data(), &sx[(size_t)t * lds]);
-        for (int i = 0; i < n_in; i++) xq[(size_t)t * n_in + i] = as_e4m3_bits(xqf[i]);
-    }
+    std::vector<uint8_t> xq;
+    std::vector<float> sx;
+    emu_fp8_act(x, s, n_in, lds, xq, sx);
     const int ldy = n_out + 3;
     std::vector<uint16_t> y((size_t)s * ldy, 0x7fc1);
     GemmArgs a{AsFp8Weight{f.codes.data(), n_in, f.ws.data(), f.ldws, n_out, n_in, 1, 0},

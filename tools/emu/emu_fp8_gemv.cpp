@@ -48,12 +48,9 @@ template <bool P> static void run_fp8(int n_out, int n_in, int B, int m, int W, 
     emu_fp8w(f, n_out, n_in, B, grid);
     std::vector<float> x = emu_fp8_x(m, n_in, grid);
     const int nk = n_in / 32, lds = (nk + 3) / 4 * 4;
-    std::vector<uint8_t> xq((size_t)m * n_in);
-    std::vector<float> sx((size_t)m * lds, 0.0f), xqf(n_in);
-    for (int t = 0; t < m; t++) {
-        as_act_quant(&x[(size_t)t * n_in], n_in, xqf.data(), &sx[(size_t)t * lds]);
-        for (int i = 0; i < n_in; i++) xq[(size_t)t * n_in + i] = as_e4m3_bits(xqf[i]);
-    }
+    std::vector<uint8_t> xq;
+    std::vector<float> sx;
+    emu_fp8_act(x, m, n_in, lds, xq, sx);
     const int ldy = n_out + 1;
     std::vector<uint16_t> y((size_t)m * ldy, 0x7fc1);
     Fp8GemvArgs a{};
@@ -114,12 +111,9 @@ static void run_epilogues(int heads, int hd, int rd, int n_in, int m)
     emu_fp8w(f, n_out, n_in, 32, false);
     std::vector<float> x = emu_fp8_x(m, n_in, false);
     const int nk = n_in / 32, lds = (nk + 3) / 4 * 4;
-    std::vector<uint8_t> xq((size_t)m * n_in);
-    std::vector<float> sx((size_t)m * lds, 0.0f), xqf(n_in);
-    for (int t = 0; t < m; t++) {
-        as_act_quant(&x[(size_t)t * n_in], n_in, xqf.data(), &sx[(size_t)t * lds]);
-        for (int i = 0; i < n_in; i++) xq[(size_t)t * n_in + i] = as_e4m3_bits(xqf[i]);
-    }
+    std::vector<uint8_t> xq;
+    std::vector<float> sx;
+    emu_fp8_act(x, m, n_in, lds, xq, sx);
     std::vector<uint16_t> y0((size_t)m * n_out, 0x7fc1), y1 = y0, y2 = y0, h((size_t)m * n_out), h0;
     for (auto &v : h) v = as_bf16_bits(urnd(3.0f));
     h0 = h;
