@@ -95,11 +95,11 @@ template <int W> __device__ __forceinline__ void scatter_level(float (&acc)[32],
 }
 
 // A split's staging, shared by both split kernels (NT threads). The loads are issued together, not one
-// after another (each round trip to memory costs ~1 us here; in a chain they were most of the split's
-// time): load_entries issues the indices of the entries this thread stages (and of entry tid, for
-// valid[]), the kernel its queries and the live width and row count, then stage_rows copies the rows
-// those entries name (cp.async, zeros for a skipped entry; the kernel waits for them before its
-// barrier): a thread copies chunk tid % CPR of rows tid / CPR + RPP i.
+// after another (in a chain the round trips to memory were most of the split's time): load_entries
+// issues the indices of the entries this thread stages (and of entry tid, for valid[]), the kernel its
+// queries and the live width and row count, then stage_rows copies the rows those entries name
+// (cp.async, zeros for a skipped entry; the kernel waits for them before its barrier): a thread copies
+// chunk tid % CPR of rows tid / CPR + RPP i.
 template <int HD, int NT> struct StagePlan {
     static constexpr int CPR = HD / 8;         // 16-byte chunks per row
     static constexpr int RPP = NT / CPR;       // rows staged per pass of the block
@@ -508,7 +508,7 @@ __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 
 } // namespace attn1
 
-#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
+#ifndef AS_EMU // host side (tools/emu runs the kernels above on the CPU)
 
 extern "C" int as_k_attn_decode_applies(int nh, int hd, int topk_max)
 {

@@ -27,7 +27,7 @@ __global__ void build_idx_kernel(const int32_t *widx, int cols, const int32_t *c
         atomicAdd(valid, mine);
 }
 
-#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
+#ifndef AS_EMU // host side (tools/emu runs the kernels above on the CPU)
 extern "C" int as_k_build_idx(const int32_t *widx, int cols, const int32_t *csel, int k, int s, int nrows,
                               int32_t *idx, int *bad, unsigned long long *valid, cudaStream_t st)
 {
@@ -42,7 +42,7 @@ extern "C" int as_k_build_idx(const int32_t *widx, int cols, const int32_t *csel
 }
 #endif // AS_EMU
 
-// Decode (s = 1, issue 8): the window selection and idx in one launch. For c < win: widx[c] = slot
+// Decode (s = 1): the window selection and idx in one launch. For c < win: widx[c] = slot
 // (sp % win + 1 + c) % win, -1 where that slot > sp (as_k_window_select's decode rule, window.cu),
 // and idx[c] = widx[c]; then idx[win + j] = csel[j] for j < k, -1 for k <= j < kmax; every entry >= nrows
 // becomes -1 and raises *bad, as in build_idx_kernel. sp, k, nrows come from sp_d / k_d / nrows_d when

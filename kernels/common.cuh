@@ -211,7 +211,7 @@ __device__ __forceinline__ void as_d_pdl_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // (launch_dependents before the wait, so that a grid launches while the one before its
-    // predecessor still runs, made the decode graph 4.45 -> 4.74 ms on the H200, 2026-11-29)
+    // predecessor still runs, measured slower: bench/RESULTS.md)
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif

@@ -112,7 +112,7 @@ extern "C" int as_k_compress_pool(const float *ckv, const float *csc, int s, int
     return AS_LAUNCH_RESULT();
 }
 
-// The decode variant (issue 8): start_pos read from sp_d on the device; latent must be given (whether
+// The decode variant: start_pos read from sp_d on the device; latent must be given (whether
 // a group completes is known only there).
 extern "C" int as_k_compress_pool_decode(const float *ckv, const float *csc, int r, int hd, const int32_t *sp_d,
                                          float *part_kv, float *part_sc, as_bf16_t *latent, cudaStream_t st)

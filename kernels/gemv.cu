@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
     }
 }
 
-#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
+#ifndef AS_EMU // host side (tools/emu runs the kernels above on the CPU)
 // ATTNSCOPE_GEMV_CFG's text (pick_config keeps it in a function-local static: read once, thread-safe).
 struct CfgText {
     char s[256];
@@ -297,19 +297,18 @@ void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *
     // One wave: with W = 8 a block holds one row group, and row sets beyond the resident blocks make those
     // blocks take a second pass, a memory latency more on a small (latency-bound) GEMV. When most blocks
     // would (over 1.5 row sets a resident block), wider row groups take one pass of more loads instead
-    // (the same W: the same lanes sum the same chunks, so the same bits). H200, decode graph, 2026-11-29
-    // 20:27-20:31 UTC (bench/RESULTS.md): wq_a 1280x5120 (640 row sets, 396 resident) R2 -> R4 -2.2%;
-    // wkv 512x5120 (512 row sets) R1 -> R2 +0.8%, R4 +1.5%: left at R1.
+    // (the same W: the same lanes sum the same chunks, so the same bits). Measured in the decode graph:
+    // faster for wq_a (640 row sets on 396 resident blocks); wkv (512 row sets) slower wider, so the
+    // threshold leaves it at R1.
     if (resident > 0 && w == 8 && r < 4) {
         const int64_t sets = (int64_t)batch * ((n_out + r - 1) / r);
         if (2 * sets > 3 * resident && (int64_t)batch * ((n_out + 2 * r - 1) / (2 * r)) <= resident)
             r *= 2;
     }
-    // Measured exceptions, flash's shapes where the decode graph ran faster off the rule (H200, alternated
-    // rounds, 2026-11-30 02:20 and 02:49 UTC, bench/RESULTS.md; kbench's (R, W) sweep had picked them):
-    // wo_b 5120x8192 at W = 8 (4 chunks a lane, not 8) and the indexer's wq_b 4096x1280 at R2 W1 (not
-    // R1 W2): 3.640 ms a step against 3.656 with wo_b on the rule and 3.675 with neither. Each W sums
-    // a row in its own order: the engine's bits, not the rule's.
+    // Measured exceptions, flash's shapes where the decode graph ran faster off the rule (alternated
+    // rounds, bench/RESULTS.md; kbench's (R, W) sweep had picked them): wo_b 5120x8192 at W = 8 (4
+    // chunks a lane, not 8) and the indexer's wq_b 4096x1280 at R2 W1 (not R1 W2). Each W sums a row in
+    // its own order: the engine's bits, not the rule's.
     static const struct {
         int out, in, r, w;
     } measured[] = {{5120, 8192, 4, 8}, {4096, 1280, 2, 1}};
@@ -354,8 +353,7 @@ template <auto Kernel> static int read_blocks_per_sm(int dev)
 // Blocks of one GEMV launch: every row set (a block each), or with ATTNSCOPE_GEMV_RESIDENT on, at
 // most as many as are resident at once (the blocks loop over the row sets).
 // ATTNSCOPE_GEMV_BLOCKS_PER_SM=N (N >= 1) caps the resident launch below the occupancy, leaving room on
-// each SM for a parallel branch's kernels (an experiment, gpu_session.sh fusebisect: 2 measured slower
-// with every fusion set, bench/RESULTS.md 16:45).
+// each SM for a parallel branch's kernels (an experiment, measured slower: bench/RESULTS.md).
 static int read_blocks_per_sm_cap()
 {
     const char *e = getenv("ATTNSCOPE_GEMV_BLOCKS_PER_SM");

@@ -1,5 +1,5 @@
 // The epilogue of the warp-group GEMVs, shared by gemv.cu (bf16 / f32 weights) and q2k_mmvq.cu
-// (Q2_K weights), whose CPU twins sum in the same order. Not in common.cuh: bench/emu shadows that
+// (Q2_K weights), whose CPU twins sum in the same order. Not in common.cuh: tools/emu shadows that
 // file, and the emulator must run this code itself.
 #pragma once
 

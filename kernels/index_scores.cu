@@ -23,7 +23,7 @@
 //   blockIdx.y splits the positions into chunks of tiles (tiles_per_block); key tiles wholly past
 //   the block's last visible position are not loaded: their scores are -inf.
 // Other geometries (tiny: nh 4, ihd 32) take the scalar kernel: one thread per (t, p), f32 dots.
-// Decode graph (issue 8): as_k_index_scores_decode launches for max_width and reads the live width
+// Decode graph: as_k_index_scores_decode launches for max_width and reads the live width
 // on the device (width_d); a position's score is computed the same way whatever the grid, so the
 // scores equal the by-value launch's at that width, and nothing past it is written.
 #include "kernels/common.cuh"
@@ -341,7 +341,7 @@ __global__ void index_scores_scalar_kernel(const uint16_t *__restrict__ iq, cons
     }
 }
 
-#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
+#ifndef AS_EMU // host side (tools/emu runs the kernels above on the CPU)
 // Whether a one-query launch takes index_scores_row_kernel (ATTNSCOPE_ISCORE_ROW=0: the mma kernel, an
 // A/B; read once).
 bool one_query_kernel()
@@ -425,7 +425,7 @@ extern "C" int as_k_index_scores_path(const as_bf16_t *iq, const as_bf16_t *keys
     return index_scores_impl(iq, keys, w, s, nh, ihd, width, start_pos, ratio, score, force_scalar, nullptr, st);
 }
 
-// The decode variant (issue 8): start_pos > 0 (nothing masked), the live width read from width_d,
+// The decode variant: start_pos > 0 (nothing masked), the live width read from width_d,
 // the launch sized for max_width. Each score is computed by the same code as in the by-value launch
 // at that width (a position's sum over heads never depends on the grid), so the results are the same.
 extern "C" int as_k_index_scores_decode(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_t *w, int s, int nh,

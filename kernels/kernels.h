@@ -132,7 +132,7 @@ int64_t as_k_gemv_bf16_resident_blocks(void);
 int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                    float *y, int64_t ldy, cudaStream_t st);
 
-/* ---- the decode step without host round trips (issue 8): engine/graph.c, tests/gpu_row_pipe.c,
+/* ---- the decode step without host round trips: engine/graph.c, tests/gpu_row_pipe.c,
  * tests/gpu_decode_kernels.c. A *_decode variant reads the step's position-dependent scalars from
  * device memory (the decode graph's step parameters, written once per replay) where its by-value
  * twin takes them as arguments, and its launch covers the most they can be; for the same live
@@ -239,7 +239,7 @@ int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const 
                      as_bf16_t *o, int nh, int hd, float scale, void *ws, size_t ws_bytes, const AsOBack *ob,
                      int early_rows, cudaStream_t st);
 
-/* ---- the selection on the device (issue 8): kernels/topk_select.cu, test tests/gpu_topk.c ----
+/* ---- the selection on the device: kernels/topk_select.cu, test tests/gpu_topk.c ----
  * torch's CPU top-k index set (ref/topk.c as_topk_torch_set, ties included) by an exact emulation of
  * libstdc++'s introselect / heap select, one block per row; rows up to AS_TOPK_MAX_WIDTH columns (the
  * engine selects wider rows on the host). stats (optional, AS_TOPK_NSTATS counters, added to): rows
@@ -308,7 +308,7 @@ typedef struct {
 } AsCandLaunch;
 int as_k_candidate_blocks(const AsCandLaunch *a, cudaStream_t st);
 
-/* ---- Q2_K projections (issue 7): kernels/q8_1.cu, q2k_mmvq.cu, q2k_mmq.cu; test tests/gpu_q2k.c ----
+/* ---- Q2_K projections: kernels/q8_1.cu, q2k_mmvq.cu, q2k_mmq.cu; test tests/gpu_q2k.c ----
  * Weights stay raw GGUF Q2_K blocks, activations are quantised to q8_1 blocks (model/ggml_blocks.h:
  * AsBlockQ2K, AsBlockQ8_1, passed as void *; both 4-byte aligned). Twins: model/quants.h. */
 
@@ -330,7 +330,7 @@ int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_i
                  int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32, int batch, cudaStream_t st);
 
 
-/* ---- fp8 precision's projections (issue 33): kernels/act_quant.cu, fp8_gemv.cu, fp8_gemm.cu; twin
+/* ---- fp8 precision's projections: kernels/act_quant.cu, fp8_gemv.cu, fp8_gemm.cu; twin
  * ref/fp8_linear.c (the fp8 linear of SPEC 2) and ref/linear.c (the bf16 linear of fp8-form weights);
  * tests tests/gpu_act_quant.c, gpu_fp8_gemv.c, gpu_fp8_gemm.c. ----
  * An fp8-form weight: e4m3 codes [n_out][n_in] (n_in a multiple of 32), rows ldw bytes apart, and one

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-// A kernel's dynamic shared memory, 16-byte aligned (bench/emu's shadow of this file declares the
+// A kernel's dynamic shared memory, 16-byte aligned (tools/emu's shadow of this file declares the
 // emulator program's buffer instead, the one its ldmatrix addresses are relative to).
 #define AS_DYNAMIC_SMEM(name) extern __shared__ __align__(16) uint8_t name[]
 

@@ -1,7 +1,7 @@
 // Device helpers of the Q2_K projections (kernels/q8_1.cu, q2k_mmvq.cu, q2k_mmq.cu): fp16 fields,
 // dp4a, byte permutes, the exact small-integer -> float conversion, and ggml's vec_dot_q2_K_q8_1
 // term. Host twin: model/quants.c (as_quantize_row_q8_1, as_vec_dot_q2_K_q8_1). Under AS_EMU
-// (bench/emu, the CPU emulator) the intrinsics are plain C++.
+// (tools/emu, the CPU emulator) the intrinsics are plain C++.
 #pragma once
 
 #include "kernels/common.cuh"

@@ -1,7 +1,7 @@
 // One RoPE pair, the reference's arithmetic (ref/rope.c): re = x0 c - x1 s, im = x0 s + x1 c, each
 // product, sum and difference rounded to f32, then both to bf16. The caller passes s negated for the
 // inverse rotation. Shared by rope.cu, row_pipe.cu, attn_decode.cu (o_back) and the GEMV epilogue
-// (q's RoPE after wq_b). Not in common.cuh: bench/emu shadows that file, and the emulator must run
+// (q's RoPE after wq_b). Not in common.cuh: tools/emu shadows that file, and the emulator must run
 // this code itself.
 #pragma once
 

@@ -1,8 +1,8 @@
-// The row pipeline (issue 8): what follows a projection on its way into a cache, fused into one
+// The row pipeline: what follows a projection on its way into a cache, fused into one
 // launch. Per sub-row (a row's `heads` slices of n channels), each stage optional, in this order and
 // with the separate kernels' roundings, bit for bit (twins: rmsnorm.cu, rope.cu, quant.cu,
 // window.cu's ring store, elementwise.cu's scale; test: tests/gpu_row_pipe.c, emulator:
-// bench/emu/emu_decode.cpp):
+// tools/emu/emu_decode.cpp):
 //   1. rmsnorm(norm_w): rmsnorm.cu's reduction exactly (256 threads, the same per-thread strided f32
 //      sums, warp xor tree, the 8 warp partials added in order), y = bf16(w * (x * inv))
 //   2. RoPE on the last rd channels at the row's position (pos[row], else pos0 + row; a negative

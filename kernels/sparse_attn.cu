@@ -49,9 +49,9 @@
 //   the workspace cannot be had, one split is used (kernel.py's result itself).
 // Other geometries (tiny: nh 4, hd 64; any nh, 1 <= hd <= 512) take sparse_attn_warp_kernel: one
 //   warp per (t, h), the same blocks in f32 (each row read twice: its z, then its weighted sum).
-// Decode graph (issue 8): as_k_sparse_attn_decode takes the live selection width and compressed row
+// Decode graph: as_k_sparse_attn_decode takes the live selection width and compressed row
 //   count from device memory (AttnArgs.topk_d / nb_d) and launches for topk_max: split as a one-query
-//   launch at topk_max (one tile per split on the H200), splits past the live ones return at once, a
+//   launch at topk_max (one tile per split on a 132-SM device), splits past the live ones return at once, a
 //   single live split finalises in place, the combine folds the live splits only; the workspace is the
 //   caller's (no allocation in a captured graph). At the live width it computes what as_k_sparse_attn
 //   computes whenever both split one tile per split (as_k_sparse_attn_decode_plan reports it).
@@ -553,7 +553,7 @@ __global__ void __launch_bounds__(128) sparse_attn_warp_kernel(AttnArgs a, int s
     }
 }
 
-#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
+#ifndef AS_EMU // host side (tools/emu runs the kernels above on the CPU)
 template <int HD> int set_smem_attr()
 {
     return as_allow_dynamic_smem<sparse_attn_mma_kernel<HD>>(AttnSmem<HD>::kBytes);
@@ -705,7 +705,7 @@ namespace {
 // kernel; for both, a geometry or device it does not apply to fails with cudaErrorInvalidValue) or
 // "warp" (the per-(t, h) f32 kernel everywhere).
 // For diagnosis: an engine mismatch in o that moves with the path is the kernel's; one that does not
-// is upstream (e.g. a quantisation flip of a window row, see bench/KERNELS.md).
+// is upstream (e.g. a quantisation flip of a window row: tools/emu/real.sh shows it).
 int env_attn_path()
 {
     const char *e = getenv("ATTNSCOPE_ATTN_PATH");

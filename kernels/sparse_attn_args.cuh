@@ -41,7 +41,7 @@ struct AttnArgs {
     int tiles_per_split; // kBlock-entry tiles (kernel.py's blocks) per split of the selection
     float *ws_o;  // [s][nsplit][nh][HD], or null (one split)
     float *ws_ml; // [s][nsplit][nh][2]
-    // The decode graph's variant (issue 8): the live selection width and compressed row count, read
+    // The decode graph's variant: the live selection width and compressed row count, read
     // on the device (clamped to topk / nb above, which size the launch and idx's row stride); null:
     // topk / nb as given. The result is the by-value one's at the live values (see the launcher).
     const int32_t *topk_d = nullptr;

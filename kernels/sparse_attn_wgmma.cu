@@ -7,10 +7,9 @@
 // moves once a tile.
 //
 // Why a second kernel: the mma.sync kernel feeds every warp's tensor-core operands through ldmatrix,
-// one copy per warp, about 6 MAC per shared-memory byte, which caps it near 20% of the tensor-core
-// rate (bench/KERNELS.md). A warpgroup's wgmma reads its shared operands once for 64 rows: 2.1x the
-// mma.sync kernel's rate at the flash prefill (bench/RESULTS.md, where the variants tried and
-// dropped are listed too).
+// one copy per warp, about 6 MAC per shared-memory byte, which caps it far below the tensor-core
+// rate. A warpgroup's wgmma reads its shared operands once for 64 rows: about twice the mma.sync
+// kernel's rate at the flash prefill (bench/RESULTS.md lists the variants tried and dropped).
 //
 // One block per (query t, 64-head block): 256 threads = two warpgroups, wg 0 and wg 1.
 //   shared memory (1024-aligned, 128-byte swizzle, kernels/wgmma.cuh): Q [64 heads][512] (64 KB),
@@ -32,8 +31,8 @@
 //   row that exists: an early query's selection ends in -1 entries, whose tiles would change nothing
 //   (m' = m, c = 1, p = 0).
 //   The selection's first 1024 entries are read before anything else, as independent loads that
-//   land with Q's and tile 0's copies (as a dependent loop after them the scan cost 9% on full
-//   selections: bench/RESULTS.md).
+//   land with Q's and tile 0's copies (as a dependent loop after them the scan measured slower on
+//   full selections: bench/RESULTS.md).
 //   end: den = l + exp(sink - m), o = O * (1 / den), the bf16 rows staged in the Q buffer and written
 //   with coalesced 16-byte stores.
 // No split over the selection: the launcher takes this kernel where s x head blocks fill the device

@@ -1,4 +1,4 @@
-// The selection on the device (issue 8): torch's CPU top-k index SET (SPEC 5, ref/topk.c) and the
+// The selection on the device: torch's CPU top-k index SET (SPEC 5, ref/topk.c) and the
 // candidate blocks (SPEC 3, ref/candidates.c), exact, tie order included, so that no decode step
 // needs the host.
 //
@@ -18,8 +18,8 @@
 //     min(A[m*], B[m*-1]) (the left scan stops at an original stopper or at the swapped-in one,
 //     whichever comes first; see the proof in docs/SELECTION.md). Stoppers are ranked with warp
 //     ballots (32 consecutive columns at a time), each warp over its own run of the range, the runs'
-//     counts summed in order (so the lists are those one scan would write: one warp did it all until
-//     2026-11-29, 35-46 us a 4096-column row); m* is counted in the same scan (A[m] < B[m] exactly
+//     counts summed in order (so the lists are those one scan would write; one warp doing it all
+//     measured much slower); m* is counted in the same scan (A[m] < B[m] exactly
 //     when more than m right stoppers lie above A[m]; A rises, B falls), the swaps are disjoint and
 //     parallel.
 // The set (the first k pairs) is then flagged and compacted in index order: ascending, as the
@@ -44,8 +44,8 @@ __host__ __device__ constexpr size_t row_bytes(int n) { return pairs_bytes(n) + 
 
 // A row's values are held as keys that order as ref/topk.c's comp(a, b) = (isnan(a) && !isnan(b)) ||
 // a > b does: every NaN one key above +inf, -0 as +0, so comp is one unsigned compare in the scans
-// (the float comparison with its NaN tests drew a quarter of the ranking scans' samples in Nsight
-// Compute's source view, H200, 2026-11-30 05:07).
+// (the float comparison with its NaN tests drew a large share of the ranking scans' samples in
+// Nsight Compute's source view).
 typedef uint32_t Key;
 __device__ __forceinline__ Key key_of(float x)
 {
@@ -270,7 +270,7 @@ __device__ __forceinline__ int2 rank_stoppers(const Row &r, int c0, int c1, Key 
 // pb[tb - 1 - m]). Each warp counts its run's stoppers, the runs' offsets are summed in warp order,
 // then each warp writes its run's positions from its offsets: the lists a single scan would write.
 // m* is counted in the same scan: A[m] < B[m] exactly when more than m right stoppers lie above A[m]
-// (a binary search of the lists until 2026-11-30: eleven dependent loads a pass).
+// (a binary search of the lists took eleven dependent loads a pass).
 __device__ int block_partition(const Row &r, int lo, int hi, Key P)
 {
     int *cnt_a = r.scratch, *cnt_b = r.scratch + 32, *cnt_m = r.scratch + 96;
@@ -353,11 +353,10 @@ __device__ bool block_introselect(const Row &r, int &first, int &last, int &dept
 // swapped when more than m right stoppers lie above it (B[m] > A[m]), so m* is a count of ballots, and
 // each swapped stopper finds its partner through a list written by rank. The median-of-three is
 // decided by every lane from the values, and its pair swapped by lane 0 once the range is classified.
-// (H200, 2026-11-30 05:07: the decode's 5.6 passes a row on one warp took 12.9k cycles through the
-// block's lists, a quarter of the row's time.) Four slots, not more: one warp alone exposes the latency
-// of every instruction it issues, and slots past the range are predicated off, not skipped; 16 slots
-// made the warp's passes 2.3x slower (05:17); a one-slot form for ranges of at most 32 columns saved
-// 0.6k of the 11k cycles and nothing in the graph (05:29): not kept.
+// (Through the block's lists the decode's short passes on one warp took a large part of the row's
+// time.) Four slots, not more: one warp alone exposes the latency of every instruction it issues, and
+// slots past the range are predicated off, not skipped; 16 slots and a one-slot form for short ranges
+// were measured and not kept (bench/RESULTS.md).
 constexpr int kFastSlots = 4, kFastCols = 32 * kFastSlots;
 
 // introselect's loop on warp 0 (every lane calls; first, last, depth uniform) while the range is longer
@@ -565,7 +564,7 @@ __device__ __forceinline__ uint32_t *set_bits(const Row &r) { return (uint32_t *
 // member p in ascending order: a word of 32 columns a lane, each warp's words counted first, then each
 // lane emits its word's members from its offset (the prefix of the lanes' counts). A word a lane, not
 // a column: the flags' 16-bit array took a scan of n / 32 dependent rounds a warp to count and another
-// to emit (~5k SM cycles of a 4096-column row, 2026-11-30 05:37).
+// to emit.
 template <class Emit>
 __device__ void block_emit_set(const Row &r, int n, int k, Emit emit)
 {
@@ -683,8 +682,8 @@ __global__ void index_topk_kernel(uint16_t *score, int64_t ld, int width, const 
     // The row is read by the whole block, every read of a batch before its stores (the masked scores
     // written back could alias what is read next): 8 columns a thread as one 16-byte load (their
     // candidate flags one 8-byte load) where the row is so aligned, kVecBatch of them at a time, so a
-    // decode's 4096-column row is one memory latency on 256 threads (four one-column batches took
-    // ~5.4k of a row's ~47k SM cycles, 2026-11-30 05:37); the rest of the row one column at a time.
+    // decode's 4096-column row is one memory latency on 256 threads (one-column batches took several);
+    // the rest of the row one column at a time.
     const bool vec = ((uintptr_t)srow & 15) == 0 && (!crow || ((uintptr_t)crow & 7) == 0);
     const int chunks = vec ? n >> 3 : 0;
     constexpr int kVecBatch = 2;
@@ -839,7 +838,7 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
     }
 }
 
-#ifndef AS_EMU // host side (bench/emu runs the kernels above on the CPU)
+#ifndef AS_EMU // host side (tools/emu runs the kernels above on the CPU)
 
 static size_t topk_smem(int n) { return topk::row_bytes(n); }
 
@@ -848,9 +847,8 @@ constexpr int kTopkThreads = 256;
 
 // The block for a launch of `rows` rows: kTopkThreads for one row (a decode's: its latency counts), and
 // for more (a prefill, many rows in flight, where throughput counts) kTopkThreadsRows. The selection is
-// the same for every block size (bench/emu/emu_topk.cpp with EMU_TOPK_BLOCK = 32 .. 256). H200,
-// 2026-11-29: a 4096-token prefill's selection with 256 threads 2.6 ms, 128 2.2, 64 2.7, 32 4.0 (21:40);
-// a decode's one row with 256 threads 25 us an index layer, 128 28, 512 28, 1024 40 (22:03, 22:05).
+// the same for every block size (tools/emu/emu_topk.cpp with EMU_TOPK_BLOCK = 32 .. 256); both
+// defaults measured fastest (bench/RESULTS.md).
 // A/B switches, read once (anything else: the default): ATTNSCOPE_TOPK_THREADS_ROWS (many rows) and
 // ATTNSCOPE_TOPK_THREADS_ROW (one), each 32, 64, 128 or 256.
 constexpr int kTopkThreadsRows = 128;
@@ -870,8 +868,7 @@ static int topk_threads(int rows)
 // The longest range introselect leaves to one warp (the block partitions the longer ones; the same
 // set either way): kTopkWarpRange, or ATTNSCOPE_TOPK_WARP_RANGE (0: the block throughout; above
 // kFastCols, kFastCols), read once.
-// H200, 2026-11-29 22:16, decode graph medians of three alternated rounds: 0 3.890 ms, 128 3.874, 256
-// 3.877, 512 3.882 (an index layer's selection ~2 us shorter than with the block throughout).
+// 128 measured fastest in the decode graph (bench/RESULTS.md).
 constexpr int kTopkWarpRange = 128;
 static int warp_range_env()
 {
