@@ -6,6 +6,7 @@
 // cores (split_kernel) and on tensor cores (split_mma_kernel, 4 and 8 heads a block).
 #include "emu.h"
 #include "emu_rand.h"
+#include "tests/lib/kernel_shapes.h"
 
 #include <cmath>
 #include <cstdio>
@@ -128,11 +129,13 @@ int main()
     emu::smem_base = attn1::attn1_smem; // ldmatrix's shared addresses are relative to it
     for (int pass = 0; pass < 3; pass++) {
     g_mma = pass * 4; // split_kernel, then the tensor-core split with 4 and 8 heads a block
-    run<512>("flash, window only", 64, 128, 0, 0, 128, 128, false, 1);
-    run<512>("flash, window + 1", 64, 128, 1, 2048, 129, 640, false, 2);
-    run<512>("flash, window + 300", 64, 128, 300, 2048, 428, 640, false, 3);
-    run<512>("flash, window + 512", 64, 128, 2048, 2048, 640, 640, false, 4);
-    run<512>("flash, 65 entries (a split of one)", 64, 128, 300, 400, 65, 640, false, 5);
+    // the flash geometry (tests/lib/kernel_shapes.h): heads, window rows, the attention's entries
+    constexpr int HD = AS_FLASH_HEAD_DIM, NH = AS_FLASH_HEADS, WIN = AS_FLASH_WINDOW, TOPK = AS_FLASH_ATTN_TOPK;
+    run<HD>("flash, window only", NH, WIN, 0, 0, WIN, WIN, false, 1);
+    run<HD>("flash, window + 1", NH, WIN, 1, 2048, WIN + 1, TOPK, false, 2);
+    run<HD>("flash, window + 300", NH, WIN, 300, 2048, WIN + 300, TOPK, false, 3);
+    run<HD>("flash, window + 512", NH, WIN, 2048, 2048, TOPK, TOPK, false, 4);
+    run<HD>("flash, 65 entries (a split of one)", NH, WIN, 300, 400, 65, TOPK, false, 5);
     run<256>("hd 256, 16 heads", 16, 40, 70, 100, 90, 110, false, 6);
     run<512>("12 heads (three blocks of 4)", 12, 128, 300, 400, 428, 640, false, 8);
     run<256>("hd 256, 20 heads", 20, 40, 70, 100, 90, 110, false, 9);
