@@ -578,7 +578,6 @@ static void entry_what(const Entry *e, char *buf, size_t n)
         snprintf(buf, n, "step %d layer %d %s", e->step, e->layer, as_tensor_desc[e->id].name);
 }
 
-
 static int cmp_int(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
@@ -776,8 +775,9 @@ static int check_all(AsImport *imp, AsError *err)
             snprintf(imp->precision, sizeof imp->precision, "%.15s", m->val);
     }
     if (!rc && (m = meta_find(imp, "writer"))) {
-        if (as_has_control(m->val, strlen(m->val)))
-            rc = as_err(err, AS_EBADINPUT, "%s: metadata writer holds a control character", imp->files[m->file].path);
+        for (const char *p = m->val; !rc && *p; p++) /* it becomes a dump attribute, shown by dump-info */
+            if (*p < 0x20 || *p > 0x7e)
+                rc = as_err(err, AS_EBADINPUT, "%s: metadata writer is not printable ASCII", imp->files[m->file].path);
         snprintf(imp->writer, sizeof imp->writer, "%s", m->val);
     }
     if (!rc && meta_int(imp, "first_pos", 0, AS_LIMIT_MAX_SEQ, &imp->first_pos, err) > 1)

@@ -13,8 +13,9 @@
  *   before the end record, at most AS_NPZ_MAX_MEMBERS entries (each at least 46 bytes of it); each
  *   entry unencrypted, stored (sizes equal) or deflated, its name a UTF-8 path without control
  *   characters ending in ".npy" and given once, its local header matching the entry's name, its
- *   data before the central directory and sharing no byte with another member's; each member's
- *   .npy header as above, its elements * size + header exactly the entry's size. The data is
+ *   data before the central directory and sharing no byte with another member's, a deflated
+ *   member's size at most 1032 times its compressed bytes (deflate's limit); each member's .npy
+ *   header as above, its elements * size + header exactly the entry's size. The data is
  *   inflated (and every member's CRC-32 checked) only when asked for, into a buffer of the size
  *   the entry states, which the caller has checked by then (as_npy_data). */
 #ifndef AS_NPY_H

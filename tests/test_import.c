@@ -91,6 +91,11 @@ static size_t deflate_raw(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
     return got;
 }
 
+static void le64(uint8_t *p, uint64_t v) { le32(p, (uint32_t)v), le32(p + 4, (uint32_t)(v >> 32)); }
+
+/* zip64: every central entry's sizes in its zip64 extra field, and the zip64 end records */
+static bool zip64;
+
 static size_t zip_bytes(uint8_t *buf, size_t cap, const Member *m, int n, ZipAt *at)
 {
     size_t off = 0;
@@ -126,12 +131,26 @@ static size_t zip_bytes(uint8_t *buf, size_t cap, const Member *m, int n, ZipAt 
         le16(c + 28, (unsigned)nl), le32(c + 42, (uint32_t)at->local[i]);
         memcpy(c + 46, m[i].name, nl);
         off += 46 + nl;
+        if (zip64) {
+            le32(c + 20, 0xFFFFFFFFu), le32(c + 24, 0xFFFFFFFFu), le16(c + 30, 20);
+            le16(buf + off, 1), le16(buf + off + 2, 16), le64(buf + off + 4, m[i].n), le64(buf + off + 12, csize[i]);
+            off += 20;
+        }
+    }
+    size_t cd_size = off - at->cd_off;
+    if (zip64) {
+        uint8_t *r = buf + off;
+        memset(r, 0, 76);
+        le32(r, 0x06064b50), le64(r + 4, 44), le16(r + 12, 45), le16(r + 14, 45);
+        le64(r + 24, (uint64_t)n), le64(r + 32, (uint64_t)n), le64(r + 40, cd_size), le64(r + 48, at->cd_off);
+        le32(r + 56, 0x07064b50), le64(r + 64, off), le32(r + 72, 1);
+        off += 76;
     }
     at->end_off = off;
     uint8_t *e = buf + off;
     memset(e, 0, 22);
-    le32(e, 0x06054b50), le16(e + 8, (unsigned)n), le16(e + 10, (unsigned)n);
-    le32(e + 12, (uint32_t)(off - at->cd_off)), le32(e + 16, (uint32_t)at->cd_off);
+    le32(e, 0x06054b50), le16(e + 8, zip64 ? 0xFFFF : (unsigned)n), le16(e + 10, zip64 ? 0xFFFF : (unsigned)n);
+    le32(e + 12, zip64 ? 0xFFFFFFFFu : (uint32_t)cd_size), le32(e + 16, zip64 ? 0xFFFFFFFFu : (uint32_t)at->cd_off);
     at->len = off + 22;
     return at->len;
 }
@@ -375,10 +394,21 @@ TEST(import_hostile_npz_refused)
     static uint8_t zip[1 << 16], npy[1 << 14], bad[1 << 16];
     ZipAt at;
     AsError err;
-    for (int d = 0; d < 2; d++) {
-        size_t n = two_member_zip(zip, sizeof zip, &at, d, npy, sizeof npy);
-        CHECK(import_zip(zip, n, &err, true) == 0, "the intact %s zip imports: %s", d ? "deflated" : "stored", err.msg);
+    for (int d = 0; d < 4; d++) {
+        zip64 = d >= 2;
+        size_t n = two_member_zip(zip, sizeof zip, &at, d % 2, npy, sizeof npy);
+        CHECK(import_zip(zip, n, &err, true) == 0, "the intact %s%s zip imports: %s", d % 2 ? "deflated" : "stored",
+              zip64 ? " zip64" : "", err.msg);
     }
+    /* zip64 records that lie: the locator's offset, an entry's extra field cut short */
+    size_t n64 = two_member_zip(zip, sizeof zip, &at, false, npy, sizeof npy);
+    memcpy(bad, zip, n64);
+    le64(bad + at.end_off - 20 + 8, n64);
+    refused("a zip64 locator past the end", import_zip(bad, n64, &err, false), &err, "zip64 end record at offset");
+    memcpy(bad, zip, n64);
+    le16(bad + at.central[0] + 46 + 18 + 2, 8);
+    refused("a zip64 extra field cut short", import_zip(bad, n64, &err, false), &err, "zip64 extra field too short");
+    zip64 = false;
     size_t n = two_member_zip(zip, sizeof zip, &at, false, npy, sizeof npy);
     const struct {
         const char *what;
@@ -478,6 +508,8 @@ TEST(import_hostile_names_and_metadata_refused)
          "{\"step0/start_pos\": 0, \"step0/tokens\": 5, \"side\": \"a/b\"}", "side name 'a/b'"},
         {"a key twice in the JSON", "step0.layer3.x.npy", "{\"step0/start_pos\": 0, \"step0/start_pos\": 0}",
          "appears twice"},
+        {"a writer with an escape sequence", "step0.layer3.x.npy",
+         "{\"step0/start_pos\": 0, \"step0/tokens\": 5, \"writer\": \"\\u001b[2J\"}", "writer is not printable ASCII"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_npy(tmp(cases[i].file), "<f4", "(5, 64)", x, sizeof x);
