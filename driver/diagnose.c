@@ -238,28 +238,60 @@ static bool consistent(const Rerun *r, AsStageId s)
 
 typedef enum { TRY_NO, TRY_YES, TRY_SKIPPED, TRY_OOM } TryResult;
 
-/* Convention conv re-run for tensor t (stages bent: bent). */
+/* Whether the checked side stores every tensor of stage s that the reference has. */
+static bool stage_stored(const Rerun *r, AsStageId s)
+{
+    for (int i = 0; i < AS_T_FIRST_STATE; i++)
+        if (as_stage_of((AsTensorId)i) == s && r->base.t[i].data && !r->got->t[i].data)
+            return false;
+    return true;
+}
+
+/* Whether it stores some tensor of stage s. */
+static bool stage_seen(const Rerun *r, AsStageId s)
+{
+    for (int i = 0; i < AS_T_FIRST_STATE; i++)
+        if (as_stage_of((AsTensorId)i) == s && r->got->t[i].data)
+            return true;
+    return false;
+}
+
+/* Whether stage s's inputs are what the checked side's stage s read: re-run (in `run`) or stored by it. */
+static bool inputs_known(const Rerun *r, AsStageId s, uint32_t run)
+{
+    const uint32_t deps = as_stage_deps(s);
+    for (int d = 0; d < AS_STG_COUNT; d++)
+        if ((deps & AS_STG_BIT(d)) && !(run & AS_STG_BIT(d)) && !stage_stored(r, (AsStageId)d))
+            return false;
+    return true;
+}
+
+/* Convention conv re-run for tensor t (stages bent: bent). After the tensor, the stages it bends further
+ * on whose inputs are known and whose outputs the checked side stores are re-run too: they must match
+ * (two conventions that bend the tensor alike are told apart where they bend something else). */
 static TryResult try_convention(Rerun *r, AsConvention conv, uint32_t bent, AsTensorId t, double *max_abs)
 {
     const AsStageId ts = as_stage_of(t);
-    const uint32_t run = rerun_set(r->p, ts, bent);
+    uint32_t run = rerun_set(r->p, ts, bent);
     if (!(run & AS_STG_BIT(ts)))
         return TRY_SKIPPED; /* nothing it bends reaches the tensor */
     const AsStageCtx c = {r->rm, r->p, conv};
     TryResult res = TRY_YES;
-    int last = -1;
-    for (int s = 0; s <= (int)ts && res == TRY_YES; s++) {
-        if (!(run & AS_STG_BIT(s)))
+    for (int s = 0; s < AS_STG_COUNT && res == TRY_YES; s++) {
+        const uint32_t b = AS_STG_BIT(s);
+        if (s > (int)ts && (bent & b) && stage_here(r->p, (AsStageId)s) && stage_seen(r, (AsStageId)s) &&
+            inputs_known(r, (AsStageId)s, run))
+            run |= b;
+        if (!(run & b))
             continue;
-        last = s;
         if (run_stage(r, &c, (AsStageId)s))
             res = TRY_OOM;
+        else if (s == (int)ts && !reproduces(r, t, max_abs))
+            res = TRY_NO;
         else if (s != (int)ts && !consistent(r, (AsStageId)s))
             res = TRY_NO;
     }
-    if (res == TRY_YES && !reproduces(r, t, max_abs))
-        res = TRY_NO;
-    for (int s = 0; s <= last; s++)
+    for (int s = 0; s < AS_STG_COUNT; s++)
         if ((run & AS_STG_BIT(s)) && restore(r, (AsStageId)s))
             res = TRY_OOM;
     return res;
