@@ -22,6 +22,7 @@
 #include "ref/convention.h"
 #include "tests/lib/cli_util.h"
 #include "tests/lib/harness.h"
+#include "tui/worker.h"
 
 /* What an engine's forward hooks typically store of a layer. */
 static const char *const sparse_tensors[] = {"x", "q", "kv", "iq", "csel", "o", "out", NULL};
@@ -497,4 +498,36 @@ TEST(diagnose_docs_table_is_the_catalogue)
           "doc '%.80s', catalogue '%.80s' (regenerate it: as_conv_markdown_table)", same, a + same, table + same);
     free(table);
     free(doc);
+}
+
+/* The TUI's D: the worker runs the driver-level diagnosis off the interface thread; its line says it. */
+TEST(diagnose_tui_worker_job)
+{
+    use_test_cache();
+    AsDriverOptions o;
+    as_driver_options_default(&o);
+    o.no_engine = true;
+    o.quiet = true;
+    o.inject = "rope-halves-q";
+    AsDriver *d;
+    AsError err = {0};
+    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open: %s", err.msg);
+    TuiWorker *w;
+    REQUIRE(tui_worker_start(d, &w, &err) == 0, "worker: %s", err.msg);
+    TuiJob job = {.kind = TUI_JOB_PREFILL, .n = 12};
+    TuiJobResult res;
+    REQUIRE(tui_worker_submit(w, &job), "prefill submitted");
+    tui_worker_wait(w);
+    REQUIRE(tui_worker_take_result(w, &res) && res.rc == 0, "prefill: %s", res.msg);
+    job = (TuiJob){.kind = TUI_JOB_DIAGNOSE, .n = 2};
+    REQUIRE(tui_worker_submit(w, &job), "diagnosis submitted");
+    tui_worker_wait(w);
+    REQUIRE(tui_worker_take_result(w, &res), "a result");
+    CHECK(res.rc == 0 && res.layer == 2 && res.tensor == AS_T_Q &&
+              strstr(res.msg, "layer 2 q: matches the reference with RoPE on halves (NeoX) instead of interleaved "
+                              "pairs in the queries"),
+          "diagnose job: rc %d, layer %d: %s", res.rc, res.layer, res.msg);
+    as_test_note("%s", res.msg);
+    tui_worker_stop(w);
+    as_driver_close(d);
 }

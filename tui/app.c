@@ -245,6 +245,10 @@ static void idle_key(App *a, int ch)
             return say(a, TC_WARN, "first divergence needs an engine or --inject FAULT (%s)", a->data.note);
         return tui_prompt_number(&a->pr, TUI_PK_DIVERGE, "run to the first divergence: at most decode steps", 32, 0,
                                  cfg->max_seq);
+    case 'D':
+        if (a->data.got_kind == AS_GOT_NONE)
+            return say(a, TC_WARN, "a diagnosis needs an engine or --inject (%s)", a->data.note);
+        return submit(a, TUI_JOB_DIAGNOSE, st->layer, 0, NULL);
     case 'g':
         return tui_prompt_number(&a->pr, TUI_PK_LAYER, "jump to layer", st->layer, 0, cfg->n_layers - 1);
     case 'Q': return tui_prompt_number(&a->pr, TUI_PK_QUERY, "query token", st->query, 0, rows - 1);

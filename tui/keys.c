@@ -22,6 +22,8 @@ static const KeyDef keys[] = {
     {"p", "Prefill", "prefill N tokens (asks N; resets every state)", V_ALL, 4},
     {"d", "Decode", "decode N steps (asks N; finishes the current step first)", V_ALL, 4},
     {"r", "Diverge", "run to the first divergence (asks the most decode steps)", V_ALL, 7},
+    {"D", "Diagnose", "diagnose the layer's run: the catalogue's wrong conventions that reproduce its first "
+     "mismatch (docs/DIAGNOSE.md)", V(TV_LAYERS) | V(TV_TENSOR), 8},
     {"Tab", "Focus", "layers view: switch between the layer list and the tensor table", V(TV_LAYERS), 5},
     {"Enter", "Open", "open the selected tensor: heatmap and value inspector", V(TV_LAYERS), 5},
     {"@arrows", "Cursor", "tensor view: move the heatmap cursor one cell", V(TV_TENSOR), 2},

@@ -29,7 +29,7 @@ const char *tui_job_name(TuiJobKind k)
 {
     static const char *const n[TUI_JOB_COUNT] = {"idle",        "open",  "prefill", "decode",
                                                  "next layer",  "finish step", "first divergence", "save step",
-                                                 "save run"};
+                                                 "save run", "diagnose"};
     return (unsigned)k < TUI_JOB_COUNT ? n[k] : "?";
 }
 
@@ -200,6 +200,15 @@ static int run_job(TuiWorker *w, const TuiJob *j, TuiJobResult *r, AsError *err)
     case TUI_JOB_SAVE_RUN:
         set_total(w, 0, w->hist.n);
         return tui_save_run(d, &w->hist, j->path, r->msg, sizeof r->msg, err);
+    case TUI_JOB_DIAGNOSE: {
+        AsDiagnosis dx;
+        if ((rc = as_driver_diagnose(d, j->n, &dx, err)))
+            return rc;
+        as_diagnosis_text(&dx, r->msg, sizeof r->msg);
+        r->layer = j->n;
+        r->tensor = dx.tensor;
+        return 0;
+    }
     default:
         return as_err(err, AS_EBADINPUT, "unknown job");
     }

@@ -26,6 +26,7 @@ typedef enum {
     TUI_JOB_DIVERGE,     /* run to the first divergence: n decode steps at most, n2 prefill tokens if needed */
     TUI_JOB_SAVE_STEP,   /* path */
     TUI_JOB_SAVE_RUN,    /* path */
+    TUI_JOB_DIAGNOSE,    /* layer n of the current step: as_driver_diagnose (docs/DIAGNOSE.md) */
     TUI_JOB_COUNT
 } TuiJobKind;
 
