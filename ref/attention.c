@@ -142,12 +142,14 @@ void as_sparse_attention_in(const float *q, const float *rows, int64_t nrows, co
             rs[h].acc = acc + (int64_t)h * hd;
 #pragma omp for schedule(dynamic)
         for (int64_t item = 0; item < s * groups; item++) {
-            if (as_ref_cancelled())
-                continue;
             const int64_t t = item / groups;
             const int h0 = (int)(item % groups) * hpg, nhg = nh - h0 < hpg ? nh - h0 : hpg;
             if (nhg <= 0)
                 continue;
+            if (as_ref_cancelled()) { /* zeros: what follows in the cancelled layer stays finite */
+                memset(o + (t * nh + h0) * hd, 0, sizeof *o * (size_t)nhg * (size_t)hd);
+                continue;
+            }
             attend_query(q + (t * nh + h0) * hd, rows, nrows, idx + t * topk, topk, sink + h0, o + (t * nh + h0) * hd,
                          nhg, hd, scale, k, z, pv, rs, way);
         }

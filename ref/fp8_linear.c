@@ -140,9 +140,11 @@ static void fp8_gemv(const float *xq, const float *sx, const AsWTensor *w, const
         int64_t ws_row = -1; /* the weight-scale row ws holds */
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < nchunk; j++) {
-            if (as_ref_cancelled())
-                continue;
             const int64_t a = j * chunk, b = a + chunk < nout ? a + chunk : nout;
+            if (as_ref_cancelled()) { /* zeros: what follows in the cancelled layer stays finite */
+                memset(y + a, 0, sizeof *y * (size_t)(b - a));
+                continue;
+            }
             for (int64_t o = o0 + a; o < o0 + b; o++) {
                 if (scale_row_of(w, way, o) != ws_row) {
                     row_scales(w, way, o, scale_row, ws);
@@ -184,18 +186,18 @@ static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTenso
         float *pk = as_ref_xmalloc(sizeof(float) * (size_t)(s * prow), "fp8 linear");
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < npanel; j++) {
+            const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
+            for (int64_t t = 0; t < s; t++)
+                memset(y + t * ldy + p, 0, sizeof(float) * (size_t)np);
             if (as_ref_cancelled())
                 continue;
-            const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
             for (int64_t r = 0; r < np; r++) {
                 const uint8_t *wr = (const uint8_t *)w->data + (o0 + p + r) * cols;
                 for (int64_t i = 0; i < cols; i++)
                     panel[r * cols + i] = e4m3_lut[wr[i]];
                 row_scales(w, way, o0 + p + r, scale_row, ws + r * nk);
             }
-            for (int64_t t = 0; t < s; t++)
-                memset(y + t * ldy + p, 0, sizeof(float) * (size_t)np);
-            for (int64_t k = 0; k < nk; k++) {
+            for (int64_t k = 0; k < nk && !as_ref_cancelled(); k++) {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s, (int)np, KB, 1.0f, xq + k * KB,
                             (int)cols, panel + k * KB, (int)cols, 0.0f, pk, (int)np);
                 for (int64_t t = 0; t < s; t++) {
@@ -242,8 +244,14 @@ void as_fp8_linear_rows_in(const float *x, int64_t s, const AsWTensor *w, int64_
     pthread_once(&once, init_lut);
     float *xq = as_ref_xmalloc(sizeof(float) * (size_t)(s * cols), "fp8 linear");
     float *sx = as_ref_xmalloc(sizeof(float) * (size_t)(s * (cols / KB)), "fp8 linear");
-    for (int64_t t = 0; t < s; t++)
+    for (int64_t t = 0; t < s; t++) {
+        if (as_ref_cancelled()) { /* the rest zero: what follows in the cancelled layer stays finite */
+            memset(xq + t * cols, 0, sizeof *xq * (size_t)((s - t) * cols));
+            memset(sx + t * (cols / KB), 0, sizeof *sx * (size_t)((s - t) * (cols / KB)));
+            break;
+        }
         as_act_quant(x + t * cols, cols, xq + t * cols, sx + t * (cols / KB));
+    }
     if (s == 1)
         fp8_gemv(xq, sx, w, way, o0, nout, y);
     else

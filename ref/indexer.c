@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ref/cancel.h"
 #include "ref/gemm.h"
@@ -28,8 +29,10 @@ int as_index_scores(const float *iq, const float *k, const float *w, int s, int 
     as_sgemm_nt((int64_t)s * nh, width, ihd, iq, ihd, k, ihd, dots, width);
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < s; t++) {
-        if (as_ref_cancelled())
+        if (as_ref_cancelled()) { /* zeros: what follows in the cancelled layer stays finite */
+            memset(score + (size_t)t * width, 0, sizeof *score * (size_t)width);
             continue;
+        }
         for (int p = 0; p < width; p++) {
             float acc = 0.0f;
             for (int h = 0; h < nh; h++) {

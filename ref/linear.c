@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ref/alloc.h"
 #include "ref/cancel.h"
@@ -84,9 +85,11 @@ static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t 
         float *buf = streams_in_place(w) ? NULL : as_ref_xmalloc((size_t)nbuf * sizeof *buf, "linear");
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < nchunk; j++) {
-            if (as_ref_cancelled())
-                continue;
             int64_t a = j * chunk, b = a + chunk < nout ? a + chunk : nout;
+            if (as_ref_cancelled()) { /* zeros: what follows in the cancelled layer stays finite */
+                memset(y + a, 0, sizeof *y * (size_t)(b - a));
+                continue;
+            }
             gemv_rows(x, w, o0 + a, o0 + b, y + a, buf);
             if (round)
                 round_bf16_rows(y + a, 1, b - a, b - a);
@@ -121,9 +124,12 @@ static void linear_gemm(const float *x, int64_t s, const AsWTensor *w, int64_t o
         float *panel = direct ? NULL : as_ref_xmalloc((size_t)(prow * cols) * sizeof *panel, "linear");
 #pragma omp for schedule(dynamic)
         for (int64_t j = 0; j < npanel; j++) {
-            if (as_ref_cancelled())
-                continue;
             const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
+            if (as_ref_cancelled()) {
+                for (int64_t t = 0; t < s; t++)
+                    memset(y + t * ldy + p, 0, sizeof *y * (size_t)np);
+                continue;
+            }
             const float *wp = direct ? (const float *)w->data + (o0 + p) * cols : panel;
             if (!direct)
                 as_wt_rows_f32(w, o0 + p, np, panel);
