@@ -19,6 +19,7 @@
 
 #include "driver/driver.h"
 #include "model/safetensors.h"
+#include "ref/linear.h"
 #include "ref/convention.h"
 #include "tests/lib/cli_util.h"
 #include "tests/lib/harness.h"
@@ -32,6 +33,20 @@ static void use_test_cache(void)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* a probe for a group that is not there is no error */
     setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
     setenv("OMP_NUM_THREADS", "1", 1); /* the runs are tiny: no thread start-up per step */
+}
+
+/* A driver whose checked side is a reference twin planted with `inject` (the engine off), tiny. */
+static AsDriver *open_twin(const char *inject)
+{
+    AsDriverOptions o;
+    as_driver_options_default(&o);
+    o.no_engine = true;
+    o.quiet = true;
+    o.inject = inject;
+    AsDriver *d;
+    AsError err = {0};
+    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open with %s: %s", inject, err.msg);
+    return d;
 }
 
 /* ---- the runs ---- */
@@ -389,15 +404,10 @@ TEST(diagnose_run_with_a_planted_convention)
 TEST(diagnose_driver_on_demand)
 {
     use_test_cache();
-    AsDriverOptions o;
-    as_driver_options_default(&o);
-    o.no_engine = true;
-    o.quiet = true;
-    o.threads = 1;
-    o.inject = "sink-unshifted";
-    AsDriver *d;
+    const int threads = as_ref_threads();
+    as_ref_set_threads(1); /* the cost measured is one thread's */
+    AsDriver *d = open_twin("sink-unshifted");
     AsError err = {0};
-    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open: %s", err.msg);
     REQUIRE(as_driver_prefill(d, 12, &err) == 0, "prefill: %s", err.msg);
     for (int l = 0; l < d->model.cfg.n_layers; l++) {
         AsDiagnosis dx;
@@ -419,12 +429,12 @@ TEST(diagnose_driver_on_demand)
     as_driver_close(d);
 
     /* a faithful twin: nothing to diagnose, and said so */
-    o.inject = "none";
-    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open: %s", err.msg);
+    d = open_twin("none");
     REQUIRE(as_driver_prefill(d, 12, &err) == 0, "prefill: %s", err.msg);
     REQUIRE(as_driver_diagnose(d, 3, &dx, &err) == 0, "%s", err.msg);
     CHECK(!dx.ran && strstr(dx.note, "nothing to diagnose"), "a faithful layer: %s", dx.note);
     as_driver_close(d);
+    as_ref_set_threads(threads);
 }
 
 /* A convention that changes nothing on a model (128x128 blocks read as 32x32 on weights of 32x32 blocks)
@@ -432,14 +442,8 @@ TEST(diagnose_driver_on_demand)
 TEST(diagnose_reference_path_unchanged)
 {
     use_test_cache();
-    AsDriverOptions o;
-    as_driver_options_default(&o);
-    o.no_engine = true;
-    o.quiet = true;
-    o.inject = "fp8-scale-128-as-32";
-    AsDriver *d;
+    AsDriver *d = open_twin("fp8-scale-128-as-32");
     AsError err = {0};
-    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open: %s", err.msg);
     REQUIRE(as_driver_prefill(d, 16, &err) == 0 && as_driver_decode(d, 2, &err) == 0, "%s", err.msg);
     for (int l = 0; l < d->model.cfg.n_layers; l++)
         for (int t = 0; t < AS_T_COUNT; t++) {
@@ -504,14 +508,8 @@ TEST(diagnose_docs_table_is_the_catalogue)
 TEST(diagnose_tui_worker_job)
 {
     use_test_cache();
-    AsDriverOptions o;
-    as_driver_options_default(&o);
-    o.no_engine = true;
-    o.quiet = true;
-    o.inject = "rope-halves-q";
-    AsDriver *d;
+    AsDriver *d = open_twin("rope-halves-q");
     AsError err = {0};
-    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open: %s", err.msg);
     TuiWorker *w;
     REQUIRE(tui_worker_start(d, &w, &err) == 0, "worker: %s", err.msg);
     TuiJob job = {.kind = TUI_JOB_PREFILL, .n = 12};
