@@ -20,6 +20,9 @@
 #               on a whole tiny engine run
 #     q2kflash  flash as a Q2_K GGUF: convert, engine vs reference (prefill 512 + 16 decode), bench-engine
 #     tui       the TUI on flash with the engine, screens captured through tmux
+#     tuilat    the TUI's latency (scripts/tui_latency.sh): tiny at 80x24, then flash with the engine and a
+#               4096-token start-up prefill at 200x60: redraw a key, cancel a prefill; the screens travel in
+#               phase_logs.tar.xz (tui_screens_tiny/, tui_screens_flash/) for docs/screens
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/README.md)
 #     boundary  what a dependency between two stages costs: graph edges with and without PDL, a grid barrier and
@@ -183,6 +186,14 @@ JSON
         phase tui_tiny 240 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope"
         need_flash
         phase tui_flash 300 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope" --flash "$FLASH" ;;
+    tuilat)
+        # redraw a key (target 50 ms) and cancel (target 200 ms) through tmux, and the screens
+        phase tui_latency_tiny 120 bash "$ROOT/scripts/tui_latency.sh" "$B/attnscope" tiny 64 80x24 "$LOGS/tui_screens_tiny"
+        need_flash
+        TUI_LATENCY_TIMEOUT=480 phase tui_latency_flash 560 bash "$ROOT/scripts/tui_latency.sh" "$B/attnscope" "$FLASH" \
+            4096 200x60 "$LOGS/tui_screens_flash"
+        grep -hE "median|first frame|prefill of|open q|go to" "$(logf tui_latency_tiny)" "$(logf tui_latency_flash)" |
+            tee -a "$SUM" ;;
     h5py)
         # a dump written with the engine on, opened with h5py (the dump format's promise)
         phase h5py 60 python3 -c "

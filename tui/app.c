@@ -1,6 +1,6 @@
 /* The interface thread (htop's ScreenManager): the event loop, the keys every view shares, the
  * prompts' effects, the message and progress lines. It never blocks: a key is waited for at
- * most 100 ms, the driver's work runs on the worker (tui/worker.h) from the very start (the
+ * most 100 ms (25 ms while the worker runs), the driver's work runs on the worker (tui/worker.h) from the very start (the
  * model is opened there too, so the first frame is drawn at once), and the views are rebuilt
  * from the driver only while the worker is idle. The terminal is tui/term.c's; each view's own
  * keys are beside its model (tui_view_key). */
@@ -45,7 +45,6 @@ typedef struct {
     bool dirty;             /* rebuild the views (when idle) */
     bool quitting;
     bool built;             /* scr holds a build of the views */
-    int spin;
     int last_prefill;
     int exit_rc;            /* the open failed: the status to end with, the message in msgtext */
     TuiPrompt pr;
@@ -321,7 +320,8 @@ static void take_result(App *a)
     TuiJobResult r;
     if (!tui_worker_take_result(a->w, &r))
         return;
-    a->gen++;
+    if (r.kind != TUI_JOB_SAVE_STEP && r.kind != TUI_JOB_SAVE_RUN)
+        a->gen++; /* the driver's data may have changed: the heatmap's cache is out of date */
     a->dirty = true;
     if (r.kind == TUI_JOB_OPEN)
         return opened(a, &r);
@@ -347,7 +347,7 @@ static void busy_line(App *a, TuiLine *l)
     TuiProgress p;
     tui_worker_progress(a->w, &p);
     tl_clear(l);
-    tl_add(l, TC_BUSY, " busy %s ", a->g->spin[a->spin % a->g->n_spin]);
+    tl_add(l, TC_BUSY, " busy %s ", a->g->spin[(int)(p.seconds * 10) % a->g->n_spin]);
     tl_add(l, TC_BUSY, "%s", tui_job_name(p.kind));
     if (p.phase[0])
         tl_add(l, TC_NORMAL, ": %s", p.phase);
@@ -510,8 +510,8 @@ static int loop(App *a)
         if (!busy && a->d && (a->dirty || !a->built))
             rebuild(a);
         draw(a, busy);
-        a->spin++;
-        int k = tui_term_key();
+        /* while busy the loop comes round sooner: a finished job (a cancel) is shown at once */
+        int k = tui_term_key(busy ? 25 : 100);
         if (k == TUI_KEY_RESIZE)
             a->dirty = true;
         else if (k != TUI_KEY_NONE)
@@ -570,7 +570,7 @@ int as_tui_main(const AsTuiOptions *o)
     char why[128];
     if (!rc) {
         tui_term_catch_signals();
-        if (!tui_term_open(100, why, sizeof why)) {
+        if (!tui_term_open(why, sizeof why)) {
             snprintf(err.msg, sizeof err.msg, "%s", why);
             rc = AS_EBADINPUT;
         }

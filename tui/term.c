@@ -63,7 +63,7 @@ unsigned long tui_term_attr(TuiColor c)
     return scheme[c].attr | (c ? COLOR_PAIR(c) : 0);
 }
 
-bool tui_term_open(int timeout_ms, char *why, size_t n)
+bool tui_term_open(char *why, size_t n)
 {
     term_screen = newterm(NULL, stdout, stdin);
     if (!term_screen) {
@@ -77,7 +77,6 @@ bool tui_term_open(int timeout_ms, char *why, size_t n)
     keypad(stdscr, TRUE);
     curs_set(0);
     set_escdelay(25);
-    timeout(timeout_ms);
     init_colors();
     return true;
 }
@@ -93,8 +92,9 @@ void tui_term_close(void)
 
 void tui_term_size(int *cols, int *rows) { getmaxyx(stdscr, *rows, *cols); }
 
-int tui_term_key(void)
+int tui_term_key(int timeout_ms)
 {
+    timeout(timeout_ms);
     int ch = getch();
     switch (ch) {
     case ERR: return TUI_KEY_NONE;

@@ -8,15 +8,14 @@
 
 #include "tui/text.h"
 
-/* Takes the terminal: curses on stdin / stdout, keys without echo, waits of at most timeout_ms
- * for a key, the colour pairs when the terminal has colours. false (with the reason in why)
- * when the terminal cannot be used. */
-bool tui_term_open(int timeout_ms, char *why, size_t n);
+/* Takes the terminal: curses on stdin / stdout, keys without echo, the colour pairs when the
+ * terminal has colours. false (with the reason in why) when the terminal cannot be used. */
+bool tui_term_open(char *why, size_t n);
 /* Gives the terminal back (endwin); safe to call twice. */
 void tui_term_close(void);
 void tui_term_size(int *cols, int *rows);
-/* The next key as a TuiKey (TUI_KEY_NONE after the timeout). */
-int tui_term_key(void);
+/* The next key as a TuiKey, waiting at most timeout_ms (TUI_KEY_NONE after it). */
+int tui_term_key(int timeout_ms);
 /* The curses attribute of a colour role: its pair with colours, bold / underline / reverse /
  * dim without. */
 unsigned long tui_term_attr(TuiColor c);

@@ -1,0 +1,244 @@
+#!/bin/bash
+# How fast the TUI answers, measured the way a user meets it: the real program in a tmux
+# terminal, keys sent with send-keys, the time until the screen shows their effect (the pane is
+# polled until it changes). Measures the start-up (first frame, the --prefill), the redraw of
+# each kind of key (layer list, the tensor view's cursor and zoom on q, view switches; target
+# 50 ms a key), the cancel of a running prefill (Esc until "cancelled"; target 200 ms), and
+# saves every view's screen. A benchmark, not a test: it prints numbers and always exits 0 once
+# the program ran.
+#
+#   bash scripts/tui_latency.sh BIN [MODEL] [PREFILL] [COLSxROWS] [OUTDIR]
+#     BIN       the attnscope binary
+#     MODEL     tiny (default), flash, or a model directory
+#     PREFILL   the start-up prefill (default 64)
+#     COLSxROWS the terminal (default 200x60)
+#     OUTDIR    where latency.txt and screen_*.txt go (default ./tui_latency)
+#   TUI_LATENCY_REPS   key presses a kind (default 10); TUI_LATENCY_CANCELS cancels (default 3)
+#   TUI_LATENCY_CANCEL_PREFILL  the prefill that is cancelled (default PREFILL; it must outlast 0.5 s)
+#   TUI_LATENCY_ARGS   more options for `attnscope tui` (e.g. --no-engine)
+#   TUI_LATENCY_TIMEOUT seconds a wait may take (default 900: a flash prefill on a CPU is slow)
+set -u
+BIN=${1:?usage: tui_latency.sh BIN [MODEL] [PREFILL] [COLSxROWS] [OUTDIR]}
+MODEL=${2:-tiny}
+PREFILL=${3:-64}
+SIZE=${4:-200x60}
+OUTDIR=${5:-tui_latency}
+REPS=${TUI_LATENCY_REPS:-10}
+CANCELS=${TUI_LATENCY_CANCELS:-3}
+CANCEL_PREFILL=${TUI_LATENCY_CANCEL_PREFILL:-$PREFILL}
+TIMEOUT=${TUI_LATENCY_TIMEOUT:-900}
+COLS=${SIZE%x*}
+ROWS=${SIZE#*x}
+case "$BIN" in /*) ;; *) BIN="$(pwd)/$BIN" ;; esac
+[ -x "$BIN" ] || { echo "tui_latency: $BIN is not an executable"; exit 2; }
+command -v tmux >/dev/null 2>&1 || { echo "tui_latency: tmux is not installed"; exit 2; }
+mkdir -p "$OUTDIR" || exit 2
+OUTDIR=$(cd "$OUTDIR" && pwd)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/attnscope-lat-XXXXXX")
+SOCK="$TMP/tmux.sock"
+T=lat
+REPORT="$OUTDIR/latency.txt"
+: >"$REPORT"
+
+tm() { tmux -S "$SOCK" "$@"; }
+# shellcheck disable=SC2317  # run by the trap
+cleanup() {
+    tm kill-server >/dev/null 2>&1
+    rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+screen() { tm capture-pane -p -t "$T"; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+say() { echo "$*" | tee -a "$REPORT"; }
+
+# wait_for TEXT [SECONDS]: 0 once the screen shows TEXT
+wait_for() {
+    local limit=${2:-$TIMEOUT} start
+    start=$(date +%s)
+    while :; do
+        screen | grep -qF -- "$1" && return 0
+        [ $(($(date +%s) - start)) -ge "$limit" ] && return 1
+        sleep 0.02
+    done
+}
+# wait_idle: the message line (line 2) no longer says busy
+wait_idle() {
+    local start
+    start=$(date +%s)
+    while screen | sed -n 2p | grep -q 'busy'; do
+        [ $(($(date +%s) - start)) -ge "$TIMEOUT" ] && return 1
+        sleep 0.05
+    done
+}
+# wait_either A B [SECONDS]: 1 once the screen shows A, 2 for B, 0 on the timeout
+wait_either() {
+    local limit=${3:-$TIMEOUT} start s
+    start=$(date +%s)
+    while :; do
+        s=$(screen)
+        echo "$s" | grep -qF -- "$1" && return 1
+        echo "$s" | grep -qF -- "$2" && return 2
+        [ $(($(date +%s) - start)) -ge "$limit" ] && return 0
+        sleep 0.005
+    done
+}
+# press KEY...: sends the keys, prints the milliseconds until the screen differs from before
+# (-1 after 5 s: the key changed nothing visible)
+press() {
+    local before t0 t
+    before=$(screen | md5sum)
+    t0=$(date +%s%N)
+    tm send-keys -t "$T" "$@"
+    while :; do
+        [ "$(screen | md5sum)" != "$before" ] && break
+        t=$((($(date +%s%N) - t0) / 1000000))
+        [ "$t" -ge 5000 ] && { echo -1; return; }
+    done
+    echo $((($(date +%s%N) - t0) / 1000000))
+}
+# stats NAME VALUES...: median, 90th percentile, maximum
+stats() {
+    local name=$1
+    shift
+    local sorted n
+    sorted=$(printf '%s\n' "$@" | sort -n)
+    n=$#
+    local med p90 max
+    med=$(echo "$sorted" | sed -n "$(((n + 1) / 2))p")
+    p90=$(echo "$sorted" | sed -n "$(((n * 9 + 9) / 10))p")
+    max=$(echo "$sorted" | tail -1)
+    say "$(printf '%-34s n %3d   median %5s ms   p90 %5s ms   max %5s ms' "$name" "$n" "$med" "$p90" "$max")"
+}
+# keyrun NAME KEY...: REPS presses of the key sequence, one measurement each
+keyrun() {
+    local name=$1 v=()
+    shift
+    for _ in $(seq "$REPS"); do v+=("$(press "$@")"); done
+    stats "$name" "${v[@]}"
+}
+
+export LANG=C.UTF-8 LC_ALL=C.UTF-8
+tm -f /dev/null new-session -d -s "$T" -x "$COLS" -y "$ROWS" "env PS1='lat\$ ' TERM=xterm-256color sh" || exit 2
+tm set-option -t "$T" status off >/dev/null
+tm set-window-option -t "$T" window-size manual >/dev/null 2>&1
+wait_for 'lat$' 10 || { echo "tui_latency: no shell prompt"; exit 2; }
+
+# what a measurement costs by itself: one capture of the pane (the polls are this far apart)
+c0=$(date +%s%N)
+for _ in 1 2 3 4 5 6 7 8 9 10; do screen | md5sum >/dev/null; done
+POLL_MS=$((($(date +%s%N) - c0) / 10000000))
+say "tui_latency: $BIN tui --model $MODEL --prefill $PREFILL ${TUI_LATENCY_ARGS:-} at ${COLS}x${ROWS}, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+say "(one poll of the screen takes $POLL_MS ms: each time below is the key's effect plus up to that)"
+tm send-keys -t "$T" "clear" Enter
+t0=$(now_ms)
+tm send-keys -t "$T" -l "$BIN tui --model '$MODEL' --prefill $PREFILL ${TUI_LATENCY_ARGS:-} ; echo EXIT=\$?"
+tm send-keys -t "$T" Enter
+if wait_for "attnscope" 30; then
+    say "start-up: first frame after $(($(now_ms) - t0)) ms"
+else
+    say "start-up: no frame within 30 s"
+fi
+if ! wait_for "prefill of $PREFILL tokens" "$TIMEOUT"; then
+    say "the start-up prefill did not finish within $TIMEOUT s"
+    screen >"$OUTDIR/screen_failed.txt"
+    exit 1
+fi
+say "start-up: prefill of $PREFILL tokens done after $(($(now_ms) - t0)) ms ($(screen | sed -n 2p | grep -o '([0-9.]* s)'))"
+screen | sed -n 1p | tee -a "$REPORT"
+
+# the views' screens, for docs/screens
+for v in 1 3 4 5 6; do
+    tm send-keys -t "$T" "$v"
+    sleep 0.5
+    screen >"$OUTDIR/screen_view$v.txt"
+done
+tm send-keys -t "$T" 1
+
+# redraw: a key in each place, time to the changed screen
+keyrun "layers: down (layer list)" j
+keyrun "layers: up (layer list)" k
+# switch VIEW: REPS times into the view and back to the layers, the way into it measured
+switch() {
+    local v=()
+    for _ in $(seq "$REPS"); do
+        v+=("$(press "$1")")
+        press 1 >/dev/null
+    done
+    stats "views: $1 ($2)" "${v[@]}"
+}
+switch 3 ring
+switch 4 caches
+switch 5 candidates
+switch 6 top-k
+# the tensor view on q of the last layer of the prefill's kind: the largest tensor of the step
+tm send-keys -t "$T" g
+tm send-keys -t "$T" -l "0"
+tm send-keys -t "$T" Enter T C-u
+tm send-keys -t "$T" -l "q"
+t_open0=$(date +%s%N)
+tm send-keys -t "$T" Enter
+wait_for "zoom 0/" 60
+say "$(printf '%-34s %s ms' "tensor view: open q (first scan)" $((($(date +%s%N) - t_open0) / 1000000)))"
+screen >"$OUTDIR/screen_view2.txt"
+keyrun "tensor: cursor right (zoom 0)" Right
+keyrun "tensor: cursor down (zoom 0)" Down
+v=()
+for _ in $(seq "$REPS"); do
+    v+=("$(press +)")
+    v+=("$(press -)")
+done
+stats "tensor: zoom in / out" "${v[@]}"
+tm send-keys -t "$T" G C-u
+tm send-keys -t "$T" -l "token 1 head 1 channel 1"
+t1=$(date +%s%N)
+tm send-keys -t "$T" Enter
+wait_for "cursor     token 1, head 1, channel 1" 30
+say "$(printf '%-34s %s ms' "tensor: go to (deepest zoom)" $((($(date +%s%N) - t1) / 1000000)))"
+screen >"$OUTDIR/screen_view2_goto.txt"
+keyrun "tensor: cursor right (one element)" Right
+v=()
+for _ in $(seq "$REPS"); do
+    press Right >/dev/null
+    v+=("$(press w)")
+done
+stats "tensor: w (back to the worst)" "${v[@]}"
+tm send-keys -t "$T" Escape
+
+# cancel: a prefill started with p, cancelled once a layer is running
+v=()
+for _ in $(seq "$CANCELS"); do
+    tm send-keys -t "$T" p C-u
+    tm send-keys -t "$T" -l "$CANCEL_PREFILL"
+    tm send-keys -t "$T" Enter
+    wait_for "busy" 30 || break
+    sleep 0.5
+    t0=$(date +%s%N)
+    tm send-keys -t "$T" Escape
+    wait_either "cancelled" "prefill of $CANCEL_PREFILL tokens" 120
+    case $? in
+    1) v+=($((($(date +%s%N) - t0) / 1000000))) ;;
+    2) say "cancel: the prefill of $CANCEL_PREFILL tokens ended before the cancel (a longer one: TUI_LATENCY_CANCEL_PREFILL)"
+       screen >"$OUTDIR/screen_cancel_missed.txt" ;;
+    *) say "cancel: no 'cancelled' within 120 s" ;;
+    esac
+    wait_idle
+done
+[ ${#v[@]} -gt 0 ] && stats "cancel: Esc during a prefill" "${v[@]}"
+screen >"$OUTDIR/screen_cancelled.txt"
+tm send-keys -t "$T" L
+sleep 0.5
+screen >"$OUTDIR/screen_log.txt"
+tm send-keys -t "$T" x q
+start=$(date +%s)
+until screen | grep -qE 'EXIT=[0-9]+'; do
+    [ $(($(date +%s) - start)) -ge 60 ] && break
+    sleep 0.1
+done
+say "quit: $(screen | grep -oE 'EXIT=[0-9]+' | tail -1)"
+# every screen in one file, each under its name (for docs/screens)
+for f in "$OUTDIR"/screen_*.txt; do
+    echo "---- $(basename "$f" .txt) (${COLS}x${ROWS}) ----"
+    cat "$f"
+done >"$OUTDIR/screens.txt"
+say "screens: $OUTDIR/screens.txt (and screen_*.txt)"
+exit 0
