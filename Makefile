@@ -58,7 +58,7 @@ CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/*.c))
 # tests/*.c register tests; tests/lib/*.c are their helpers (tests/lib/oracle/ is a stand-alone tool).
 TEST_SRC := $(wildcard tests/*.c tests/lib/*.c)
 ifeq ($(NO_CUDA),1)
-ENGINE_SRC := engine/no_cuda.c engine/fusions.c engine/driver_version.c engine/switches.c engine/bench_json.c \
+ENGINE_SRC := engine/no_cuda.c engine/knobs.c engine/driver_version.c engine/bench_json.c \
               engine/trace_report.c engine/stats.c
 CU_SRC :=
 TEST_SRC := $(filter-out tests/gpu_% tests/lib/gpu_%,$(TEST_SRC))

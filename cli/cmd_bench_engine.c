@@ -6,9 +6,9 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/engine_knobs.h"
 #include "driver/driver.h"
 #include "engine/engine.h"
-#include "engine/switches.h"
 #include "model/precision.h"
 #include "model/safetensors.h"
 #include "model/version.h"
@@ -57,6 +57,7 @@ static int cmd_bench_engine(int argc, char **argv)
     const char *precision = NULL;
     const char *pos[1];
     int n_pos = 0;
+    AsKnobFlags kf = {0};
     const AsOpt opts[] = {
         {"--context", NULL, AS_OPT_INT, &context, 1, 1 << 20},
         {"--steps", NULL, AS_OPT_INT, &steps, 1, 100000},
@@ -69,6 +70,7 @@ static int cmd_bench_engine(int argc, char **argv)
         {"--trace", NULL, AS_OPT_STR, &trace, 0, 0},
         {"--host-select", NULL, AS_OPT_FLAG, &host_select, 0, 0},
         {"--graph-layers", NULL, AS_OPT_FLAG, &graph_layers, 0, 0},
+        AS_KNOB_OPTS(kf),
         {NULL, NULL, 0, NULL, 0, 0},
     };
     int rc = as_args_parse("bench-engine", argc, argv, opts, pos, 0, 1, &n_pos);
@@ -76,6 +78,9 @@ static int cmd_bench_engine(int argc, char **argv)
         return rc == AS_ARGS_HELP ? 0 : rc;
     if (n_pos)
         model = pos[0];
+    AsEngineKnobs knobs;
+    if ((rc = as_cli_engine_knobs("bench-engine", &kf, &knobs)))
+        return rc;
     const int decode_rows = context + steps + (steps + 2) * (1 + graph_layers + (trace != NULL));
     if (!max_seq)
         max_seq = ((decode_rows > prefill ? decode_rows : prefill) + 64 + 1) / 2 * 2;
@@ -109,14 +114,15 @@ static int cmd_bench_engine(int argc, char **argv)
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    char sw[1024], args[160];
-    const int n_sw = as_engine_switches_set(sw, sizeof sw);
-    snprintf(args, sizeof args, "--context %d --steps %d --prefill %d%s%s%s", context, steps, prefill,
-             host_select ? " --host-select" : "", graph_layers ? " --graph-layers" : "", trace ? " --trace" : "");
+    char kflags[256], args[512];
+    as_engine_knobs_flags(&knobs, kflags, sizeof kflags);
+    snprintf(args, sizeof args, "--context %d --steps %d --prefill %d%s%s%s%s%s", context, steps, prefill,
+             host_select ? " --host-select" : "", graph_layers ? " --graph-layers" : "", trace ? " --trace" : "",
+             kflags[0] ? " " : "", kflags);
     printf("## bench-engine, %s\n\n%sattnscope %s (%s), model %s\n\ncommand: attnscope bench-engine %s %s\n\n"
-           "switches: %s\n\n",
+           "knobs: %s\n\n",
            date, devs, as_version(), as_engine_build_info(), m.weights_name, model, args,
-           n_sw ? sw : "none set (the defaults)");
+           kflags[0] ? kflags : "the defaults");
     /* the chart's title: date, device and driver (the description's lines joined), version, command */
     char dev1[sizeof devs];
     memcpy(dev1, devs, sizeof dev1);
@@ -124,11 +130,12 @@ static int cmd_bench_engine(int argc, char **argv)
         if (*p == '\n')
             *p = p[1] ? ';' : '\0';
     char title[3072];
-    snprintf(title, sizeof title, "%s; %s; attnscope %s; bench-engine %s %s%s%s", date, dev1, as_version(),
-             m.weights_name, args, n_sw ? "; " : "", n_sw ? sw : "");
+    snprintf(title, sizeof title, "%s; %s; attnscope %s; bench-engine %s %s", date, dev1, as_version(),
+             m.weights_name, args);
     AsEngineBenchOptions o = {.device = device, .context = context, .decode_steps = steps, .prefill = prefill,
                               .json_path = json, .svg_path = svg, .title = title, .host_select = host_select,
-                              .graph_layers = graph_layers, .trace_path = trace, .switches = sw};
+                              .graph_layers = graph_layers, .trace_path = trace, .knobs = &knobs,
+                              .knob_flags = kflags};
     if (both) {
         rc = bench_both(&m, &o, &err);
     } else {
@@ -150,4 +157,5 @@ AS_COMMAND_NAMED(bench_engine, "bench-engine", cmd_bench_engine,
                  "  through a graph with an event node around each layer: the graph's time per layer kind. --trace F: N + 2\n"
                  "  more graph steps recorded by CUPTI: the last one's kernels on the device's timeline, per layer kind and\n"
                  "  kernel by kernel, written to F as a Chrome trace (Perfetto, chrome://tracing). --precision both: the\n"
-                 "  whole benchmark in bf16, then in fp8 precision, and both against their floors in one table.")
+                 "  whole benchmark in bf16, then in fp8 precision, and both against their floors in one table.\n"
+                 AS_KNOB_USAGE)

@@ -4,12 +4,14 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/engine_knobs.h"
 #include "cli/signals.h"
 #include "driver/batch.h"
 
 static int cmd_run(int argc, char **argv)
 {
     AsBatchOptions o = {0};
+    AsKnobFlags kf = {0};
     const char *pos[1];
     int n_pos = 0;
     const AsOpt opts[] = {
@@ -21,11 +23,16 @@ static int cmd_run(int argc, char **argv)
         {"--bf16-model", NULL, AS_OPT_STR, &o.bf16_model, 0, 0},
         {"--diagnose", NULL, AS_OPT_FLAG, &o.diagnose, 0, 0},
         {"--quiet", "-q", AS_OPT_FLAG, &o.quiet, 0, 0},
+        AS_KNOB_OPTS(kf),
         {NULL, NULL, 0, NULL, 0, 0},
     };
     int rc = as_args_parse("run", argc, argv, opts, pos, 1, 1, &n_pos);
     if (rc)
         return rc == AS_ARGS_HELP ? 0 : rc;
+    AsEngineKnobs knobs;
+    if ((rc = as_cli_engine_knobs("run", &kf, &knobs)))
+        return rc;
+    o.knobs = &knobs;
     AsScript *s = malloc(sizeof *s);
     if (!s)
         return AS_ERUNTIME;
@@ -54,4 +61,4 @@ AS_COMMAND(run, cmd_run, "run a batch script: steps, tolerances, dumps, JSON/JUn
            "  instead of the device kernels (docs/SELECTION.md).\n"
            "  --diagnose (script field \"diagnose\": true): each layer's first mismatching run re-run under the\n"
            "  catalogue of wrong conventions engines get; the report names each that reproduces it\n"
-           "  (docs/DIAGNOSE.md).\n")
+           "  (docs/DIAGNOSE.md).\n" AS_KNOB_USAGE)

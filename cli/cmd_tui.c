@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/engine_knobs.h"
 #include "ref/convention.h"
 #include "tui/tui.h"
 
@@ -16,6 +17,7 @@ int as_cmd_tui(int argc, char **argv)
     as_driver_options_default(&o.drv);
     const char *mode = NULL, *precision = NULL;
     uint64_t seed = 1;
+    AsKnobFlags kf = {0};
     const AsOpt opts[] = {
         {"--model", "-m", AS_OPT_STR, &o.drv.model, 0, 0},
         {"--seed", NULL, AS_OPT_U64, &seed, 0, 0},
@@ -27,6 +29,7 @@ int as_cmd_tui(int argc, char **argv)
         {"--prefill", NULL, AS_OPT_INT, &o.prefill, 0, AS_LIMIT_MAX_SEQ},
         {"--max-seq", NULL, AS_OPT_INT, &o.drv.max_seq, 0, AS_LIMIT_MAX_SEQ},
         {"--precision", NULL, AS_OPT_STR, &precision, 0, 0},
+        AS_KNOB_OPTS(kf),
         {0},
     };
     int n = 0;
@@ -34,6 +37,10 @@ int as_cmd_tui(int argc, char **argv)
     if (rc)
         return rc == AS_ARGS_HELP ? 0 : rc;
     o.drv.weight_seed = o.drv.input_seed = seed;
+    AsEngineKnobs knobs;
+    if ((rc = as_cli_engine_knobs("tui", &kf, &knobs)))
+        return rc;
+    o.drv.knobs = &knobs;
     if (mode) {
         if (!strcmp(mode, "teacher"))
             o.drv.mode = AS_MODE_TEACHER;
@@ -76,6 +83,7 @@ AS_COMMAND(tui, as_cmd_tui, "the interactive step debugger (default command)",
            "  --inject FAULT  a named engine fault (ring-slot, rope-backwards, sink-ignored, ...)\n"
            "  --prefill N     prefill N tokens at start\n"
            "  --max-seq N     run capacity (default: the config's)\n"
-           "  --precision P   fp8 or bf16 instead of the model's own (its config's dtype, else its weights)\n\n"
+           "  --precision P   fp8 or bf16 instead of the model's own (its config's dtype, else its weights)\n"
+           AS_KNOB_USAGE "\n"
            "environment: ATTNSCOPE_TUI_ASCII=1 forces ASCII glyphs; ATTNSCOPE_TUI_HISTORY_MB bounds\n"
            "the run kept for `save run` (default 1024; 0 keeps none)\n")

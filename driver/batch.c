@@ -190,6 +190,8 @@ int as_batch_run(const AsScript *s, const AsBatchOptions *o, AsError *err)
         dopt.no_engine = true;
     if (o->host_select)
         dopt.host_select = true;
+    if (o->knobs)
+        dopt.knobs = o->knobs;
     if (o->bf16_model)
         dopt.bf16_model = o->bf16_model;
     if (o->diagnose)

@@ -11,6 +11,7 @@ typedef struct {
     bool quiet;                                          /* no progress on stderr */
     bool no_engine;
     bool host_select;                                    /* the engine's top-k on the host */
+    const AsEngineKnobs *knobs;                          /* the engine's knobs; NULL: the defaults */
     const char *bf16_model;                              /* overrides the script's "bf16_model" */
     bool diagnose;                                       /* diagnoses as the script's "diagnose" does */
 } AsBatchOptions;

@@ -61,7 +61,7 @@ static int open_got_side(AsDriver *d, AsError *err)
     }
     if (devices > 0) {
         AsEngineOptions eo = {.device = o->device, .inject = o->inject, .host_select = o->host_select,
-                              .capture_runs = true};
+                              .capture_runs = true, .knobs = o->knobs};
         int rc = as_engine_create(&d->model, &eo, &d->eng, err);
         if (rc)
             return rc;

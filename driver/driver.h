@@ -35,6 +35,7 @@ typedef struct {
     AsMode mode;
     bool no_engine;          /* reference only even where a device is present */
     bool host_select;        /* the engine selects top-k on the host (reference code), not the device */
+    const AsEngineKnobs *knobs; /* the engine's knobs (engine/knobs.h); NULL: the defaults */
     const char *inject;      /* fault name: in the engine, or in a reference twin without a device; or a
                               * convention of ref/convention.h, planted in a reference twin */
     int device;

@@ -304,7 +304,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
     if (o->context + o->decode_steps + all_graph_steps > c->max_seq || o->prefill > c->max_seq)
         return as_err(err, AS_EBADINPUT, "context %d + %d + %d steps (or prefill %d) beyond max_seq %d: pass --max-seq",
                       o->context, o->decode_steps, all_graph_steps, o->prefill, c->max_seq);
-    AsEngineOptions eo = {.device = o->device, .host_select = o->host_select, .profile = true};
+    AsEngineOptions eo = {.device = o->device, .host_select = o->host_select, .profile = true, .knobs = o->knobs};
     const char *sel_where = o->host_select ? "host" : "device";
     AsEngine *e;
     TRY(as_engine_create(m, &eo, &e, err));
@@ -438,19 +438,16 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
                     "copies, %d memsets, %d host nodes (top-k), %d other. GPU ms: events around the graph launch "
                     "(host nodes included); wall: the whole call (parameters, launch, synchronisation, bookkeeping).\n\n",
                 gi.captures, gi.graphs, gi.nodes, gi.kernels, gi.memcpys, gi.memsets, gi.hosts, gi.others);
-        /* the schedule's one device-dependent choice (docs/ENGINE.md, ATTNSCOPE_SEL_ROOM) */
+        /* the schedule's one device-dependent choice (docs/ENGINE.md, --sel-room) */
         const int64_t wave = as_k_gemv_bf16_resident_blocks();
-        if (e->sel_room > 0)
+        if (e->knobs.sel_room > 0)
             fprintf(md, "Index layers: the selection beside wq_b, whose grid leaves %d of its %lld resident blocks free "
-                        "(ATTNSCOPE_SEL_ROOM).\n\n",
-                    e->sel_room, (long long)wave);
-        else if (wave > 0)
-            fprintf(md, "Index layers: wq_b's grid takes its whole wave (%lld blocks), the selection's kernels wait for "
-                        "its blocks (ATTNSCOPE_SEL_ROOM=0, or one block an SM on this device).\n\n",
-                    (long long)wave);
+                        "(--sel-room).\n\n",
+                    e->knobs.sel_room, (long long)wave);
         else
-            fprintf(md, "Index layers: wq_b's grid is one block a row set (ATTNSCOPE_GEMV_RESIDENT=0), no room "
-                        "planned.\n\n");
+            fprintf(md, "Index layers: wq_b's grid takes its whole wave (%lld blocks), the selection's kernels wait for "
+                        "its blocks (--sel-room 0, or one block an SM on this device).\n\n",
+                    (long long)wave);
         as_decode_graph_destroy(graph);
         graph = NULL;
     }
@@ -573,7 +570,7 @@ int as_engine_bench(const AsModel *m, const AsEngineBenchOptions *o, FILE *md, A
         fig.graph_nodes = gi.nodes;
         fig.graph_kernels = gi.kernels;
         fig.graph_host_nodes = gi.hosts;
-        if ((rc = as_bench_json_write(o->json_path, &fig, o->switches, err)))
+        if ((rc = as_bench_json_write(o->json_path, &fig, o->knob_flags, err)))
             goto out;
     }
     if (o->svg_path && !rc) {

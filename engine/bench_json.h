@@ -12,8 +12,8 @@ typedef struct {
     double prefill_ms, proj_tflops, proj_alone_tflops, attn_tflops, iscore_tflops; /* 0: no prefill run */
 } AsBenchFigures;
 
-/* Writes f and the switches line (engine/switches.h: no quote, backslash or control byte; NULL: "") to
+/* Writes f and the knobs' flags (as_engine_knobs_flags: no quote, backslash or control byte; NULL: "") to
  * path atomically (as_atomic_create / as_atomic_commit: a reader never sees half of it); when it
  * cannot, the error names the path (AS_EBADINPUT: no path, too long, a folder that does not exist;
  * AS_ERUNTIME: a write or rename refused) and no temporary is left. */
-int as_bench_json_write(const char *path, const AsBenchFigures *f, const char *switches, AsError *err);
+int as_bench_json_write(const char *path, const AsBenchFigures *f, const char *knob_flags, AsError *err);

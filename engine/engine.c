@@ -7,7 +7,6 @@
 
 #include "engine/check.h"
 #include "engine/internal.h"
-#include "engine/mem_limit.h"
 #include "model/ggml_blocks.h"
 #include "model/precision.h"
 #include "ref/rope.h"
@@ -31,11 +30,11 @@ const char *as_cublas_status_name(cublasStatus_t s)
 /* cudaMalloc with the out-of-memory message: asked vs what the device has. */
 static int dev_alloc(AsEngine *e, void **p, size_t bytes, const char *what, AsError *err)
 {
-    cudaError_t rc = as_dev_malloc(p, bytes ? bytes : 1);
+    cudaError_t rc = as_dev_malloc(&e->mem, p, bytes ? bytes : 1);
     if (rc == cudaSuccess)
         return 0;
     *p = NULL;
-    return as_dev_oom(err, what, bytes, e->device, rc);
+    return as_dev_oom(&e->mem, err, what, bytes, e->device, rc);
 }
 
 /* Raw GGUF Q2_K blocks, byte for byte ([out][in / 256] blocks of 84 bytes): the Q2_K kernels read
@@ -175,7 +174,7 @@ static int alloc_state(AsEngine *e, AsError *err)
         e->state_bytes += sizeof(as_bf16_t) * (size_t)c->window * c->head_dim;
         if (!r->kv_source)
             continue;
-        ls->cap = c->max_seq / r->ratio;
+        ls->cap = as_plan_cache_rows(c, l);
         snprintf(what, sizeof what, "layer %d compressed cache", l);
         TRY(dev_alloc(e, (void **)&ls->ccache, sizeof(as_bf16_t) * (size_t)ls->cap * c->head_dim, what, err));
         e->state_bytes += sizeof(as_bf16_t) * (size_t)ls->cap * c->head_dim;
@@ -215,6 +214,47 @@ static int upload_rope(AsEngine *e, AsError *err)
     return 0;
 }
 
+/* The options' knobs (the defaults without), each checked: a bad value is one line, AS_EBADINPUT. */
+static int take_knobs(AsEngine *e, const AsEngineKnobs *k, AsError *err)
+{
+    if (!k)
+        as_engine_knobs_default(&e->knobs);
+    else
+        e->knobs = *k;
+    k = &e->knobs;
+    if (k->attn_path < AS_ATTN_AUTO || k->attn_path > AS_ATTN_WGMMA)
+        return as_err(err, AS_EBADINPUT, "attention path %d: not auto, warp, mma or wgmma", (int)k->attn_path);
+    if (k->fusions & ~(unsigned)AS_FUSE_ALL)
+        return as_err(err, AS_EBADINPUT, "decode fusions %#x: not AS_FUSE_* bits", k->fusions);
+    if (k->sel_room != AS_SEL_ROOM_AUTO && (k->sel_room < 0 || k->sel_room > AS_SEL_ROOM_MAX))
+        return as_err(err, AS_EBADINPUT, "selection room %d: not auto or 0 to %d blocks", k->sel_room, AS_SEL_ROOM_MAX);
+    if (k->gpu_mem_limit_mb < 0 || k->gpu_mem_limit_mb > AS_GPU_MEM_LIMIT_MAX_MB)
+        return as_err(err, AS_EBADINPUT, "GPU memory limit %d MiB: not 0 (none) to %d", k->gpu_mem_limit_mb,
+                      AS_GPU_MEM_LIMIT_MAX_MB);
+    /* a forced tensor-core attention where the geometry cannot take it fails every launch: refused now */
+    const AsConfig *c = &e->cfg;
+    const bool mma_ok = c->n_heads % 16 == 0 &&
+                        (c->head_dim == 64 || c->head_dim == 128 || c->head_dim == 256 || c->head_dim == 512);
+    if ((k->attn_path == AS_ATTN_MMA && !mma_ok) || (k->attn_path == AS_ATTN_WGMMA && !(mma_ok && c->head_dim == 512)))
+        return as_err(err, AS_EBADINPUT, "--attn-path %s: this model's %d heads of %d do not fit the kernel (heads a "
+                      "multiple of 16; head_dim 64, 128, 256 or 512 for mma, 512 for wgmma)",
+                      as_attn_path_name(k->attn_path), c->n_heads, c->head_dim);
+    return 0;
+}
+
+/* The knobs that depend on the device: sel_room's auto (wq_b keeps one block an SM: its GEMV streams at
+ * about the same rate while the selection runs beside). */
+static int knobs_for_device(AsEngine *e, AsError *err)
+{
+    if (e->knobs.sel_room == AS_SEL_ROOM_AUTO) {
+        int sms = 0;
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e->device))
+            return as_err(err, AS_ERUNTIME, "cudaDeviceGetAttribute(multiprocessors, device %d)", e->device);
+        e->knobs.sel_room = as_sel_room_default(as_k_gemv_bf16_resident_blocks(), sms);
+    }
+    return 0;
+}
+
 int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **out, AsError *err)
 {
     *out = NULL;
@@ -234,11 +274,7 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         rc = as_err(err, AS_EBADINPUT, "unknown fault '%s'", e->opt.inject);
         goto fail;
     }
-    if ((rc = as_decode_fusions(getenv("ATTNSCOPE_DECODE_FUSE"), &e->fuse, err)))
-        goto fail;
-    if ((rc = as_sel_room(getenv("ATTNSCOPE_SEL_ROOM"), &e->sel_room, err)))
-        goto fail;
-    if ((rc = as_attn_early(getenv("ATTNSCOPE_ATTN_EARLY"), &e->attn_early, err)))
+    if ((rc = take_knobs(e, e->opt.knobs, err)))
         goto fail;
     int count = as_engine_device_count();
     if (e->device < 0 || e->device >= count) {
@@ -250,18 +286,8 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
         goto fail;
     STEP(cudaSetDevice(e->device) ? as_err(err, AS_ERUNTIME, "cudaSetDevice(%d)", e->device) : 0);
     STEP(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking) ? as_err(err, AS_ERUNTIME, "cudaStreamCreate") : 0);
-    if (e->sel_room == AS_SEL_ROOM_AUTO) {
-        /* wq_b keeps one block an SM: its GEMV streams at about the same rate, the selection runs beside
-         * (measured faster than no room, 1.5 blocks an SM or half the grid: bench/RESULTS.md) */
-        int sms = 0;
-        STEP(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e->device)
-                 ? as_err(err, AS_ERUNTIME, "cudaDeviceGetAttribute(multiprocessors, device %d)", e->device)
-                 : 0);
-        e->sel_room = as_sel_room_default(as_k_gemv_bf16_resident_blocks(), sms);
-    }
-    /* ATTNSCOPE_KV_FORK=0: no second stream, the kv branch runs in line (an A/B switch) */
-    const char *kvf = getenv("ATTNSCOPE_KV_FORK");
-    if (!(kvf && !strcmp(kvf, "0")))
+    STEP(knobs_for_device(e, err));
+    if (e->knobs.kv_fork) /* else no second stream: a captured decode's kv branch runs in line */
         STEP(cudaStreamCreateWithFlags(&e->st_kv, cudaStreamNonBlocking)
                  ? as_err(err, AS_ERUNTIME, "cudaStreamCreate (kv)")
                  : 0);
@@ -277,6 +303,9 @@ int as_engine_create(const AsModel *m, const AsEngineOptions *opt, AsEngine **ou
     if (e->opt.profile && as_prof_create(&e->prof))
         STEP(as_err(err, AS_ERUNTIME, "creating %d CUDA events for the profile", 2 * AS_PROF_MAX_EVENTS));
     e->fp8_form = as_dev_fp8_form_wanted(e);
+    STEP(as_mem_limit_init(&e->mem, e->knobs.gpu_mem_limit_mb)
+             ? as_err(err, AS_ERUNTIME, "cudaMemGetInfo on device %d (the GPU memory limit)", e->device)
+             : 0);
     for (int l = 0; l < e->cfg.n_layers; l++)
         STEP(upload_layer(e, l, err));
     STEP(as_dev_proj_init(e, err));
@@ -378,6 +407,7 @@ void as_engine_destroy(AsEngine *e)
 void as_engine_reset(AsEngine *e)
 {
     const AsConfig *c = &e->cfg;
+    const int pdl = as_k_pdl_use(e->knobs.pdl);
     for (int l = 0; l < c->n_layers; l++) {
         AsDevLayerState *ls = &e->ls[l];
         cudaMemsetAsync(ls->ring, 0, sizeof(as_bf16_t) * (size_t)c->window * c->head_dim, e->st);
@@ -389,13 +419,8 @@ void as_engine_reset(AsEngine *e)
             as_k_compress_state_reset(ls->part_kv, ls->part_sc, c->role[l].ratio * c->head_dim, e->st);
         ls->ccache_rows = ls->ikcache_rows = 0;
     }
-    AsDevShared *sh = &e->sh;
-    sh->compress_kv = sh->index_k = NULL;
-    sh->compress_kv_cap = sh->index_k_cap = 0;
-    sh->sel_s = sh->sel_k = 0;
-    sh->cand_s = sh->cand_width = 0;
-    sh->compress_kv_from = sh->index_k_from = sh->sel_from = sh->cand_from = (AsProvenance){-1, -1};
-    sh->sel_present = false;
+    as_k_pdl_use(pdl);
+    as_shared_prov_init(&e->sh.prov);
     e->started = false;
     e->step = 0;
     e->s = 0;

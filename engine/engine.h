@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "engine/knobs.h"
 #include "model/errors.h"
 #include "model/weights.h"
 #include "ref/run.h"
@@ -20,6 +21,7 @@ typedef struct {
     bool host_select;     /* select top-k on the host with the reference's code (default: the device) */
     bool capture_runs;    /* keep every intermediate for as_engine_layer_run (debugging) */
     bool profile;         /* time each stage with CUDA events (bench-engine) */
+    const AsEngineKnobs *knobs; /* engine/knobs.h (copied at creation); NULL: every knob at its default */
 } AsEngineOptions;
 
 /* Number of usable CUDA devices (0 when none, or when built without CUDA). */
@@ -137,7 +139,8 @@ typedef struct {
                              * the graph's time per layer kind */
     const char *trace_path; /* also decode_steps + 2 graph steps under CUPTI: the last one's timeline, written
                              * there as a Chrome trace (engine/bench_trace.c); NULL: none */
-    const char *switches;   /* the ATTNSCOPE_* switches set (engine/switches.h), for the JSON; NULL: none */
+    const AsEngineKnobs *knobs; /* the engine's knobs; NULL: the defaults */
+    const char *knob_flags; /* the flags that set them (as_engine_knobs_flags), for the JSON; NULL: none */
     AsBenchSummary *summary; /* filled when given */
 } AsEngineBenchOptions;
 

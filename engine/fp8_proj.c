@@ -3,7 +3,8 @@
  * act_quant (kernels/act_quant.cu) + the fp8 GEMV (decode, up to 8 rows: kernels/fp8_gemv.cu) or the
  * wgmma fp8 GEMM (prefill: kernels/fp8_gemm.cu); a checkpoint's fp8 wo_a (power-of-two scales) streams
  * its codes too, as the bf16 linear of the exactly dequantised weight. Taken on a compute capability 9.0
- * device (the sm_90a code), unless ATTNSCOPE_FP8_QDQ=1; elsewhere fp8 precision keeps act_quant's QDQ and
+ * device (the sm_90a code), unless the engine's fp8_qdq knob says otherwise (--fp8-qdq); elsewhere fp8
+ * precision keeps act_quant's QDQ and
  * the bf16 kernels (engine/gemm.c, as_dev_qdq_fp8).
  *
  * The fp8 linear's input buffers (AsDevWork.x_q, qr_q, og_q) then hold act_quant's output for s rows of n
@@ -15,7 +16,6 @@
 
 #include "engine/check.h"
 #include "engine/internal.h"
-#include "engine/mem_limit.h"
 #include "model/fp8_form.h"
 #include "model/precision.h"
 
@@ -23,8 +23,7 @@ bool as_dev_fp8_form_wanted(const AsEngine *e)
 {
     if (e->m->precision != AS_PREC_FP8)
         return false;
-    const char *q = getenv("ATTNSCOPE_FP8_QDQ");
-    if (q && !strcmp(q, "1"))
+    if (e->knobs.fp8_qdq)
         return false;
     int major = 0, minor = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, e->device) != cudaSuccess ||
@@ -56,15 +55,15 @@ int as_dev_upload_fp8(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, AsError 
     dw->ldws = ldws;
     dw->form_bytes = (double)t->nbytes + (double)t->scale->nbytes;
     const size_t wbytes = (size_t)(rows * cols), sbytes = sizeof(float) * (size_t)(srows * ldws);
-    cudaError_t rc = as_dev_malloc(&dw->d, wbytes);
+    cudaError_t rc = as_dev_malloc(&e->mem, &dw->d, wbytes);
     if (rc != cudaSuccess) {
         dw->d = NULL;
-        return as_dev_oom(err, t->name, wbytes, e->device, rc);
+        return as_dev_oom(&e->mem, err, t->name, wbytes, e->device, rc);
     }
-    rc = as_dev_malloc((void **)&dw->ws, sbytes);
+    rc = as_dev_malloc(&e->mem, (void **)&dw->ws, sbytes);
     if (rc != cudaSuccess) {
         dw->ws = NULL;
-        return as_dev_oom(err, t->name, sbytes, e->device, rc);
+        return as_dev_oom(&e->mem, err, t->name, sbytes, e->device, rc);
     }
     e->weight_bytes += wbytes + sbytes;
     float *ws = malloc(sbytes);
@@ -125,9 +124,9 @@ int as_dev_proj_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const A
 }
 
 int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                             as_bf16_t *h, const char *what, AsError *err)
+                             as_bf16_t *h, bool fused, const char *what, AsError *err)
 {
-    if (s <= 8 && (e->fuse & AS_FUSE_RESIDUAL)) {
+    if (fused && s <= 8) {
         AsFp8Act a;
         TRY(act_view(x, ldx, s, w, &a, what, err));
         const AsFp8Weight fw = fp8_weight(w);
@@ -141,10 +140,10 @@ int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s
 }
 
 int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                         int64_t ldy, const AsDevRope *r, int room, const char *what, AsError *err)
+                         int64_t ldy, const AsDevRope *r, bool fused, int room, const char *what, AsError *err)
 {
     const int heads = w->out / r->hd;
-    if (s <= 8 && ldy == w->out && (e->fuse & AS_FUSE_ROPE)) {
+    if (fused && s <= 8 && ldy == w->out) {
         AsFp8Act a;
         TRY(act_view(x, ldx, s, w, &a, what, err));
         const AsFp8Weight fw = fp8_weight(w);

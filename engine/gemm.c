@@ -38,7 +38,7 @@ static int scratch_reserve(AsEngine *e, size_t bytes, const char *what, AsError 
     e->scratch = NULL;
     e->scratch_bytes = 0;
     const size_t want = bytes + bytes / 4;
-    cudaError_t rc = as_dev_malloc(&e->scratch, want);
+    cudaError_t rc = as_dev_malloc(&e->mem, &e->scratch, want);
     if (rc != cudaSuccess) {
         cudaGetLastError();
         e->scratch = NULL;
@@ -75,7 +75,7 @@ int as_dev_proj_init(AsEngine *e, AsError *err)
     size_t q8 = sizeof(AsBlockQ8_1) * (size_t)GEMV_MAX_ROWS * (size_t)(in / AS_QK8_1 + 1);
     size_t f32 = sizeof(float) * (size_t)GEMV_MAX_ROWS * (size_t)c->o_groups * (size_t)c->o_lora_rank;
     const size_t bytes = q8 > f32 ? q8 : f32;
-    cudaError_t rc = as_dev_malloc(&e->scratch_dec, bytes);
+    cudaError_t rc = as_dev_malloc(&e->mem, &e->scratch_dec, bytes);
     if (rc != cudaSuccess) {
         cudaGetLastError();
         e->scratch_dec = NULL;
@@ -132,19 +132,19 @@ int as_dev_qdq_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, a
     return 0;
 }
 
-/* y = x W^T, then the residual h = bf16(h + y) (rows of c->dim: h, y rows w->out apart). A bf16 decode
- * GEMV does both in one launch (as_k_gemv_bf16_residual: the same roundings); the rest project, then
- * add (as_k_residual_add). */
+/* y = x W^T, then the residual h = bf16(h + y) (rows of c->dim: h, y rows w->out apart). Fused, a bf16
+ * decode GEMV does both in one launch (as_k_gemv_bf16_residual: the same roundings); the rest project,
+ * then add (as_k_residual_add). */
 int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                         as_bf16_t *h, const char *what, AsError *err)
+                         as_bf16_t *h, bool fused, const char *what, AsError *err)
 {
     if (w->type == AS_DW_FP8) {
         int slot = prof_proj(e, s, w);
-        int rc = as_dev_proj_fp8_residual(e, x, ldx, s, w, y, h, what, err);
+        int rc = as_dev_proj_fp8_residual(e, x, ldx, s, w, y, h, fused, what, err);
         as_prof_end(e, slot);
         return rc;
     }
-    if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && (e->fuse & AS_FUSE_RESIDUAL)) {
+    if (fused && w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS) {
         int slot = prof_proj(e, s, w);
         int rc = as_k_gemv_bf16_residual(w->d, w->out, w->in, x, ldx, s, y, w->out, h, w->out, e->st);
         as_prof_end(e, slot);
@@ -172,19 +172,19 @@ int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_b
 }
 
 /* y = x W^T, then RoPE of its heads (as_k_rope(y, ldy, s, heads, hd, rd, pos0, pos, ...)): q after
- * wq_b. A bf16 decode GEMV rotates before its store (as_k_gemv_bf16_rope: the same roundings); the
- * rest project, then rotate. */
+ * wq_b. Fused, a bf16 decode GEMV rotates before its store (as_k_gemv_bf16_rope: the same roundings);
+ * the rest project, then rotate. */
 int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                     int64_t ldy, const AsDevRope *r, int room, const char *what, AsError *err)
+                     int64_t ldy, const AsDevRope *r, bool fused, int room, const char *what, AsError *err)
 {
     const int heads = w->out / r->hd;
     if (w->type == AS_DW_FP8) {
         int slot = prof_proj(e, s, w);
-        int rc = as_dev_proj_fp8_rope(e, x, ldx, s, w, y, ldy, r, room, what, err);
+        int rc = as_dev_proj_fp8_rope(e, x, ldx, s, w, y, ldy, r, fused, room, what, err);
         as_prof_end(e, slot);
         return rc;
     }
-    if (w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && ldy == w->out && (e->fuse & AS_FUSE_ROPE)) {
+    if (fused && w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && ldy == w->out) {
         int slot = prof_proj(e, s, w);
         int rc = as_k_gemv_bf16_rope(w->d, w->out, w->in, x, ldx, s, y, ldy, heads, r->hd, r->rd, r->pos0, r->pos,
                                      r->cos_t, r->sin_t, r->inverse, room, e->st);

@@ -1,29 +1,29 @@
-/* The decode step as one CUDA graph: every layer of a decode step captured once and
- * replayed per token, computing what the uncaptured step computes, bit for bit.
+/* The decode step as one CUDA graph: every layer of a decode step captured once and replayed per
+ * token, computing what the uncaptured step computes, bit for bit.
  *
  * Step parameters. Nothing that depends on the position is baked into a graph. The host plans each
- * step (plan_step: the forward's host logic for a decode, from the config, the position and the
- * shared state; it also gives the step's provenance and the last layer's run) and writes the plan's
- * per-layer scalars into a pinned AsStepParams (start_pos; per layer the latent position, the cache
- * row, the index width, k, rows_b_len, topk and the attended row count); the graph's first node copies
- * it to the device, the second the token's input row. The kernels whose by-value arguments would
- * carry these have *_decode variants (or an optional pointer) that read them there: RoPE (q, kv, index
- * queries, keys, latents, o: the position), the ring store (slot), the compressor's pooling (which
- * state row, whether a group completes), the cache writes (row), the index scores (width: launched
- * for the cache's capacity, tiles past the width exit), the window selection + idx (k, row count:
- * launched for window + index_topk), the sparse attention (topk, rows_b_len: launched for window +
- * index_topk, splits past the live ones exit, and its workspace is this object's).
+ * step (ref/plan.h, every layer in turn from the shared state's provenance: the same plan the forward
+ * follows) and writes the plan's per-layer scalars into a pinned AsStepParams (start_pos; per layer the
+ * latent position, the cache row, the index width, k, rows_b_len, topk and the attended row count); the
+ * graph's first node copies it to the device, the second the token's input row. The kernels whose
+ * by-value arguments would carry these have *_decode variants (or an optional pointer) that read them
+ * there: RoPE (q, kv, index queries, keys, latents, o: the position), the ring store (slot), the
+ * compressor's pooling (which state row, whether a group completes), the cache writes (row), the index
+ * scores (width: launched for the cache's capacity, tiles past the width exit), the window selection +
+ * idx (k, row count: launched for window + index_topk), the sparse attention (topk, rows_b_len: launched
+ * for window + index_topk, splits past the live ones exit, and its workspace is this object's).
  *
- * Step shapes. What the host decides per layer and bakes into the launches is: how many latents
- * complete (a ratio-2 kv source completes a group when (start_pos + 1) % 2 == 0), whether the indexer
- * scores, whether a reused selection is copied, and which layer's index keys and compressed cache are
- * read (the aliasing quirk: a ratio-2 owner that completes no group scores against the keys published
- * last, layer 20's of the previous step in the released geometry). These plus the work buffers'
- * addresses are a graph's signature; a step whose signature matches a held graph replays it, any other
- * is captured (and kept, AS_GRAPH_SLOTS at most). In the released geometry and in tiny there are two
- * shapes, by the parity of start_pos: two graphs, captured on the first even and odd steps. (Two
- * graphs rather than device-side conditionals: the parity changes launch counts and which key cache
- * is read, and capturing each shape keeps every kernel unconditional.)
+ * Step shapes. What the plan decides per layer and the capture bakes into the launches is: how many
+ * latents complete (a ratio-2 kv source completes a group when (start_pos + 1) % 2 == 0), whether the
+ * indexer scores, whether a reused selection is copied, and which layer's index keys and compressed
+ * cache are read (the aliasing quirk: a ratio-2 owner that completes no group scores against the keys
+ * published last, layer 20's of the previous step in the released geometry). These plus the work
+ * buffers' addresses are a graph's signature; a step whose signature matches a held graph replays it,
+ * any other is captured (and kept, AS_GRAPH_SLOTS at most). In the released geometry and in tiny there
+ * are two shapes, by the parity of start_pos: two graphs, captured on the first even and odd steps. (Two
+ * graphs rather than device-side conditionals: the parity changes launch counts and which key cache is
+ * read, and capturing each shape keeps every kernel unconditional.) A capture records each layer in the
+ * order of engine/decode_schedule.c.
  *
  * Top-k. On the device by default (engine/select_device.c: the candidate-block and top-k kernels
  * launched for the keys' capacity, reading the live width and k from the step parameters). With
@@ -33,18 +33,15 @@
  * over the live width, two memcpy nodes take the selection (index_topk entries) up to the layer's
  * selection and the shared one.
  *
- * Provenance. The plan carries the shared-state bookkeeping of the step (rows_b_from, keys_from,
- * sel_from, cand_from, the caches' filled rows, the last layer's run scalars); it is applied to the
- * engine before each replay, so as_engine_layer_run after a graph step returns the last layer's run
- * as after as_engine_finish_step. A capture runs the forward itself (engine/forward.c under e->cap),
- * whose own bookkeeping is checked against the plan, layer by layer. */
+ * Provenance. The plan carries the shared state after the step and the caches' filled rows; it is
+ * applied to the engine before each replay, so as_engine_layer_run after a graph step returns the last
+ * layer's run as after as_engine_finish_step. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/check.h"
-#include "engine/internal.h"
-#include "engine/mem_limit.h"
+#include "engine/forward.h"
 #include "ref/numerics.h"
 
 #define AS_GRAPH_SLOTS 4
@@ -54,23 +51,17 @@ typedef struct {
     int n_new;            /* latents completed (rows of the latent launches) */
     int indexer;          /* the indexer scored */
     int reuse;            /* a reused selection was copied */
-    const void *keys;     /* the index keys scored against, and their rows */
+    int keys_layer;       /* whose index keys were scored against, and their rows */
     int keys_cap;
-    const void *rows_b;   /* the compressed cache attended, and its rows */
+    int rows_b_layer;     /* whose compressed cache was attended, and its rows */
     int rows_b_cap;
 } GLayerSig;
 
 typedef struct {
-    int n_new, compress_len, width, k, topk, rows_a_len, rows_b_len, cols;
-    bool indexer_ran;
-    AsProvenance rows_b_from, keys_from, sel_from, cand_from;
-} GLayerPlan;
-
-typedef struct {
     int start_pos, step;
-    GLayerPlan layer[AS_MAX_LAYERS];
+    AsLayerPlan layer[AS_MAX_LAYERS];
     GLayerSig sig[AS_MAX_LAYERS];
-    AsDevShared sh; /* after the step */
+    AsSharedProv sh; /* after the step */
     int ccache_rows[AS_MAX_LAYERS], ikcache_rows[AS_MAX_LAYERS];
 } GPlan;
 
@@ -115,119 +106,24 @@ struct AsDecodeGraph {
     const void *zeroed_score, *zeroed_sel; /* buffers cleared once (their tails are copied whole) */
 };
 
-/* ---- the plan: the forward's host logic for a decode step (engine/forward.c, s = 1) ---- */
+/* ---- the plan of a decode step: every layer's (ref/plan.h), the signature, the caches' rows after ---- */
 
 static int plan_step(AsEngine *e, int sp, int step, GPlan *p, AsError *err)
 {
     const AsConfig *c = &e->cfg;
-    AsDevShared sh = e->sh;
-    const int s = 1, end = sp + 1, win = c->window;
     p->start_pos = sp;
     p->step = step;
+    p->sh = e->sh.prov;
     for (int l = 0; l < c->n_layers; l++) {
-        p->ccache_rows[l] = e->ls[l].ccache_rows;
-        p->ikcache_rows[l] = e->ls[l].ikcache_rows;
+        const AsLayerPlan *L = &p->layer[l];
+        TRY(as_plan_layer(c, l, step, sp, 1, &p->sh, e->fault, &p->layer[l], &p->sh, err));
+        p->sig[l] = (GLayerSig){.n_new = L->n_new, .indexer = L->indexes, .reuse = L->reuses && L->k > 0,
+                                .keys_layer = L->indexes ? L->keys_from.layer : -1, .keys_cap = L->keys_cap,
+                                .rows_b_layer = L->rows_b_from.layer, .rows_b_cap = L->rows_b_cap};
+        const int rows = L->cache_row0 + L->n_new;
+        p->ccache_rows[l] = L->stores_latents && rows > e->ls[l].ccache_rows ? rows : e->ls[l].ccache_rows;
+        p->ikcache_rows[l] = L->stores_keys && rows > e->ls[l].ikcache_rows ? rows : e->ls[l].ikcache_rows;
     }
-    for (int l = 0; l < c->n_layers; l++) {
-        const AsLayerRole *role = &c->role[l];
-        const AsDevLayerState *ls = &e->ls[l];
-        GLayerPlan *L = &p->layer[l];
-        GLayerSig *G = &p->sig[l];
-        memset(L, 0, sizeof *L);
-        memset(G, 0, sizeof *G);
-        L->rows_b_from = L->keys_from = L->sel_from = L->cand_from = (AsProvenance){-1, -1};
-        L->rows_a_len = win;
-        L->cols = win;
-        const AsProvenance here = {l, step};
-        if (role->ratio > 0) {
-            const int r = role->ratio, compress_len = end / r;
-            L->compress_len = compress_len;
-            if (role->kv_source) {
-                const int n = r == 1 ? s : (sp + 1) % r == 0;
-                if (sp / r + n > ls->cap)
-                    return as_err(err, AS_EREFUSED, "layer %d: compressed cache full (%d rows, max_seq %d)", l,
-                                  ls->cap, c->max_seq);
-                L->n_new = n;
-                sh.compress_kv = ls->ccache;
-                sh.compress_kv_cap = ls->cap;
-                sh.compress_kv_from = here;
-            }
-            if (role->index_source && compress_len > 0) {
-                if (role->key_owner && L->n_new > 0) {
-                    if (sp / r + L->n_new > p->ikcache_rows[l])
-                        p->ikcache_rows[l] = sp / r + L->n_new;
-                    sh.index_k = ls->ikcache;
-                    sh.index_k_cap = ls->cap;
-                    sh.index_k_from = here;
-                }
-                const int width = compress_len;
-                if (!sh.index_k)
-                    return as_err(err, AS_EREFUSED, "layer %d: index source scores with no published index keys", l);
-                if (width > sh.index_k_cap)
-                    return as_err(err, AS_EREFUSED, "layer %d: index width %d exceeds the %d rows of the index keys "
-                                  "published by layer %d", l, width, sh.index_k_cap, sh.index_k_from.layer);
-                L->keys_from = sh.index_k_from;
-                G->keys = sh.index_k;
-                G->keys_cap = sh.index_k_cap;
-                if (role->candidate_source) {
-                    sh.cand_s = s;
-                    sh.cand_width = width;
-                    sh.cand_from = here;
-                    L->cand_from = sh.cand_from;
-                } else if (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF) {
-                    if (sh.cand_s != s || sh.cand_width != width || !sh.cand_h)
-                        return as_err(err, AS_EREFUSED, "layer %d: candidate mask is %dx%d (layer %d, step %d) but "
-                                      "the scores are %dx%d", l, sh.cand_s, sh.cand_width, sh.cand_from.layer,
-                                      sh.cand_from.step, s, width);
-                    L->cand_from = sh.cand_from;
-                }
-                L->k = c->index_topk < width ? c->index_topk : width;
-                L->width = width;
-                L->indexer_ran = true;
-                G->indexer = 1;
-                sh.sel_present = true;
-                sh.sel_s = s;
-                sh.sel_k = L->k;
-                sh.sel_from = here;
-                L->sel_from = sh.sel_from;
-            } else if (role->index_source) {
-                /* compress_len == 0: an empty selection of its own, as the forward publishes it */
-                L->k = 0;
-                sh.sel_present = true;
-                sh.sel_s = s;
-                sh.sel_k = 0;
-                sh.sel_from = here;
-                L->sel_from = sh.sel_from;
-            } else if (sh.sel_present) {
-                if (sh.sel_s != s)
-                    return as_err(err, AS_EREFUSED, "layer %d: the shared selection (layer %d, step %d) has %d rows, "
-                                  "the step %d", l, sh.sel_from.layer, sh.sel_from.step, sh.sel_s, s);
-                L->k = sh.sel_k;
-                L->sel_from = sh.sel_from;
-                G->reuse = sh.sel_k > 0;
-            }
-            if (role->kv_source && L->n_new > 0) {
-                if (sp / r + L->n_new > p->ccache_rows[l])
-                    p->ccache_rows[l] = sp / r + L->n_new;
-                sh.compress_kv = ls->ccache;
-                sh.compress_kv_cap = ls->cap;
-                sh.compress_kv_from = here;
-            }
-            if (!sh.compress_kv)
-                return as_err(err, AS_EREFUSED, "layer %d (ratio %d): no compressed cache has been published: it "
-                              "must not attend", l, r);
-            if (compress_len > sh.compress_kv_cap)
-                return as_err(err, AS_EREFUSED, "layer %d: compress_len %d exceeds the %d rows of layer %d's cache", l,
-                              compress_len, sh.compress_kv_cap, sh.compress_kv_from.layer);
-            L->rows_b_len = compress_len;
-            L->rows_b_from = sh.compress_kv_from;
-            G->n_new = L->n_new;
-            G->rows_b = sh.compress_kv;
-            G->rows_b_cap = sh.compress_kv_cap;
-        }
-        L->topk = L->cols + L->k;
-    }
-    p->sh = sh;
     return 0;
 }
 
@@ -239,21 +135,11 @@ static void fill_params(AsDecodeGraph *g)
     AsStepParams *P = g->hP;
     P->start_pos = p->start_pos;
     for (int l = 0; l < c->n_layers; l++) {
-        const GLayerPlan *L = &p->layer[l];
-        const int r = c->role[l].ratio;
-        AsLayerStep *S = &P->layer[l];
-        memset(S, 0, sizeof *S);
-        S->lpos = r == 0 ? 0 : r == 1 ? p->start_pos : p->start_pos + 1 - r;
-        S->row0 = r > 0 ? p->start_pos / r : 0;
-        S->width = L->width;
-        S->k = L->k;
-        S->nb = L->rows_b_len;
-        S->topk = L->topk;
-        S->nrows = L->rows_a_len + L->rows_b_len;
+        const AsLayerPlan *L = &p->layer[l];
+        P->layer[l] = (AsLayerStep){.lpos = L->latent_pos0, .row0 = L->cache_row0, .width = L->width, .k = L->k,
+                                    .nb = L->rows_b_len, .topk = L->topk, .nrows = L->rows_a_len + L->rows_b_len};
     }
 }
-
-static void plan_meta(const AsDecodeGraph *g, int l, AsRun *m);
 
 /* The plan's bookkeeping into the engine: what as_engine_begin_step + as_engine_finish_step leave. */
 static void apply_plan(AsDecodeGraph *g)
@@ -261,115 +147,18 @@ static void apply_plan(AsDecodeGraph *g)
     AsEngine *e = g->e;
     const AsConfig *c = &e->cfg;
     const GPlan *p = &g->plan;
-    AsDevShared *sh = &e->sh;
     e->s = 1;
     e->start_pos = p->start_pos;
     e->step = p->step;
     e->next_layer = c->n_layers;
-    sh->compress_kv = p->sh.compress_kv;
-    sh->compress_kv_cap = p->sh.compress_kv_cap;
-    sh->compress_kv_from = p->sh.compress_kv_from;
-    sh->index_k = p->sh.index_k;
-    sh->index_k_cap = p->sh.index_k_cap;
-    sh->index_k_from = p->sh.index_k_from;
-    sh->sel_present = p->sh.sel_present;
-    sh->sel_s = p->sh.sel_s;
-    sh->sel_k = p->sh.sel_k;
-    sh->sel_from = p->sh.sel_from;
-    sh->cand_s = p->sh.cand_s;
-    sh->cand_width = p->sh.cand_width;
-    sh->cand_from = p->sh.cand_from;
+    e->sh.prov = p->sh;
     for (int l = 0; l < c->n_layers; l++) {
         e->ls[l].ccache_rows = p->ccache_rows[l];
         e->ls[l].ikcache_rows = p->ikcache_rows[l];
     }
     as_run_free(&e->last);
-    plan_meta(g, c->n_layers - 1, &e->last);
+    as_plan_to_run(&p->layer[c->n_layers - 1], &e->last);
     e->last_layer = c->n_layers - 1;
-}
-
-/* Layer l's run scalars and provenance as the plan has them (m freshly initialised: no tensors). */
-static void plan_meta(const AsDecodeGraph *g, int l, AsRun *m)
-{
-    const AsConfig *c = &g->e->cfg;
-    const GPlan *p = &g->plan;
-    const GLayerPlan *L = &p->layer[l];
-    m->layer = l;
-    m->step = p->step;
-    m->start_pos = p->start_pos;
-    m->s = 1;
-    m->ratio = c->role[l].ratio;
-    m->rows_a_len = L->rows_a_len;
-    m->rows_b_len = L->rows_b_len;
-    m->cols = L->cols;
-    m->k = L->k;
-    m->topk = L->topk;
-    m->width = L->width;
-    m->compress_len = L->compress_len;
-    m->n_new = L->n_new;
-    m->indexer_ran = L->indexer_ran;
-    m->rows_b_from = L->rows_b_from;
-    m->keys_from = L->keys_from;
-    m->sel_from = L->sel_from;
-    m->cand_from = L->cand_from;
-}
-
-static bool prov_eq(AsProvenance a, AsProvenance b) { return a.layer == b.layer && a.step == b.step; }
-
-/* The forward's own bookkeeping of layer l during a capture against the plan. */
-static int check_layer(AsDecodeGraph *g, int l, AsError *err)
-{
-    const AsRun *m = &g->e->last;
-    const GLayerPlan *L = &g->plan.layer[l];
-#define CHK(field)                                                                                               \
-    if (m->field != L->field)                                                                                    \
-    return as_err(err, AS_ERUNTIME, "decode graph: layer %d's plan disagrees with its forward: " #field            \
-                  " %d planned, %d in the forward (engine/graph.c plan_step must follow engine/forward.c)", l,      \
-                  (int)L->field, (int)m->field)
-#define CHKP(field)                                                                                              \
-    if (!prov_eq(m->field, L->field))                                                                            \
-    return as_err(err, AS_ERUNTIME, "decode graph: layer %d's plan disagrees with its forward: " #field            \
-                  " layer %d step %d planned, layer %d step %d in the forward", l, L->field.layer, L->field.step,   \
-                  m->field.layer, m->field.step)
-    CHK(rows_a_len);
-    CHK(rows_b_len);
-    CHK(cols);
-    CHK(k);
-    CHK(topk);
-    CHK(width);
-    CHK(compress_len);
-    CHK(n_new);
-    CHK(indexer_ran);
-    CHKP(rows_b_from);
-    CHKP(keys_from);
-    CHKP(sel_from);
-    CHKP(cand_from);
-#undef CHK
-#undef CHKP
-    return 0;
-}
-
-/* ... and the shared state and the caches' rows after the last layer. */
-static int check_state(AsDecodeGraph *g, AsError *err)
-{
-    const AsEngine *e = g->e;
-    const GPlan *p = &g->plan;
-    const AsDevShared *a = &e->sh, *b = &p->sh;
-    if (a->compress_kv != b->compress_kv || a->index_k != b->index_k || !prov_eq(a->compress_kv_from, b->compress_kv_from) ||
-        !prov_eq(a->index_k_from, b->index_k_from) || a->sel_present != b->sel_present || a->sel_s != b->sel_s ||
-        a->sel_k != b->sel_k || !prov_eq(a->sel_from, b->sel_from) || a->cand_s != b->cand_s ||
-        a->cand_width != b->cand_width || !prov_eq(a->cand_from, b->cand_from))
-        return as_err(err, AS_ERUNTIME, "decode graph: the planned shared state after step %d differs from the "
-                      "forward's (compressed cache from layer %d / %d, keys from %d / %d, selection from %d / %d, "
-                      "k %d / %d)", p->step, b->compress_kv_from.layer, a->compress_kv_from.layer,
-                      b->index_k_from.layer, a->index_k_from.layer, b->sel_from.layer, a->sel_from.layer, b->sel_k,
-                      a->sel_k);
-    for (int l = 0; l < e->cfg.n_layers; l++)
-        if (e->ls[l].ccache_rows != p->ccache_rows[l] || e->ls[l].ikcache_rows != p->ikcache_rows[l])
-            return as_err(err, AS_ERUNTIME, "decode graph: layer %d's cache rows after step %d: planned %d / %d, the "
-                          "forward %d / %d", l, p->step, p->ccache_rows[l], p->ikcache_rows[l], e->ls[l].ccache_rows,
-                          e->ls[l].ikcache_rows);
-    return 0;
 }
 
 /* ---- the selection as graph nodes ---- */
@@ -382,10 +171,9 @@ static void CUDART_CB select_node(void *arg)
     if (g->host_rc)
         return; /* an earlier node failed: the step is reported failed */
     const AsLayerStep *S = &g->hP->layer[a->l];
-    const int offset = e->fault == AS_FAULT_NO_OFFSET ? 0 : e->cfg.window;
     AsError err = {0};
     omp_set_num_threads(1); /* one row: no thread team (this thread is CUDA's callback thread) */
-    int rc = as_dev_select_compute(e, a->l, 1, S->width, g->hP->start_pos, S->k, offset, &err);
+    int rc = as_dev_select_compute(e, &g->plan.layer[a->l], S->width, S->k, &err);
     if (!rc) {
         memcpy(e->sh.sel_h, e->wk.csel_h, sizeof(int32_t) * (size_t)S->k); /* the host mirror */
         return;
@@ -394,19 +182,19 @@ static void CUDART_CB select_node(void *arg)
     g->host_rc = rc;
 }
 
-int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, bool fuse_idx, AsRun *meta, AsError *err)
+int as_dev_select_graph(AsEngine *e, const AsLayerPlan *p, bool fuse_idx, AsError *err)
 {
     const AsConfig *c = &e->cfg;
     AsDecodeGraph *g = e->cap->g;
     AsDevWork *wk = &e->wk;
     AsDevShared *sh = &e->sh;
+    const int l = p->layer, max_width = p->keys_cap;
     if (as_dev_select_on_device(e, max_width))
-        return as_dev_select_device(e, l, 1, width, e->start_pos, fuse_idx, meta, err);
+        return as_dev_select_device(e, p, fuse_idx, err);
     if (fuse_idx)
         return as_err(err, AS_ERUNTIME, "layer %d: idx fused into a top-k that runs on the host", l);
-    TRY(as_dev_select_book(e, l, 1, width, meta, err));
-    const int k = c->index_topk < width ? c->index_topk : width;
-    if (max_width > wk->cap_w || (size_t)width > sh->cand_cap || c->index_topk > sh->sel_cap)
+    TRY(as_dev_cand_reserve(e, p, err));
+    if (max_width > wk->cap_w || (size_t)p->width > sh->cand_cap || c->index_topk > sh->sel_cap)
         return as_err(err, AS_ERUNTIME, "layer %d: decode graph buffers too small (scores %d of %d, mask %zu, "
                       "selection %d of %d)", l, max_width, wk->cap_w, sh->cand_cap, c->index_topk, sh->sel_cap);
     CU(err, cudaMemcpyAsync(wk->score_h, wk->score, sizeof(uint16_t) * (size_t)max_width, cudaMemcpyDeviceToHost, e->st),
@@ -419,7 +207,7 @@ int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, bool fuse_
     CU(err, cudaMemcpyAsync(sh->sel_d, wk->csel_h, sizeof(int32_t) * (size_t)c->index_topk, cudaMemcpyHostToDevice,
                             e->st),
        "layer %d: decode graph: publish the selection (%d)", l, c->index_topk);
-    as_dev_sel_published(e, l, 1, k, width, false, meta);
+    sh->sel_on_device = false;
     return 0;
 }
 
@@ -459,8 +247,7 @@ static int record_step(AsDecodeGraph *g, AsError *err)
         if (g->n_lev) /* External: an event node of the graph, not a fork / join within the capture */
             CU(err, cudaEventRecordWithFlags(g->lev[l], e->st, cudaEventRecordExternal),
                "decode graph: the event before layer %d", l);
-        TRY(as_dev_layer_forward(e, l, err));
-        TRY(check_layer(g, l, err));
+        TRY(as_dev_layer_scheduled(e, l, err));
         if (g->outs)
             CU(err, cudaMemcpyAsync(g->outs + (size_t)l * c->dim, e->wk.out, sizeof(uint16_t) * (size_t)c->dim,
                                     cudaMemcpyDeviceToDevice, e->st),
@@ -469,7 +256,6 @@ static int record_step(AsDecodeGraph *g, AsError *err)
     if (g->n_lev)
         CU(err, cudaEventRecordWithFlags(g->lev[c->n_layers], e->st, cudaEventRecordExternal),
            "decode graph: the event after the last layer");
-    TRY(check_state(g, err));
     CU(err, cudaMemcpyAsync(g->bad_h, e->wk.bad, sizeof(int) * (size_t)c->n_layers, cudaMemcpyDeviceToHost, e->st),
        "decode graph: the refusal flags to the host");
     return 0;
@@ -658,7 +444,7 @@ int as_decode_graph_create(AsEngine *e, const AsDecodeGraphOptions *opt, AsDecod
         }                                                                                                        \
     } while (0)
     STEP(cudaSetDevice(e->device), "cudaSetDevice(%d)", e->device);
-    STEP(as_dev_malloc((void **)&g->dP, sizeof(AsStepParams)), "device step parameters (%zu bytes)", sizeof(AsStepParams));
+    STEP(as_dev_malloc(&e->mem, (void **)&g->dP, sizeof(AsStepParams)), "device step parameters (%zu bytes)", sizeof(AsStepParams));
     STEP(cudaMallocHost((void **)&g->hP, sizeof(AsStepParams)), "pinned step parameters");
     memset(g->hP, 0, sizeof(AsStepParams));
     STEP(cudaMallocHost((void **)&g->h0_h, sizeof(uint16_t) * (size_t)c->dim), "pinned input row (%d)", c->dim);
@@ -671,7 +457,8 @@ int as_decode_graph_create(AsEngine *e, const AsDecodeGraphOptions *opt, AsDecod
         int mma = 0, tps = 0;
         size_t wsb = 0;
         const int topk_max = c->window + c->index_topk;
-        STEP((cudaError_t)as_k_sparse_attn_decode_plan(1, c->n_heads, c->head_dim, topk_max, &mma, &tps, &wsb),
+        STEP((cudaError_t)as_k_sparse_attn_decode_plan(1, c->n_heads, c->head_dim, topk_max, as_dev_attn_path(e), &mma,
+                                                        &tps, &wsb),
              "sparse attention plan (%d heads x %d, topk %d)", c->n_heads, c->head_dim, topk_max);
         if (mma == 1 && tps != 1) {
             rc = as_err(err, AS_EREFUSED, "decode graph: a decode selection of up to %d entries would be split %d "
@@ -680,17 +467,17 @@ int as_decode_graph_create(AsEngine *e, const AsDecodeGraphOptions *opt, AsDecod
             goto fail;
         }
         if (wsb)
-            STEP(as_dev_malloc(&g->attn_ws, wsb), "sparse attention workspace (%zu bytes)", wsb);
+            STEP(as_dev_malloc(&e->mem, &g->attn_ws, wsb), "sparse attention workspace (%zu bytes)", wsb);
         g->attn_ws_bytes = wsb;
     }
     if (g->opt.layer_events)
         for (; g->n_lev <= c->n_layers; g->n_lev++)
             STEP(cudaEventCreate(&g->lev[g->n_lev]), "the event before layer %d", g->n_lev);
-    STEP(as_dev_malloc((void **)&g->norm_ctr, 2 * sizeof(unsigned)), "the GEMV + RMSNorm counters");
+    STEP(as_dev_malloc(&e->mem, (void **)&g->norm_ctr, 2 * sizeof(unsigned)), "the GEMV + RMSNorm counters");
     STEP(cudaMemset(g->norm_ctr, 0, 2 * sizeof(unsigned)), "the GEMV + RMSNorm counters");
     STEP((cudaError_t)as_k_index_scores_prepare(c->index_head_dim), "index scores kernel set-up");
     if (g->opt.keep_layer_outs)
-        STEP(as_dev_malloc((void **)&g->outs, sizeof(uint16_t) * (size_t)c->n_layers * c->dim), "layer outs (%d x %d)",
+        STEP(as_dev_malloc(&e->mem, (void **)&g->outs, sizeof(uint16_t) * (size_t)c->n_layers * c->dim), "layer outs (%d x %d)",
              c->n_layers, c->dim);
 #undef STEP
     *out = g;
@@ -715,7 +502,8 @@ static int reserve(AsDecodeGraph *g, AsError *err)
         g->zeroed_score = e->wk.score;
     }
     if (g->zeroed_sel != e->sh.sel_d) { /* past the selection published now */
-        const size_t live = e->sh.sel_present ? (size_t)e->sh.sel_s * e->sh.sel_k : 0;
+        const AsSharedProv *pv = &e->sh.prov;
+        const size_t live = pv->sel_from.layer >= 0 ? (size_t)pv->sel_s * pv->sel_k : 0;
         if (live < (size_t)e->sh.sel_cap)
             CU(err, cudaMemsetAsync(e->sh.sel_d + live, 0, sizeof(int32_t) * ((size_t)e->sh.sel_cap - live), e->st),
                "decode graph: clearing the shared selection past its %zu entries", live);
@@ -747,8 +535,7 @@ int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsE
     if (e->next_layer < c->n_layers)
         return as_err(err, AS_EBADINPUT, "decode graph: the current step is not finished (layer %d next)",
                       e->next_layer);
-    if (start_pos + 1 > c->max_seq)
-        return as_err(err, AS_EREFUSED, "position %d beyond max_seq %d", start_pos, c->max_seq);
+    TRY(as_plan_step(c, start_pos, 1, err));
     TRY(reserve(g, err));
     TRY(plan_step(e, start_pos, e->step + 1, &g->next, err));
     g->plan = g->next;
@@ -768,7 +555,10 @@ int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsE
             sl = &g->slot[g->victim];
             g->victim = (g->victim + 1) % AS_GRAPH_SLOTS;
         }
-        TRY(capture(g, sl, err));
+        const int pdl = as_k_pdl_use(e->knobs.pdl); /* the launches captured carry the engine's setting */
+        const int rc = capture(g, sl, err);
+        as_k_pdl_use(pdl);
+        TRY(rc);
         captured = true;
     }
     apply_plan(g);
@@ -800,9 +590,7 @@ int as_engine_decode_graph(AsDecodeGraph *g, const float *h0, int start_pos, AsE
     g->info.graphs = held;
     for (int l = 0; l < c->n_layers; l++)
         if (g->bad_h[l])
-            return as_err(err, AS_EREFUSED,
-                          "layer %d: a selection entry names a row beyond the attended rows (the shared selection "
-                          "was published by another step or layer kind)", l);
+            return as_dev_refuse_idx(err, l);
     return 0;
 }
 
@@ -815,7 +603,7 @@ int as_decode_graph_layer_meta(const AsDecodeGraph *g, int l, AsRun *out, AsErro
     if (!g->stepped)
         return as_err(err, AS_EBADINPUT, "decode graph: no step has run yet");
     as_run_free(out);
-    plan_meta(g, l, out);
+    as_plan_to_run(&g->plan.layer[l], out);
     return 0;
 }
 

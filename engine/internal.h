@@ -9,10 +9,12 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
-#include "engine/fusions.h"
+#include "engine/knobs.h"
+#include "engine/mem_limit.h"
 #include "engine/profile.h"
 #include "kernels/kernels.h"
 #include "ref/faults.h"
+#include "ref/plan.h"
 #include "ref/run.h"
 
 /* A projection weight on the device: bf16 (bf16 / fp8 files), f32 (the ratio-2 compressor; f32 / f16
@@ -48,27 +50,18 @@ typedef struct {
     int cap;
 } AsDevLayerState;
 
-/* The shared state: device views of the publishing layers' caches, device copies of the
- * selection and mask with host mirrors (the host selection path reads them). */
+/* The shared state: who published each slot (ref/plan.h; the caches are the publishers' own, e->ls[]),
+ * device copies of the selection and mask with host mirrors (the host selection path reads them). */
 typedef struct {
-    const as_bf16_t *compress_kv;
-    int compress_kv_cap;
-    AsProvenance compress_kv_from;
-    const as_bf16_t *index_k;
-    int index_k_cap;
-    AsProvenance index_k_from;
-    bool sel_present;
-    int32_t *sel_d, *sel_h;       /* [sel_s][sel_k] */
-    int sel_s, sel_k, sel_cap;
-    AsProvenance sel_from;
+    AsSharedProv prov;
+    int32_t *sel_d, *sel_h;       /* [prov.sel_s][prov.sel_k], room for sel_cap entries */
+    int sel_cap;
     bool sel_on_device;           /* the latest selection ran on the device (select_device.c) */
-    uint8_t *cand_h;              /* [cand_s][cand_width] (host path) */
-    uint8_t *cand_d;              /* [cand_s][cand_width] (device path), cand_dcap entries */
+    uint8_t *cand_h;              /* [prov.cand_s][prov.cand_width] (host path), cand_cap entries */
+    size_t cand_cap;
+    uint8_t *cand_d;              /* [prov.cand_s][prov.cand_width] (device path), cand_dcap entries */
     size_t cand_dcap;
     unsigned long long *sel_stats; /* device, profiling engines only: AS_TOPK_NSTATS counters (kernels.h) */
-    int cand_s, cand_width;
-    size_t cand_cap;
-    AsProvenance cand_from;
 } AsDevShared;
 
 /* Work buffers, sized for `cap_s` tokens and `cap_w` index-score columns. */
@@ -133,18 +126,9 @@ struct AsEngine {
      * st after x (ev_x) and joined after q's RoPE (ev_kv), so that it overlaps the q branch; a graph
      * captures the two as parallel branches */
     cudaStream_t st_kv;
-    /* the decode fusions taken (AS_FUSE_* bits, from ATTNSCOPE_DECODE_FUSE; AS_FUSE_DEFAULT when unset;
-     * the same bits of output either way) */
-    unsigned fuse;
-    /* ATTNSCOPE_SEL_ROOM (unset: wq_b's resident blocks less one an SM; 0: off): in a decode's
-     * compressor / indexer layer whose selection runs beside wq_b (AS_FUSE_KV_SEL), the selection's part
-     * that reads x only (compressor, index keys, latents) runs beside wq_a, the indexer's queries are
-     * projected before wq_b, and wq_b's grid leaves this many blocks free for the rest of the selection
-     * (engine/forward.c) */
-    int sel_room;
-    /* a captured decode's attention stages its rows before its PDL wait where the kernel before it writes
-     * q only (engine/forward.c: the kv branch joined by full edges): AS_EARLY_* from ATTNSCOPE_ATTN_EARLY */
-    int attn_early;
+    /* the options' knobs (engine/knobs.h), sel_room's AS_SEL_ROOM_AUTO resolved for the device */
+    AsEngineKnobs knobs;
+    AsMemLimit mem;         /* knobs.gpu_mem_limit_mb's accounting (engine/mem_limit.h) */
     /* a captured layer's wo_b normalised h into x for the next layer (AS_FUSE_NORM): that layer skips its
      * attn_norm */
     bool x_ready;
@@ -153,7 +137,7 @@ struct AsEngine {
     /* fp8 precision in the checkpoint's form (engine/fp8_proj.c): the fp8 projections' weights are
      * AS_DW_FP8 and their input buffers hold act_quant's codes and scales instead of the QDQ'd rows */
     bool fp8_form;
-    cudaEvent_t ev_x, ev_kv, ev_qr; /* ev_qr: q_norm done, the kv branch's indexer may start (AS_FUSE_KV_SEL) */
+    cudaEvent_t ev_x, ev_kv, ev_qr; /* ev_qr: q_norm done, the kv branch's indexer may start (decode_schedule.c) */
     cublasHandle_t cublas;
     AsDevLayerWeights w[AS_MAX_LAYERS];
     AsDevLayerState ls[AS_MAX_LAYERS];
@@ -190,11 +174,13 @@ typedef struct {
     const float *cos_t, *sin_t;
     int inverse;
 } AsDevRope;
-/* room: blocks of a bf16 decode GEMV's one-wave grid left free for the kernels beside it (0: none). */
+/* y = x W^T, then RoPE of its heads; fused: a bf16 decode GEMV rotates before its store (the same
+ * roundings), room blocks of its one-wave grid left free for the kernels beside it (0: none). */
 int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                     int64_t ldy, const AsDevRope *r, int room, const char *what, AsError *err);
+                     int64_t ldy, const AsDevRope *r, bool fused, int room, const char *what, AsError *err);
+/* y = x W^T, then the residual h = bf16(h + y); fused: a bf16 decode GEMV adds in its store. */
 int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                         as_bf16_t *h, const char *what, AsError *err);
+                         as_bf16_t *h, bool fused, const char *what, AsError *err);
 /* f32 weights and f32 output (the ratio-2 compressor); x bf16. */
 int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
                     AsError *err);
@@ -219,7 +205,7 @@ int as_dev_proj_init(AsEngine *e, AsError *err);
 void as_dev_proj_free(AsEngine *e);
 
 /* engine/fp8_proj.c: fp8 precision in the checkpoint's form (AsEngine.fp8_form). Whether the engine takes
- * it (fp8 precision, a compute capability 9.0 device, ATTNSCOPE_FP8_QDQ not 1); whether a wo_a weight
+ * it (fp8 precision, a compute capability 9.0 device, the fp8_qdq knob off); whether a wo_a weight
  * streams in it (an fp8 file tensor with power-of-two scales: its bf16 linear is then the same numbers);
  * one weight uploaded in it (codes as they lie, scales per 32 x 32 block). */
 bool as_dev_fp8_form_wanted(const AsEngine *e);
@@ -234,9 +220,9 @@ int as_dev_act_quant(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n,
 int as_dev_proj_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                     int64_t ldy, const char *what, AsError *err);
 int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                             as_bf16_t *h, const char *what, AsError *err);
+                             as_bf16_t *h, bool fused, const char *what, AsError *err);
 int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
-                         int64_t ldy, const AsDevRope *r, int room, const char *what, AsError *err);
+                         int64_t ldy, const AsDevRope *r, bool fused, int room, const char *what, AsError *err);
 int as_dev_proj_fp8_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
                          const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
 /* wo_a in fp8 form, x the bf16 o rows: the grouped GEMV of the codes up to 8 rows; above, the weight
@@ -248,24 +234,26 @@ int as_dev_proj_grouped_fp8(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
 int as_dev_work_reserve(AsEngine *e, int s, int width, int topk, AsError *err);
 void as_dev_work_free(AsEngine *e);
 
-/* engine/forward.c */
+/* engine/forward.c: layer l of the current step, uncaptured (engine/forward.h has its steps). */
 int as_dev_layer_forward(AsEngine *e, int l, AsError *err);
 
+/* The refusal of a selection entry beyond the attended rows, flagged on the device by build_idx. */
+int as_dev_refuse_idx(AsError *err, int l);
 /* Reports a selection refused on the device since the step began (syncs the stream). */
 int as_dev_check_refusals(AsEngine *e, AsError *err);
 
-/* engine/select_host.c: candidate blocks and top-k on the host with the reference's code. */
-int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err);
-/* Its pieces, shared with the decode graph: the checks and bookkeeping of the candidate mask before
- * a selection (grows the mask for a source; refuses a user whose mask does not fit); the host work
- * itself (wk.score_h -> score_f -> mask -> top-k of k with offset into wk.csel_h; no CUDA call, no
- * bookkeeping: it also runs as a host node); the shared selection's buffers grown to n entries. */
-int as_dev_select_book(AsEngine *e, int l, int s, int width, AsRun *meta, AsError *err);
-int as_dev_select_compute(AsEngine *e, int l, int s, int width, int start_pos, int k, int offset, AsError *err);
+/* The sparse attention's kernel path for kernels/sparse_attn.cu (AsAttnPath's values are its own). */
+static inline int as_dev_attn_path(const AsEngine *e) { return (int)e->knobs.attn_path; }
+
+/* engine/select_host.c: candidate blocks and top-k on the host with the reference's code, for the plan's
+ * indexer (p->indexes). Its pieces, shared with the decode graph: the candidate source's host mask grown
+ * for its scores; the host work itself (wk.score_h -> score_f -> mask -> top-k of p->k with the plan's
+ * offset into wk.csel_h over width columns; no CUDA call, no bookkeeping: it also runs as a host node);
+ * the shared selection's buffers grown to n entries. */
+int as_dev_select_host(AsEngine *e, const AsLayerPlan *p, AsError *err);
+int as_dev_cand_reserve(AsEngine *e, const AsLayerPlan *p, AsError *err);
+int as_dev_select_compute(AsEngine *e, const AsLayerPlan *p, int width, int k, AsError *err);
 int as_dev_sel_reserve(AsEngine *e, size_t n, AsError *err);
-/* The bookkeeping once a selection of s x k (over width columns) is in wk.csel and the shared
- * selection: the run's k, width and provenance, the shared slot's size and provenance. */
-void as_dev_sel_published(AsEngine *e, int l, int s, int k, int width, bool on_device, AsRun *meta);
 
 /* engine/select_device.c: the selection on the device (the default; the host path where the row is
  * wider than AS_TOPK_MAX_WIDTH or opt.host_select). Under a capture it launches for the widest row
@@ -273,13 +261,12 @@ void as_dev_sel_published(AsEngine *e, int l, int s, int k, int width, bool on_d
 bool as_dev_select_on_device(const AsEngine *e, int max_width);
 /* fuse_idx (under a capture, s == 1): the top-k also writes idx's compressed part (wk.idx from the
  * window's columns on, build_idx_decode's rule), so that the layer launches no build_idx after it */
-int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, bool fuse_idx, AsRun *meta,
-                         AsError *err);
+int as_dev_select_device(AsEngine *e, const AsLayerPlan *p, bool fuse_idx, AsError *err);
 /* The device mask grown to mask_entries, the counters allocated (never under a capture). */
 int as_dev_select_reserve(AsEngine *e, size_t mask_entries, AsError *err);
 
-/* engine/graph.c: layer l's selection as nodes of the graph being captured (score row down, top-k in
- * a host node, the selection up), with as_dev_select_host's bookkeeping. */
-int as_dev_select_graph(AsEngine *e, int l, int width, int max_width, bool fuse_idx, AsRun *meta, AsError *err);
+/* engine/graph.c: the plan's selection as nodes of the graph being captured (score row down, top-k in
+ * a host node, the selection up), or on the device. */
+int as_dev_select_graph(AsEngine *e, const AsLayerPlan *p, bool fuse_idx, AsError *err);
 
 #endif

@@ -1,48 +1,40 @@
 #include "engine/mem_limit.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
-static int state;          /* 0 unread, 1 no limit, 2 limited */
-static size_t limit, base_free;
-
-static void init(void)
+cudaError_t as_mem_limit_init(AsMemLimit *m, int limit_mb)
 {
-    if (state)
-        return;
-    state = 1;
-    const char *s = getenv("ATTNSCOPE_GPU_MEM_LIMIT_MB");
-    char *end = NULL;
-    long long mb = s && *s ? strtoll(s, &end, 10) : -1;
+    m->limit = m->base_free = 0;
+    if (limit_mb <= 0)
+        return cudaSuccess;
     size_t fr = 0, tot = 0;
-    if (mb < 0 || (end && *end) || mb > (1LL << 30) || cudaMemGetInfo(&fr, &tot) != cudaSuccess)
-        return;
-    limit = (size_t)mb << 20;
-    base_free = fr;
-    state = 2;
+    cudaError_t rc = cudaMemGetInfo(&fr, &tot);
+    if (rc != cudaSuccess)
+        return rc;
+    m->limit = (size_t)limit_mb << 20;
+    m->base_free = fr;
+    return cudaSuccess;
 }
 
-/* Bytes taken since the first call (0 when the device gave some back). */
-static size_t used(size_t fr) { return base_free > fr ? base_free - fr : 0; }
+/* Bytes taken since the limit was set (0 when the device gave some back). */
+static size_t used(const AsMemLimit *m, size_t fr) { return m->base_free > fr ? m->base_free - fr : 0; }
 
-cudaError_t as_dev_mem_info(size_t *free_b, size_t *total_b)
+cudaError_t as_dev_mem_info(const AsMemLimit *m, size_t *free_b, size_t *total_b)
 {
-    init();
     cudaError_t rc = cudaMemGetInfo(free_b, total_b);
-    if (rc == cudaSuccess && state == 2) {
-        size_t u = used(*free_b);
-        *free_b = u < limit ? limit - u : 0;
-        *total_b = limit;
+    if (rc == cudaSuccess && m->limit) {
+        size_t u = used(m, *free_b);
+        *free_b = u < m->limit ? m->limit - u : 0;
+        *total_b = m->limit;
     }
     return rc;
 }
 
-cudaError_t as_dev_malloc(void **p, size_t bytes)
+cudaError_t as_dev_malloc(const AsMemLimit *m, void **p, size_t bytes)
 {
-    init();
-    if (state == 2) {
+    if (m->limit) {
         size_t fr = 0, tot = 0;
-        if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && (used(fr) > limit || bytes > limit - used(fr))) {
+        if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && (used(m, fr) > m->limit || bytes > m->limit - used(m, fr))) {
             *p = NULL;
             return cudaErrorMemoryAllocation;
         }
@@ -59,11 +51,11 @@ static void human(char *buf, size_t n, double bytes)
     snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
 }
 
-int as_dev_oom(AsError *err, const char *what, size_t asked, int device, cudaError_t rc)
+int as_dev_oom(const AsMemLimit *m, AsError *err, const char *what, size_t asked, int device, cudaError_t rc)
 {
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
-    as_dev_mem_info(&free_b, &total_b);
+    as_dev_mem_info(m, &free_b, &total_b);
     char a[32], f[32], t[32];
     human(a, sizeof a, (double)asked);
     human(f, sizeof f, (double)free_b);

@@ -34,45 +34,40 @@ int as_dev_select_reserve(AsEngine *e, size_t mask_entries, AsError *err)
     return 0;
 }
 
-int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, bool fuse_idx, AsRun *meta,
-                         AsError *err)
+int as_dev_select_device(AsEngine *e, const AsLayerPlan *p, bool fuse_idx, AsError *err)
 {
     const AsConfig *c = &e->cfg;
-    const AsLayerRole *role = &c->role[l];
     AsDevWork *wk = &e->wk;
     AsDevShared *sh = &e->sh;
+    const int l = p->layer, s = p->s, width = p->width, k = p->k;
     const bool graph = e->cap != NULL;
     /* a graph launches for the widest row the keys allow and reads the live width and k per replay */
-    const int max_width = graph ? sh->index_k_cap : width;
-    const int k = c->index_topk < width ? c->index_topk : width;
+    const int max_width = graph ? p->keys_cap : width;
     const int max_k = graph ? c->index_topk : k;
     const int64_t ld = graph ? wk->cap_w : width;
-    TRY(as_dev_select_book(e, l, s, width, meta, err));
+    TRY(as_dev_cand_reserve(e, p, err));
     if (graph) {
         if ((size_t)max_width > sh->cand_dcap || (e->prof && !sh->sel_stats) || c->index_topk > sh->sel_cap ||
             max_width > wk->cap_w)
             return as_err(err, AS_ERUNTIME, "layer %d: decode graph buffers too small (mask %zu, selection %d of %d, "
                           "scores %d of %d)", l, sh->cand_dcap, c->index_topk, sh->sel_cap, max_width, wk->cap_w);
     } else {
-        TRY(as_dev_select_reserve(e, role->candidate_source ? (size_t)s * width : 0, err));
+        TRY(as_dev_select_reserve(e, p->makes_cand ? (size_t)s * width : 0, err));
         TRY(as_dev_sel_reserve(e, (size_t)s * k, err));
     }
     const AsLayerStep *dL = graph ? &e->cap->dP->layer[l] : NULL;
-    const bool prefill = start_pos == 0;
-    if (role->candidate_source) {
+    if (p->makes_cand) {
         AsCandLaunch a = {.score = wk->score, .ld = ld, .s = s, .width = width, .max_width = max_width,
-                          .ratio = role->ratio, .prefill = prefill, .bs = c->candidate_block_size,
+                          .ratio = p->ratio, .prefill = p->prefill, .bs = c->candidate_block_size,
                           .topk_blocks = c->candidate_topk_blocks, .width_d = dL ? &dL->width : NULL,
                           .mask = sh->cand_d, .mask_ld = ld};
         KL(err, as_k_candidate_blocks(&a, e->st), "layer %d: candidate blocks %dx%d (blocks of %d, keep %d)", l, s,
            width, c->candidate_block_size, c->candidate_topk_blocks);
     }
-    const bool masked = role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF;
     AsTopkLaunch a = {.score = wk->score, .ld = ld, .s = s, .width = width, .max_width = max_width, .k = k,
-                      .max_k = max_k, .ratio = role->ratio, .prefill = prefill,
-                      .offset = e->fault == AS_FAULT_NO_OFFSET ? 0 : meta->rows_a_len,
+                      .max_k = max_k, .ratio = p->ratio, .prefill = p->prefill, .offset = p->sel_offset,
                       .width_d = dL ? &dL->width : NULL, .k_d = dL ? &dL->k : NULL,
-                      .cand = masked ? sh->cand_d : NULL, .cand_ld = ld, .sel = wk->csel, .sel2 = sh->sel_d,
+                      .cand = p->applies_cand ? sh->cand_d : NULL, .cand_ld = ld, .sel = wk->csel, .sel2 = sh->sel_d,
                       .ldsel = graph ? max_k : k, .stats = e->prof ? sh->sel_stats : NULL};
     if (fuse_idx) {
         if (!graph || s != 1 || k < 1)
@@ -87,7 +82,7 @@ int as_dev_select_device(AsEngine *e, int l, int s, int width, int start_pos, bo
     if (k > 0)
         KL(err, as_k_index_topk(&a, e->st), "layer %d: top-%d of %dx%d index scores%s", l, k, s, width,
            fuse_idx ? " + idx" : "");
-    as_dev_sel_published(e, l, s, k, width, true, meta);
+    sh->sel_on_device = true;
     return 0;
 }
 

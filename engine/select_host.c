@@ -29,20 +29,6 @@ int as_dev_sel_reserve(AsEngine *e, size_t n, AsError *err)
     return 0;
 }
 
-void as_dev_sel_published(AsEngine *e, int l, int s, int k, int width, bool on_device, AsRun *meta)
-{
-    AsDevShared *sh = &e->sh;
-    meta->k = k;
-    meta->width = width;
-    meta->indexer_ran = true;
-    sh->sel_on_device = on_device;
-    sh->sel_present = true;
-    sh->sel_s = s;
-    sh->sel_k = k;
-    sh->sel_from = (AsProvenance){l, e->step};
-    meta->sel_from = sh->sel_from;
-}
-
 static int publish_selection(AsEngine *e, int l, int s, int k, AsError *err)
 {
     AsDevShared *sh = &e->sh;
@@ -55,38 +41,26 @@ static int publish_selection(AsEngine *e, int l, int s, int k, AsError *err)
     return 0;
 }
 
-int as_dev_select_book(AsEngine *e, int l, int s, int width, AsRun *meta, AsError *err)
+int as_dev_cand_reserve(AsEngine *e, const AsLayerPlan *p, AsError *err)
 {
-    const AsLayerRole *role = &e->cfg.role[l];
     AsDevShared *sh = &e->sh;
-    size_t n = (size_t)s * width;
-    if (role->candidate_source) {
-        if (n > sh->cand_cap) {
-            uint8_t *m = realloc(sh->cand_h, n + 1);
-            if (!m)
-                return as_err(err, AS_ERUNTIME, "out of host memory for a %dx%d candidate mask", s, width);
-            sh->cand_h = m;
-            sh->cand_cap = n;
-        }
-        sh->cand_s = s;
-        sh->cand_width = width;
-        sh->cand_from = (AsProvenance){l, e->step};
-        meta->cand_from = sh->cand_from;
-    } else if (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF) {
-        if (sh->cand_s != s || sh->cand_width != width || !sh->cand_h)
-            return as_err(err, AS_EREFUSED, "layer %d: candidate mask is %dx%d (layer %d, step %d) but the scores are %dx%d",
-                          l, sh->cand_s, sh->cand_width, sh->cand_from.layer, sh->cand_from.step, s, width);
-        meta->cand_from = sh->cand_from;
-    }
+    const size_t n = (size_t)p->s * p->width;
+    if (!p->makes_cand || n <= sh->cand_cap)
+        return 0;
+    uint8_t *m = realloc(sh->cand_h, n + 1);
+    if (!m)
+        return as_err(err, AS_ERUNTIME, "out of host memory for a %dx%d candidate mask", p->s, p->width);
+    sh->cand_h = m;
+    sh->cand_cap = n;
     return 0;
 }
 
-int as_dev_select_compute(AsEngine *e, int l, int s, int width, int start_pos, int k, int offset, AsError *err)
+int as_dev_select_compute(AsEngine *e, const AsLayerPlan *p, int width, int k, AsError *err)
 {
     const AsConfig *c = &e->cfg;
-    const AsLayerRole *role = &c->role[l];
     AsDevWork *wk = &e->wk;
     AsDevShared *sh = &e->sh;
+    const int s = p->s;
     size_t n = (size_t)s * width;
     for (size_t i = 0; i < n; i++)
         wk->score_f[i] = as_bf16_to_f32(wk->score_h[i]);
@@ -94,42 +68,40 @@ int as_dev_select_compute(AsEngine *e, int l, int s, int width, int start_pos, i
     if (!clens)
         return as_err(err, AS_ERUNTIME, "out of host memory");
     for (int t = 0; t < s; t++)
-        clens[t] = start_pos == 0 ? (start_pos + t + 1) / role->ratio : width;
+        clens[t] = p->prefill ? (t + 1) / p->ratio : width;
     int rc = 0;
-    if (role->candidate_source) {
+    if (p->makes_cand) {
         if (n > sh->cand_cap || !sh->cand_h)
-            rc = as_err(err, AS_ERUNTIME, "layer %d: the candidate mask holds %zu entries, the scores %zu", l,
+            rc = as_err(err, AS_ERUNTIME, "layer %d: the candidate mask holds %zu entries, the scores %zu", p->layer,
                         sh->cand_cap, n);
         else if (as_select_candidate_blocks(wk->score_f, s, width, clens, c->candidate_block_size,
                                             c->candidate_topk_blocks, sh->cand_h))
             rc = as_err(err, AS_ERUNTIME, "out of host memory selecting candidate blocks");
-    } else if (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF) {
+    } else if (p->applies_cand) {
         for (size_t i = 0; i < n; i++)
             if (!sh->cand_h[i])
                 wk->score_f[i] = -INFINITY;
     }
-    if (!rc && as_index_topk(wk->score_f, s, width, k, clens, offset, wk->csel_h))
+    if (!rc && as_index_topk(wk->score_f, s, width, k, clens, p->sel_offset, wk->csel_h))
         rc = as_err(err, AS_ERUNTIME, "out of host memory in top-k");
     free(clens);
     return rc;
 }
 
-int as_dev_select_host(AsEngine *e, int l, int s, int width, int start_pos, AsRun *meta, AsError *err)
+int as_dev_select_host(AsEngine *e, const AsLayerPlan *p, AsError *err)
 {
-    const AsConfig *c = &e->cfg;
     AsDevWork *wk = &e->wk;
+    const int l = p->layer, s = p->s, width = p->width, k = p->k;
     size_t n = (size_t)s * width;
     CU(err, cudaMemcpyAsync(wk->score_h, wk->score, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, e->st),
        "layer %d: download index scores %dx%d", l, s, width);
     CU(err, cudaStreamSynchronize(e->st), "layer %d: index scores %dx%d", l, s, width);
-    TRY(as_dev_select_book(e, l, s, width, meta, err));
-    int k = c->index_topk < width ? c->index_topk : width;
-    int offset = e->fault == AS_FAULT_NO_OFFSET ? 0 : meta->rows_a_len;
-    TRY(as_dev_select_compute(e, l, s, width, start_pos, k, offset, err));
+    TRY(as_dev_cand_reserve(e, p, err));
+    TRY(as_dev_select_compute(e, p, width, k, err));
     if (k)
         CU(err, cudaMemcpyAsync(wk->csel, wk->csel_h, sizeof(int32_t) * (size_t)s * k, cudaMemcpyHostToDevice, e->st),
            "layer %d: upload the selection %dx%d", l, s, k);
     TRY(publish_selection(e, l, s, k, err));
-    as_dev_sel_published(e, l, s, k, width, false, meta);
+    e->sh.sel_on_device = false;
     return 0;
 }

@@ -10,12 +10,7 @@
 int as_engine_begin_step(AsEngine *e, const float *h0, int start_pos, int s, AsError *err)
 {
     const AsConfig *c = &e->cfg;
-    if (s < 1 || start_pos < 0 || (start_pos > 0 && s != 1))
-        return as_err(err, AS_EBADINPUT, "a step is a prefill (start_pos 0, s >= 1) or a decode of one token");
-    if (start_pos > 0 && !e->started)
-        return as_err(err, AS_EBADINPUT, "decode before any prefill");
-    if (start_pos + s > c->max_seq)
-        return as_err(err, AS_EREFUSED, "position %d beyond max_seq %d", start_pos + s - 1, c->max_seq);
+    TRY(as_plan_begin_step(c, start_pos, s, e->started, err));
     int width = s == 1 ? c->max_seq : start_pos + s;
     TRY(as_dev_work_reserve(e, s, width, c->window + c->index_topk, err));
     if (start_pos == 0) {
@@ -43,6 +38,12 @@ int as_engine_begin_step(AsEngine *e, const float *h0, int start_pos, int s, AsE
     return 0;
 }
 
+int as_dev_refuse_idx(AsError *err, int l)
+{
+    return as_err(err, AS_EREFUSED, "layer %d: a selection entry names a row beyond the attended rows (the shared "
+                  "selection was published by another step or layer kind)", l);
+}
+
 int as_dev_check_refusals(AsEngine *e, AsError *err)
 {
     int bad[AS_MAX_LAYERS];
@@ -50,9 +51,7 @@ int as_dev_check_refusals(AsEngine *e, AsError *err)
     CU(err, cudaStreamSynchronize(e->st), "step %d", e->step);
     for (int l = 0; l < e->cfg.n_layers; l++)
         if (bad[l])
-            return as_err(err, AS_EREFUSED,
-                          "layer %d: a selection entry names a row beyond the attended rows (the shared selection "
-                          "was published by another step or layer kind)", l);
+            return as_dev_refuse_idx(err, l);
     return 0;
 }
 
@@ -62,7 +61,10 @@ int as_engine_next_layer(AsEngine *e, int *layer, AsError *err)
     if (e->next_layer >= e->cfg.n_layers)
         return as_err(err, AS_EBADINPUT, "the step is finished: no next layer");
     int l = e->next_layer;
-    TRY(as_dev_layer_forward(e, l, err));
+    const int pdl = as_k_pdl_use(e->knobs.pdl);
+    int rc = as_dev_layer_forward(e, l, err);
+    as_k_pdl_use(pdl);
+    TRY(rc);
     CU(err, cudaGetLastError(), "layer %d", l);
     e->next_layer = l + 1;
     *layer = l;
@@ -184,8 +186,8 @@ int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err)
             TRY(get_bf16(e, out, AS_T_IQ_PRE, wk->iq_pre, 3, s, nhi, ihd, err));
             TRY(get_bf16(e, out, AS_T_IQ, wk->iq, 3, s, nhi, ihd, err));
             TRY(get_bf16(e, out, AS_T_W, wk->w, 2, s, nhi, 0, err));
-            TRY(get_bf16(e, out, AS_T_KEYS, e->sh.index_k, 2, m->width, ihd, 0, err));
-            const bool cand = role->candidate_source || (role->uses_candidates && e->fault != AS_FAULT_CAND_MASK_OFF);
+            TRY(get_bf16(e, out, AS_T_KEYS, e->ls[m->keys_from.layer].ikcache, 2, m->width, ihd, 0, err));
+            const bool cand = m->cand_from.layer >= 0; /* a mask made or applied (the plan's) */
             if (e->sh.sel_on_device) { /* the masked scores are in the score buffer, the mask on the device */
                 TRY(get_bf16(e, out, AS_T_ISCORE, wk->score, 2, s, m->width, 0, err));
                 if (cand)
@@ -197,7 +199,7 @@ int as_engine_layer_run(AsEngine *e, AsRun *out, AsError *err)
             }
         }
         TRY(get_raw(e, out, AS_T_CSEL, wk->csel, sizeof(int32_t), 2, s, m->k, err));
-        TRY(get_bf16(e, out, AS_T_ROWS_B, e->sh.compress_kv, 2, m->rows_b_len, hd, 0, err));
+        TRY(get_bf16(e, out, AS_T_ROWS_B, e->ls[m->rows_b_from.layer].ccache, 2, m->rows_b_len, hd, 0, err));
     }
     TRY(get_raw(e, out, AS_T_IDX, wk->idx, sizeof(int32_t), 2, s, m->topk, err));
     TRY(get_bf16(e, out, AS_T_O, wk->o, 3, s, nh, hd, err));

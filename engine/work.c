@@ -25,11 +25,11 @@ void as_dev_work_free(AsEngine *e)
 #define DEV(ptr, count, type)                                                                         \
     do {                                                                                              \
         size_t b_ = sizeof(type) * (size_t)(count) + 16;                                              \
-        cudaError_t r_ = as_dev_malloc((void **)&(ptr), b_);                                          \
+        cudaError_t r_ = as_dev_malloc(&e->mem, (void **)&(ptr), b_);                                         \
         if (r_ != cudaSuccess) {                                                                      \
             char what_[96];                                                                           \
             snprintf(what_, sizeof what_, "the work buffer " #ptr " (%d tokens)", s);                  \
-            return as_dev_oom(err, what_, b_, e->device, r_);                                         \
+            return as_dev_oom(&e->mem, err, what_, b_, e->device, r_);                                       \
         }                                                                                             \
     } while (0)
 

@@ -28,10 +28,7 @@
 //     64 rows, read transposed by ldmatrix.trans;
 //   written to the workspace as [split][h][HD] and [split][h][2] (m, l).
 // The rows' pitch is a row and 16 bytes (CPR + 1 chunks), so ldmatrix's 8 row addresses fall in 8 bank
-// groups. split_kernel (ATTNSCOPE_ATTN_SPLIT=fma, an A/B) computes the same split on CUDA cores in f32:
-// a warp a head, 4 heads a block, QK as 32 chains a lane reduced by a butterfly reduce-scatter (each
-// sum added over the same lane pairs as an xor all-reduce: the same bits with 31 shuffles for 32 entries,
-// not 5 an entry), PV in entry order.
+// groups.
 // The combine folds the live splits and the sink for each head: M = max_j m_j (the sink left out),
 // den = sum_j l_j exp(m_j - M) + exp(sink - M), o = bf16(sum_j exp(m_j - M) o_j / den) (no selected
 // row: o = 0). Splits are fixed blocks of kSplit entries, so a launch sized for topk_max that reads the
@@ -46,8 +43,7 @@
 namespace attn1 {
 
 constexpr int kSplit = asattn::kBlock; // selection entries per split (block): one softmax block
-constexpr int kHeads = 4;              // heads per block of split_kernel (a warp each), the mma split's fallback
-constexpr int kThreads = kHeads * 32;
+constexpr int kHeads = 4;              // heads per block where nh is not a multiple of 8
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kMaxSplits = 128; // selections up to 8192 entries
 using asattn::kMaxInit;
@@ -71,35 +67,11 @@ struct Args {
     int early_rows;
 };
 
-// The 8 bf16 of a 16-byte chunk, widened to f32 in channel order.
-__device__ __forceinline__ void bf16x8(const uint4 &v, float (&f)[8])
-{
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int t = 0; t < 4; t++) {
-        f[2 * t] = __uint_as_float(w[t] << 16);
-        f[2 * t + 1] = __uint_as_float(w[t] & 0xffff0000u);
-    }
-}
-
-// One level of split_kernel's reduce-scatter over 32 entries: acc[0 .. 2W) are the entries this lane
-// holds; it keeps the lower or upper W (by lane bit W) summed with its partner's, in acc[0 .. W).
-template <int W> __device__ __forceinline__ void scatter_level(float (&acc)[32], int lane)
-{
-    const bool upper = lane & W;
-#pragma unroll
-    for (int i = 0; i < W; i++) {
-        const float keep = upper ? acc[i + W] : acc[i], send = upper ? acc[i] : acc[i + W];
-        acc[i] = keep + __shfl_xor_sync(kFull, send, W);
-    }
-}
-
-// A split's staging, shared by both split kernels (NT threads). The loads are issued together, not one
-// after another (in a chain the round trips to memory were most of the split's time): load_entries
-// issues the indices of the entries this thread stages (and of entry tid, for valid[]), the kernel its
-// queries and the live width and row count, then stage_rows copies the rows those entries name
-// (cp.async, zeros for a skipped entry; the kernel waits for them before its barrier): a thread copies
-// chunk tid % CPR of rows tid / CPR + RPP i.
+// A split's staging (NT threads). The loads are issued together, not one after another (in a chain the
+// round trips to memory were most of the split's time): load_entries issues the indices of the entries
+// this thread stages (and of entry tid, for valid[]), the kernel its queries and the live width and row
+// count, then stage_rows copies the rows those entries name (cp.async, zeros for a skipped entry; the
+// kernel waits for them before its barrier): a thread copies chunk tid % CPR of rows tid / CPR + RPP i.
 template <int HD, int NT> struct StagePlan {
     static constexpr int CPR = HD / 8;         // 16-byte chunks per row
     static constexpr int RPP = NT / CPR;       // rows staged per pass of the block
@@ -164,116 +136,8 @@ __device__ __forceinline__ void split_softmax(const float (&dot)[2], const bool 
         l += __shfl_xor_sync(kFull, l, off);
 }
 
-template <int HD> struct FmaSmem { // split_kernel's shared memory (dynamic: 64 KB at HD 512)
-    uint4 rows[kSplit][HD / 8];
-    int valid[kSplit];
-};
-
-template <int HD>
-__global__ void __launch_bounds__(kThreads) split_kernel(Args a)
-{
-    as_d_pdl_wait();
-    constexpr int CPR = HD / 8;             // 16-byte chunks per row
-    constexpr int CPL = CPR / 32;           // chunks per lane
-    AS_DYNAMIC_SMEM(attn1_smem);
-    FmaSmem<HD> &sm = *reinterpret_cast<FmaSmem<HD> *>(attn1_smem);
-    auto &rows = sm.rows;
-    auto &valid = sm.valid;
-    const int split = blockIdx.x, e0 = split * kSplit;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int h = blockIdx.y * kHeads + warp;
-    // the loads issued together (StagePlan): the entries, this warp's query, the live sizes, the rows
-    int ent[StagePlan<HD, kThreads>::kPass], vi;
-    load_entries<HD, kThreads>(a, e0, tid, ent, vi);
-    float q[CPL][8];
-    if (h < a.nh)
-        for (int j = 0; j < CPL; j++)
-            bf16x8(__ldg((const uint4 *)(a.q + (size_t)h * HD) + lane + 32 * j), q[j]);
-    const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
-    const int nb = a.nb_d ? min(*a.nb_d, a.nb) : a.nb;
-    if (e0 >= topk)
-        return; // past the live selection: the combine does not read it
-    stage_rows<HD, kThreads>(a, e0, tid, topk, nb, ent, vi, rows, valid);
-    asmma::cp_async_wait<0>();
-    __syncthreads();
-    if (h >= a.nh)
-        return;
-    // QK, 32 entries at a time: each lane's partial dot products of the 32 entries (32 independent
-    // chains), then the butterfly reduce-scatter: at distance w a lane keeps half of the entries it holds
-    // and sends the other half to lane ^ w, so that lane r ends with entry r's sum.
-    float dot[2];
-#pragma unroll
-    for (int hx = 0; hx < 2; hx++) {
-        float acc[32];
-#pragma unroll 32
-        for (int r = 0; r < 32; r++) {
-            float s_ = 0.0f;
-#pragma unroll
-            for (int j = 0; j < CPL; j++) {
-                float x[8];
-                bf16x8(rows[32 * hx + r][lane + 32 * j], x);
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    s_ = fmaf(q[j][e], x[e], s_);
-            }
-            acc[r] = s_;
-        }
-        scatter_level<16>(acc, lane);
-        scatter_level<8>(acc, lane);
-        scatter_level<4>(acc, lane);
-        scatter_level<2>(acc, lane);
-        scatter_level<1>(acc, lane);
-        dot[hx] = acc[0];
-    }
-    float m, l, pb[2];
-    const bool ok[2] = {valid[lane] >= 0, valid[lane + 32] >= 0};
-    split_softmax(dot, ok, a.scale, m, l, pb);
-    // PV in entry order with the bf16 weights; kAhead entries' rows and weights are read before their FMAs
-    constexpr int kAhead = 4;
-    float o[CPL][8];
-    for (int j = 0; j < CPL; j++)
-        for (int t = 0; t < 8; t++)
-            o[j][t] = 0.0f;
-    if (l > 0.0f) { // a selected entry (the largest has p = 1)
-        for (int r0 = 0; r0 < kSplit; r0 += kAhead) {
-            float p[kAhead];
-            uint4 v[kAhead][CPL];
-#pragma unroll
-            for (int u = 0; u < kAhead; u++) {
-                p[u] = __shfl_sync(kFull, r0 + u < 32 ? pb[0] : pb[1], (r0 + u) & 31);
-#pragma unroll
-                for (int j = 0; j < CPL; j++)
-                    v[u][j] = rows[r0 + u][lane + 32 * j];
-            }
-#pragma unroll
-            for (int u = 0; u < kAhead; u++) {
-                if (valid[r0 + u] < 0)
-                    continue; // the same for every lane
-#pragma unroll
-                for (int j = 0; j < CPL; j++) {
-                    float x[8];
-                    bf16x8(v[u][j], x);
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        o[j][e] = fmaf(p[u], x[e], o[j][e]);
-                }
-            }
-        }
-    }
-    float *wo = a.ws_o + ((size_t)split * a.nh + h) * HD;
-    for (int j = 0; j < CPL; j++) {
-        float4 *dst = (float4 *)(wo + (lane + 32 * j) * 8);
-        dst[0] = make_float4(o[j][0], o[j][1], o[j][2], o[j][3]);
-        dst[1] = make_float4(o[j][4], o[j][5], o[j][6], o[j][7]);
-    }
-    if (lane == 0) {
-        a.ws_ml[((size_t)split * a.nh + h) * 2] = m;
-        a.ws_ml[((size_t)split * a.nh + h) * 2 + 1] = l;
-    }
-}
-
-// The split on tensor cores (the default): with H heads a block, a warp does 1/H of each product for all
-// H heads (the header above). H heads a block, a warp each for the softmax.
+// The split on tensor cores: with H heads a block, a warp does 1/H of each product for all H heads (the
+// header above). H heads a block, a warp each for the softmax.
 template <int HD, int H> struct MmaSmem { // split_mma_kernel's shared memory (dynamic: 71-85 KB at HD 512)
     uint4 rows[kSplit][HD / 8 + 1];
     union {
@@ -422,14 +286,13 @@ __global__ void __launch_bounds__(H * 32) split_mma_kernel(Args a)
 // every thread then takes M and the denominator from them in split order (the same bits in each
 // thread, no barrier for them). A thread's partials are loaded kAhead splits at a time before their
 // FMAs, the first group before any barrier: loads in flight together, the FMAs in split order.
-// kCombineAhead = 16 holds a selection of 1024 entries (flash: 640, 10 splits) in one group;
-// ATTNSCOPE_ATTN_COMBINE_AHEAD=8 launches the 8-ahead kernel (an A/B; the same bits).
+// kAhead = 16 holds a selection of 1024 entries (flash: 640, 10 splits) in one group.
 // A split without a selected entry has m_j = -1e30, l_j = 0, o_j = 0: f_j is 0, or 1 where no split has
 // one (M = -1e30; then den = exp(sink + 1e30) = inf, or 0 with a sink of -inf: o = 0 either way).
-constexpr int kCombineAhead = 16;
-template <int HD, int kAhead = kCombineAhead>
+template <int HD>
 __global__ void __launch_bounds__(HD / 4) combine_kernel(Args a)
 {
+    constexpr int kAhead = 16;
     as_d_pdl_wait();
     __shared__ float fsm[3 * kMaxSplits]; // m_j, then l_j, then the factors
     const int topk = a.topk_d ? min(*a.topk_d, a.topk) : a.topk;
@@ -530,8 +393,6 @@ template <int HD> int allow_smem()
     if (!rc)
         rc = as_allow_dynamic_smem<attn1::split_mma_kernel<HD, attn1::kHeads>>(
             (int)sizeof(attn1::MmaSmem<HD, attn1::kHeads>));
-    if (!rc)
-        rc = as_allow_dynamic_smem<attn1::split_kernel<HD>>((int)sizeof(attn1::FmaSmem<HD>));
     return rc;
 }
 
@@ -541,11 +402,9 @@ template <int HD, int H> void launch_split_mma(dim3 grid, cudaStream_t st, const
     as_launch(attn1::split_mma_kernel<HD, H>, grid, H * 32, sizeof(attn1::MmaSmem<HD, H>), st, a);
 }
 
-template <int HD> void launch_split(bool fma, int H, dim3 grid, cudaStream_t st, const attn1::Args &a)
+template <int HD> void launch_split(int H, dim3 grid, cudaStream_t st, const attn1::Args &a)
 {
-    if (fma)
-        as_launch(attn1::split_kernel<HD>, grid, attn1::kThreads, sizeof(attn1::FmaSmem<HD>), st, a);
-    else if (H == 8)
+    if (H == 8)
         launch_split_mma<HD, 8>(grid, st, a);
     else
         launch_split_mma<HD, attn1::kHeads>(grid, st, a);
@@ -589,27 +448,20 @@ extern "C" int as_k_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int
     attn1::Args a{q, rows_a, rows_b, na, nb, nb_d, idx, topk, topk_d, sink, o, nh, scale, ws_o,
                   ws_o ? ws_o + (size_t)nsplit * nh * hd : nullptr, ob ? *ob : AsOBack{}, 0};
     if (nsplit > 0) {
-        // A/B switches, read once (thread-safe): ATTNSCOPE_ATTN_SPLIT=fma, the split on CUDA cores (f32 FMAs);
-        // ATTNSCOPE_ATTN_MMA_HEADS=4, the tensor-core split with 4 heads a block where 8 would do
-        static const bool fma = as_env_is("ATTNSCOPE_ATTN_SPLIT", "fma"),
-                          heads4 = as_env_is("ATTNSCOPE_ATTN_MMA_HEADS", "4");
-        const int H = !fma && !heads4 && nh % 8 == 0 ? 8 : attn1::kHeads;
-        a.early_rows = early_rows && !fma; // (the engine reads ATTNSCOPE_ATTN_EARLY: the caller decides)
+        const int H = nh % 8 == 0 ? 8 : attn1::kHeads;
+        a.early_rows = early_rows;
         dim3 grid((unsigned)nsplit, (unsigned)(nh / H));
         if (hd == 512)
-            launch_split<512>(fma, H, grid, st, a);
+            launch_split<512>(H, grid, st, a);
         else
-            launch_split<256>(fma, H, grid, st, a);
+            launch_split<256>(H, grid, st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (!rc) {
-        // ATTNSCOPE_ATTN_COMBINE_AHEAD=8: the partials loaded 8 splits at a time, for an A/B (read once,
-        // thread-safe)
-        static const bool ahead8 = as_env_is("ATTNSCOPE_ATTN_COMBINE_AHEAD", "8");
         if (hd == 512)
-            as_launch(ahead8 ? attn1::combine_kernel<512, 8> : attn1::combine_kernel<512>, nh, 512 / 4, 0, st, a);
+            as_launch(attn1::combine_kernel<512>, nh, 512 / 4, 0, st, a);
         else
-            as_launch(ahead8 ? attn1::combine_kernel<256, 8> : attn1::combine_kernel<256>, nh, 256 / 4, 0, st, a);
+            as_launch(attn1::combine_kernel<256>, nh, 256 / 4, 0, st, a);
         rc = AS_LAUNCH_RESULT();
     }
     if (own) {

@@ -62,14 +62,6 @@ static inline int as_sm_count() { return as_per_device<as_read_sm_count>(132); }
 // cannot be read.
 static inline int as_compute_capability() { return as_per_device<as_read_compute_capability>(0); }
 
-// Whether the environment variable `name` is set to exactly `value` (the kernels' A/B switches: their
-// callers keep the answer in a function-local static, read once).
-static inline bool as_env_is(const char *name, const char *value)
-{
-    const char *e = getenv(name);
-    return e && !strcmp(e, value);
-}
-
 // Opts Kernel into `bytes` of dynamic shared memory (above the default 48 KiB), once per device and
 // kernel (each instantiation has its own flags): the first launches are a prefill's, before any
 // decode graph is captured. 0, or the CUDA error.
@@ -218,8 +210,8 @@ __device__ __forceinline__ void as_d_pdl_wait()
 }
 
 
-// Whether launches carry the attribute: a device of compute capability 9.0 or later, unless
-// ATTNSCOPE_PDL=0 (read once; kernels/pdl.cu).
+// Whether launches carry the attribute: a device of compute capability 9.0 or later, unless the calling
+// thread turned it off (as_k_pdl_use, kernels/pdl.cu).
 extern "C" int as_pdl_enabled(void);
 
 // kernel<<<grid, block, smem, st>>>(args...) through cudaLaunchKernelEx, with programmatic stream

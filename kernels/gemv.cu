@@ -19,9 +19,8 @@
 // 16-byte loads). Anything else takes gemv_scalar_kernel: one warp per output row, element loads.
 //
 //   * one wave: the launch makes at most as many blocks as are resident at once, each looping over row
-//     sets, and a block's first weight loads go out before its PDL wait (ATTNSCOPE_GEMV_RESIDENT=0,
-//     ATTNSCOPE_GEMV_EARLY=0 turn either off); the store can add a residual or rotate q's RoPE pairs
-//     (gemv_epilogue.cuh).
+//     sets, and a block's first weight loads go out before its PDL wait; the store can add a residual or
+//     rotate q's RoPE pairs (gemv_epilogue.cuh).
 // Launch configuration (R, W_WARPS) comes from pick_config() (bench/kernels_bench.cu sweeps the
 // alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
 #include <stdio.h>
@@ -90,7 +89,6 @@ struct GemvArgs {
     void *y;
     int64_t ldy, strideY;
     int y_f32;
-    int w_early;   // weights loaded before the PDL wait (gemv_vec_kernel)
     uint16_t *res; // batch 1, bf16 y: res[t][o] = bf16(res[t][o] + y[t][o]) (rows ldres apart)
     int64_t ldres;
     AsDRope rope;  // rope.rd > 0: q's RoPE before the store (vector kernel, R even, batch 1, bf16 y)
@@ -107,8 +105,8 @@ struct GemvArgs {
 
 // One block computes the row sets blockIdx.x, blockIdx.x + gridDim.x, ... of batch blockIdx.y (a row
 // set: groups_per_block row groups of R rows; the launch makes at most as many blocks as fit on the
-// GPU at once, so there is one wave and no block starts late). With a.w_early the block's first
-// batch of weight loads is issued before the PDL wait: the weights stream in while the previous
+// GPU at once, so there is one wave and no block starts late). The block's first batch of weight
+// loads is issued before the PDL wait: the weights stream in while the previous
 // kernel finishes (they must not be what that kernel writes; the model's weights never are).
 template <typename TW, int R, int M>
 __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) gemv_vec_kernel(GemvArgs a, int w_warps)
@@ -142,7 +140,7 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
             for (int r = 0; r < R; r++)
                 w[u][r].load(wrow[r] + (int64_t)(c + u * L) * 8);
     };
-    bool loaded = a.w_early && unrolled && set < row_sets;
+    bool loaded = unrolled && set < row_sets;
     if (loaded) {
         point_rows((set * groups_per_block + group) * R);
         load_pass(li);
@@ -261,18 +259,6 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
 }
 
 #ifndef AS_EMU // host side (tools/emu runs the kernels above on the CPU)
-// ATTNSCOPE_GEMV_CFG's text (pick_config keeps it in a function-local static: read once, thread-safe).
-struct CfgText {
-    char s[256];
-};
-static CfgText read_cfg()
-{
-    CfgText c;
-    const char *v = getenv("ATTNSCOPE_GEMV_CFG");
-    snprintf(c.s, sizeof c.s, "%s", v ? v : "");
-    return c;
-}
-
 // R rows per group, W warps per group: enough warps in flight to cover HBM latency (about 32 per
 // SM), each lane at most ~8 chunks per row, and no lane without a chunk where avoidable.
 // resident: the blocks resident at once (the one-wave launch's grid cap), 0 for no one-wave widening.
@@ -319,27 +305,7 @@ void pick_config(int n_out, int n_in, int batch, int64_t resident, int *R, int *
         }
     *R = r;
     *W = w;
-    // ATTNSCOPE_GEMV_CFG="OUTxIN:R,W;...": the configuration of named shapes forced (an A/B switch for the
-    // small, latency-bound GEMVs, whose passes cost a memory latency each; read once)
-    static const CfgText cfg = read_cfg();
-    for (const char *p = cfg.s; *p;) {
-        int o, i, fr, fw, used = 0;
-        if (sscanf(p, "%dx%d:%d,%d%n", &o, &i, &fr, &fw, &used) != 4 || used <= 0)
-            break;
-        if (o == n_out && i == n_in && (fr == 1 || fr == 2 || fr == 4) && (fw == 1 || fw == 2 || fw == 4 || fw == 8)) {
-            *R = fr;
-            *W = fw;
-        }
-        p += used;
-        if (*p == ';')
-            p++;
-    }
 }
-
-// A switch (ATTNSCOPE_GEMV_EARLY, ATTNSCOPE_GEMV_RESIDENT: "0" turns it off; on by default), for
-// diagnosis and A/B measurement (bench/RESULTS.md); its callers keep it in a function-local static
-// (read once, thread-safe).
-static bool switch_on(const char *name) { return !as_env_is(name, "0"); }
 
 template <auto Kernel> static int read_blocks_per_sm(int dev)
 {
@@ -350,38 +316,16 @@ template <auto Kernel> static int read_blocks_per_sm(int dev)
     return n;
 }
 
-// Blocks of one GEMV launch: every row set (a block each), or with ATTNSCOPE_GEMV_RESIDENT on, at
-// most as many as are resident at once (the blocks loop over the row sets).
-// ATTNSCOPE_GEMV_BLOCKS_PER_SM=N (N >= 1) caps the resident launch below the occupancy, leaving room on
-// each SM for a parallel branch's kernels (an experiment, measured slower: bench/RESULTS.md).
-static int read_blocks_per_sm_cap()
-{
-    const char *e = getenv("ATTNSCOPE_GEMV_BLOCKS_PER_SM");
-    const long v = e ? strtol(e, nullptr, 10) : 0;
-    return v >= 1 && v <= 64 ? (int)v : 0;
-}
-static int blocks_per_sm_cap()
-{
-    static const int cap = read_blocks_per_sm_cap(); // read once, on the first launch
-    return cap;
-}
-
-// Kernel's blocks resident at once on the GPU (its occupancy, capped by ATTNSCOPE_GEMV_BLOCKS_PER_SM),
-// or 0 with ATTNSCOPE_GEMV_RESIDENT off (no one-wave launch).
+// Kernel's blocks resident at once on the GPU (its occupancy): a launch makes at most that many, each
+// looping over the row sets (one wave).
 template <auto Kernel> int64_t resident_blocks()
 {
-    static const bool resident = switch_on("ATTNSCOPE_GEMV_RESIDENT");
-    if (!resident)
-        return 0;
-    int per_sm = as_per_device<read_blocks_per_sm<Kernel>>(1);
-    const int cap_sm = blocks_per_sm_cap();
-    if (cap_sm && cap_sm < per_sm)
-        per_sm = cap_sm;
-    return (int64_t)per_sm * as_sm_count();
+    return (int64_t)as_per_device<read_blocks_per_sm<Kernel>>(1) * as_sm_count();
 }
 
 // room: resident blocks left free beside the launch (its grid at most all - room, at least one block a
-// batch), so that a kernel launched beside it finds SMs with space (ATTNSCOPE_SEL_ROOM, engine/forward.c).
+// batch), so that a kernel launched beside it finds SMs with space (the engine's sel_room knob,
+// engine/decode_schedule.c).
 template <auto Kernel> int grid_x(int64_t row_sets, int batch, int room)
 {
     const int64_t all = resident_blocks<Kernel>();
@@ -398,8 +342,6 @@ extern "C" int64_t as_k_gemv_bf16_resident_blocks(void) { return resident_blocks
 
 template <auto Kernel> int launch_vec(GemvArgs a, int64_t row_sets, int batch, int w_warps, int room, cudaStream_t st)
 {
-    static const bool early = switch_on("ATTNSCOPE_GEMV_EARLY");
-    a.w_early = early;
     dim3 grid((unsigned)grid_x<Kernel>(row_sets, batch, room), (unsigned)batch);
     as_launch(Kernel, grid, kThreads, 0, st, a, w_warps);
     return AS_LAUNCH_RESULT();
@@ -485,14 +427,14 @@ extern "C" int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strid
                                   const as_bf16_t *x, int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy,
                                   int64_t strideY, int y_f32, int batch, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, 0, nullptr, 0, {}, {}};
+    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, nullptr, 0, {}, {}};
     return gemv_launch<uint16_t>(a, batch, R, Wn, st);
 }
 
 extern "C" int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx,
                                   int m, float *y, int64_t ldy, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, 0, nullptr, 0, {}, {}};
+    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, nullptr, 0, {}, {}};
     return gemv_launch<float>(a, 1, R, Wn, st);
 }
 
@@ -515,7 +457,7 @@ extern "C" int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, 
 {
     if (!h)
         return (int)cudaErrorInvalidValue;
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, h, ldh, {}, {}};
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, h, ldh, {}, {}};
     return gemv_launch<uint16_t>(a, 1, 0, 0, st);
 }
 
@@ -527,7 +469,7 @@ extern "C" int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, cons
     if (!as_rope_shape_ok(m, heads, hd, rd, pos0, pos) || hd % 2 || (int64_t)heads * hd != n_out || !cos_t || !sin_t ||
         room < 0)
         return (int)cudaErrorInvalidValue;
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, 0, nullptr, 0, {cos_t, sin_t, hd, rd, pos0, pos,
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, nullptr, 0, {cos_t, sin_t, hd, rd, pos0, pos,
                                                                                    inverse ? 1 : 0}, {}};
     if (W && x && vector_rows(a, 1))
         return gemv_launch<uint16_t>(a, 1, 0, 0, st, room);
@@ -544,7 +486,7 @@ extern "C" int as_k_gemv_bf16_norm(const as_bf16_t *W, int n_out, int n_in, cons
 {
     if (!norm_w || !y_norm || !ctr || n_out <= 0 || n_in <= 0)
         return (int)cudaErrorInvalidValue;
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, n_in, 0, 1, y, n_out, 0, 0, 0, h, n_out, {}, {norm_w, y_norm, eps, ctr}};
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, n_in, 0, 1, y, n_out, 0, 0, h, n_out, {}, {norm_w, y_norm, eps, ctr}};
     if (W && x && vector_rows(a, 1) && n_out <= kRmsCached * kRmsThreads)
         return gemv_launch<uint16_t>(a, 1, 0, 0, st);
     a.norm = {}; // rows the vector kernel cannot read (or too long to cache): the GEMV, then rmsnorm.cu

@@ -342,14 +342,6 @@ __global__ void index_scores_scalar_kernel(const uint16_t *__restrict__ iq, cons
 }
 
 #ifndef AS_EMU // host side (tools/emu runs the kernels above on the CPU)
-// Whether a one-query launch takes index_scores_row_kernel (ATTNSCOPE_ISCORE_ROW=0: the mma kernel, an
-// A/B; read once).
-bool one_query_kernel()
-{
-    static const bool on = !as_env_is("ATTNSCOPE_ISCORE_ROW", "0");
-    return on;
-}
-
 template <int IHD> int set_smem_attr()
 {
     return as_allow_dynamic_smem<index_scores_mma_kernel<IHD>>(ScoreSmem<IHD>::kBytes);
@@ -359,7 +351,7 @@ template <int IHD>
 int launch_mma(const uint16_t *iq, const uint16_t *keys, const uint16_t *w, int s, int width, int start_pos, int ratio,
                uint16_t *score, const int32_t *width_d, cudaStream_t st)
 {
-    if (s == 1 && one_query_kernel()) {
+    if (s == 1) { // one query (a decode's): index_scores_row_kernel
         const int64_t blocks = ((int64_t)width + kTileP - 1) / kTileP;
         as_launch(index_scores_row_kernel<IHD>, (unsigned)blocks, kThreads, kRowSmem, st, iq, keys, w, width,
                   start_pos, ratio, score, width_d);

@@ -17,6 +17,11 @@ typedef uint16_t as_bf16_t;
 
 enum { AS_KQ_FP8 = 1, AS_KQ_FP4_E8M0 = 2, AS_KQ_FP4_E4M3 = 3 };
 
+/* Programmatic dependent launch (kernels/common.cuh, as_launch) for the launches the calling thread makes
+ * from now on: on (the default, where the device is sm_90 or later) or off (kernels/pdl.cu). Returns the
+ * setting before. Per thread: engines with either setting can run in one process. */
+int as_k_pdl_use(int on);
+
 /* ---- elementwise and small ops (kernels/rmsnorm.cu, rope.cu, quant.cu, window.cu, ...) ---- */
 
 /* as_rmsnorm: y[r] = bf16(w * x[r] / sqrt(mean(x[r]^2) + eps)); rows of n, row strides ldx/ldy.
@@ -90,10 +95,19 @@ int as_k_index_scores(const as_bf16_t *iq, const as_bf16_t *keys, const as_bf16_
                       int width, int start_pos, int ratio, as_bf16_t *score, cudaStream_t st);
 
 /* as_sparse_attention: rows i < na come from rows_a, i >= na from rows_b[i - na]; idx [s][topk]
- * (-1 skipped), q / o [s][nh][hd], sink [nh] f32. Tiled over the selection: any topk works. */
+ * (-1 skipped), q / o [s][nh][hd], sink [nh] f32. Tiled over the selection: any topk works. Each launch
+ * takes the fastest kernel that applies. */
 int as_k_sparse_attn(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                      const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
                      float scale, cudaStream_t st);
+/* The same with the kernel chosen (the engine's attention path): AS_K_ATTN_AUTO as above, or the warp
+ * kernel, the tensor-core (mma.sync) kernel or the wgmma kernel forced (the last two fail with
+ * cudaErrorInvalidValue where they do not apply). split: -1 never split the selection, 0 automatic, n > 0
+ * at most n splits (the tests and the micro-benchmark). */
+enum { AS_K_ATTN_AUTO = 0, AS_K_ATTN_WARP = 1, AS_K_ATTN_MMA = 2, AS_K_ATTN_WGMMA = 3 };
+int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
+                          const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
+                          float scale, int path, int split, cudaStream_t st);
 
 /* The hd-512 sm_90a form of as_k_sparse_attn (kernels/sparse_attn_wgmma.cu, warpgroup MMA, no split
  * of the selection): as_k_sparse_attn takes it by itself for prefill; _applies says whether it runs
@@ -122,13 +136,13 @@ int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, const as_bf
 int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                         as_bf16_t *y, int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
                         const float *cos_t, const float *sin_t, int inverse, int room, cudaStream_t st);
-/* Blocks of as_k_gemv_bf16_rope's m = 1 kernel resident on the whole device at once (its one wave):
- * ATTNSCOPE_SEL_ROOM's default leaves all but one an SM free (engine/engine.c). */
+/* Blocks of as_k_gemv_bf16_rope's m = 1 kernel resident on the whole device at once (its one wave): the
+ * engine's sel_room knob leaves all but one an SM free by default (engine/knobs.h). */
 int64_t as_k_gemv_bf16_resident_blocks(void);
 /* The same with f32 weights and f32 output (the ratio-2 compressor's wkv / wgate).
  * The GEMVs issue their first weight loads before they wait on the kernel launched before them on the
  * stream (programmatic dependent launch): W must not be written by that kernel (model weights never
- * are; ATTNSCOPE_GEMV_EARLY=0 turns this off). */
+ * are). */
 int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                    float *y, int64_t ldy, cudaStream_t st);
 
@@ -212,15 +226,16 @@ int as_k_o_back(const as_bf16_t *o, int rows, int nh, int hd, const AsOBack *ob,
  * width computes whenever both split into single tiles (tiles_per_split 1). With ob,
  * o_back too (AsOBack). early_rows: the caller vouches that the kernel launched just before on st
  * (programmatically) writes none of idx, rows_a, rows_b, nb_d, topk_d, only q; the one-query kernel then
- * stages its rows before its PDL wait (the same bits either way). */
+ * stages its rows before its PDL wait (the same bits either way). path: AS_K_ATTN_* (as_k_sparse_attn_path;
+ * under AS_K_ATTN_WGMMA a decode keeps the tensor-core or warp kernel). */
 int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
                             const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
                             const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
-                            size_t ws_bytes, const AsOBack *ob, int early_rows, cudaStream_t st);
-/* The decode launch's plan: *mma 1 when the tensor-core kernel takes it (with its tiles per split), 2
- * when the one-query kernel does (kernels/attn_decode.cu), 0 for the warp kernel; the workspace it
- * needs; also sets the tensor-core kernel's shared-memory limit (before a graph capture). */
-int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, int *tiles_per_split,
+                            size_t ws_bytes, const AsOBack *ob, int early_rows, int path, cudaStream_t st);
+/* The decode launch's plan on path: *mma 1 when the tensor-core kernel takes it (with its tiles per
+ * split), 2 when the one-query kernel does (kernels/attn_decode.cu), 0 for the warp kernel; the workspace
+ * it needs; also sets the tensor-core kernel's shared-memory limit (before a graph capture). */
+int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int path, int *mma, int *tiles_per_split,
                                  size_t *ws_bytes);
 
 /* ---- one query (kernels/attn_decode.cu): the automatic path of as_k_sparse_attn and

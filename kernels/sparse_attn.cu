@@ -57,9 +57,9 @@
 //   computes whenever both split one tile per split (as_k_sparse_attn_decode_plan reports it).
 // Prefill on sm_90 (hd 512, s x head blocks >= #SMs): kernels/sparse_attn_wgmma.cu, the same math on
 //   warpgroup MMA.
-// Environment: ATTNSCOPE_ATTN_PATH=auto|mma|wgmma|warp (read once by as_k_sparse_attn) forces a path
-//   for diagnosis; "mma" and "wgmma" fail (cudaErrorInvalidValue) where their kernel does not apply
-//   (decode keeps its own choice under "wgmma").
+// Paths (AS_K_ATTN_*, the engine's --attn-path): automatic, or one kernel forced for diagnosis; "mma" and
+//   "wgmma" fail (cudaErrorInvalidValue) where their kernel does not apply (decode keeps its own choice
+//   under "wgmma").
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -652,16 +652,14 @@ bool one_query_ok(int nh, int hd, int topk, const void *q, const void *rows_a, i
 } // namespace
 #ifndef AS_EMU
 
-// path: 0 automatic, 1 force the warp kernel, 2 force the tensor-core kernel, 3 force the wgmma
-// kernel (2 and 3 fail with cudaErrorInvalidValue where they do not apply). split: -1 never split, 0 automatic, n > 0 at most
-// n splits. For the tests and the benchmark; not part of kernels.h.
 extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b,
                                      int nb, const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s,
                                      int nh, int hd, float scale, int path, int split, cudaStream_t st)
 {
     // Sizes: s, topk, na, nb >= 0; nh >= 1; 1 <= hd <= 512; every pointer that is read non-null
     // (rows_a only when na > 0, rows_b only when nb > 0).
-    if (s < 0 || topk < 0 || na < 0 || nb < 0 || nh <= 0 || hd <= 0 || hd > 512)
+    if (s < 0 || topk < 0 || na < 0 || nb < 0 || nh <= 0 || hd <= 0 || hd > 512 || path < AS_K_ATTN_AUTO ||
+        path > AS_K_ATTN_WGMMA)
         return (int)cudaErrorInvalidValue;
     if (s == 0)
         return 0;
@@ -673,19 +671,19 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
     const bool hd_ok = hd == 64 || hd == 128 || hd == 256 || hd == 512;
     const bool fast_ok = nh % 16 == 0 && hd_ok && topk > 0 && as_aligned16(q) && as_aligned16(o) &&
                          (na == 0 || as_aligned16(rows_a)) && (nb == 0 || as_aligned16(rows_b));
-    if (path == 2 && !fast_ok)
+    if (path == AS_K_ATTN_MMA && !fast_ok)
         return (int)cudaErrorInvalidValue;
-    if (path == 3) // the wgmma kernel (kernels/sparse_attn_wgmma.cu) or cudaErrorInvalidValue
+    if (path == AS_K_ATTN_WGMMA) // the wgmma kernel (kernels/sparse_attn_wgmma.cu) or cudaErrorInvalidValue
         return as_k_sparse_attn_wgmma(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, st);
     // one query: the split kernel of attn_decode.cu (8 or 4 heads x 64 entries a block), automatic path only
-    if (path == 0 && s == 1 && one_query_ok(nh, hd, topk, q, rows_a, na, rows_b, nb))
+    if (path == AS_K_ATTN_AUTO && s == 1 && one_query_ok(nh, hd, topk, q, rows_a, na, rows_b, nb))
         return as_k_attn_decode(q, rows_a, na, rows_b, nb, nullptr, idx, topk, nullptr, sink, o, nh, hd, scale, nullptr,
                                 0, nullptr, 0, st);
     // enough queries to fill the device without splitting the selection (prefill) on sm_90: wgmma
-    if (path == 0 && split == 0 && (int64_t)s * ((nh + kHB - 1) / kHB) >= as_sm_count() &&
+    if (path == AS_K_ATTN_AUTO && split == 0 && (int64_t)s * ((nh + kHB - 1) / kHB) >= as_sm_count() &&
         as_k_sparse_attn_wgmma_applies(nh, hd, topk, q, o, rows_a, na, rows_b, nb))
         return as_k_sparse_attn_wgmma(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, st);
-    if (path != 1 && fast_ok) {
+    if (path != AS_K_ATTN_WARP && fast_ok) {
         switch (hd) {
         case 64: return launch_mma<64>(a, s, split, nullptr, 0, st);
         case 128: return launch_mma<128>(a, s, split, nullptr, 0, st);
@@ -700,42 +698,15 @@ extern "C" int as_k_sparse_attn_path(const as_bf16_t *q, const as_bf16_t *rows_a
     return AS_LAUNCH_RESULT();
 }
 
-namespace {
-// ATTNSCOPE_ATTN_PATH (read once): "auto" (default), "mma" (the mma.sync kernel), "wgmma" (the sm_90a
-// kernel; for both, a geometry or device it does not apply to fails with cudaErrorInvalidValue) or
-// "warp" (the per-(t, h) f32 kernel everywhere).
-// For diagnosis: an engine mismatch in o that moves with the path is the kernel's; one that does not
-// is upstream (e.g. a quantisation flip of a window row: tools/emu/real.sh shows it).
-int env_attn_path()
-{
-    const char *e = getenv("ATTNSCOPE_ATTN_PATH");
-    if (!e || !*e || !strcmp(e, "auto"))
-        return 0;
-    if (!strcmp(e, "warp"))
-        return 1;
-    if (!strcmp(e, "mma"))
-        return 2;
-    if (!strcmp(e, "wgmma"))
-        return 3;
-    fprintf(stderr, "attnscope: ATTNSCOPE_ATTN_PATH=%s is not auto, mma, wgmma or warp: using auto\n", e);
-    return 0;
-}
-} // namespace
-
 extern "C" int as_k_sparse_attn(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb,
                                 const int32_t *idx, int topk, const float *sink, as_bf16_t *o, int s, int nh, int hd,
                                 float scale, cudaStream_t st)
 {
-    static const int path = env_attn_path(); // once (thread-safe initialisation)
-    return as_k_sparse_attn_path(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, path, 0, st);
+    return as_k_sparse_attn_path(q, rows_a, na, rows_b, nb, idx, topk, sink, o, s, nh, hd, scale, AS_K_ATTN_AUTO, 0,
+                                 st);
 }
 
 namespace {
-int decode_path()
-{
-    static const int path = env_attn_path();
-    return path;
-}
 // Whether the tensor-core kernel takes the decode launch (as_k_sparse_attn_path's rule at topk_max).
 bool decode_fast(int nh, int hd, int topk_max, bool aligned)
 {
@@ -748,9 +719,11 @@ bool decode_fast(int nh, int hd, int topk_max, bool aligned)
 static int sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int na, const as_bf16_t *rows_b, int nb_max,
                               const int32_t *nb_d, const int32_t *idx, int topk_max, const int32_t *topk_d,
                               const float *sink, as_bf16_t *o, int s, int nh, int hd, float scale, void *ws,
-                              size_t ws_bytes, const AsOBack *ob, int early_rows, bool *fused, cudaStream_t st)
+                              size_t ws_bytes, const AsOBack *ob, int early_rows, int path, bool *fused,
+                              cudaStream_t st)
 {
-    if (s < 0 || topk_max < 0 || na < 0 || nb_max < 0 || nh <= 0 || hd <= 0 || hd > 512 || !topk_d || !nb_d)
+    if (s < 0 || topk_max < 0 || na < 0 || nb_max < 0 || nh <= 0 || hd <= 0 || hd > 512 || !topk_d || !nb_d ||
+        path < AS_K_ATTN_AUTO || path > AS_K_ATTN_WGMMA)
         return (int)cudaErrorInvalidValue;
     if (s == 0)
         return 0;
@@ -761,8 +734,7 @@ static int sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int n
     AttnArgs a{q, rows_a, na, rows_b, nb_max, idx, topk_max, sink, o, nh, scale, 1, nullptr, nullptr};
     a.topk_d = topk_d;
     a.nb_d = nb_d;
-    const int path = decode_path();
-    if (path == 0 && s == 1 && one_query_ok(nh, hd, topk_max, q, rows_a, na, rows_b, nb_max)) {
+    if (path == AS_K_ATTN_AUTO && s == 1 && one_query_ok(nh, hd, topk_max, q, rows_a, na, rows_b, nb_max)) {
         *fused = ob != nullptr;
         return as_k_attn_decode(q, rows_a, na, rows_b, nb_max, nb_d, idx, topk_max, topk_d, sink, o, nh, hd, scale, ws,
                                 ws_bytes, ob, early_rows, st);
@@ -770,9 +742,9 @@ static int sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows_a, int n
     const bool fast_ok = decode_fast(nh, hd, topk_max,
                                      as_aligned16(q) && as_aligned16(o) && (na == 0 || as_aligned16(rows_a)) &&
                                          (nb_max == 0 || as_aligned16(rows_b)));
-    if (path == 2 && !fast_ok)
+    if (path == AS_K_ATTN_MMA && !fast_ok)
         return (int)cudaErrorInvalidValue;
-    if (path != 1 && fast_ok) {
+    if (path != AS_K_ATTN_WARP && fast_ok) {
         switch (hd) {
         case 64: return launch_mma<64>(a, s, 0, ws, ws_bytes, st);
         case 128: return launch_mma<128>(a, s, 0, ws, ws_bytes, st);
@@ -791,33 +763,33 @@ extern "C" int as_k_sparse_attn_decode(const as_bf16_t *q, const as_bf16_t *rows
                                        int nb_max, const int32_t *nb_d, const int32_t *idx, int topk_max,
                                        const int32_t *topk_d, const float *sink, as_bf16_t *o, int s, int nh, int hd,
                                        float scale, void *ws, size_t ws_bytes, const AsOBack *ob, int early_rows,
-                                       cudaStream_t st)
+                                       int path, cudaStream_t st)
 {
     if (ob && (s != 1 || !as_oback_ok(ob, hd)))
         return (int)cudaErrorInvalidValue;
     bool fused = false;
     int rc = sparse_attn_decode(q, rows_a, na, rows_b, nb_max, nb_d, idx, topk_max, topk_d, sink, o, s, nh, hd, scale,
-                                ws, ws_bytes, ob, early_rows, &fused, st);
+                                ws, ws_bytes, ob, early_rows, path, &fused, st);
     if (rc || !ob || fused)
         return rc;
     return as_k_o_back(o, s, nh, hd, ob, st);
 }
 
-extern "C" int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int *mma, int *tiles_per_split,
-                                            size_t *ws_bytes)
+extern "C" int as_k_sparse_attn_decode_plan(int s, int nh, int hd, int topk_max, int path, int *mma,
+                                            int *tiles_per_split, size_t *ws_bytes)
 {
     *mma = 0;
     *tiles_per_split = 0;
     *ws_bytes = 0;
-    if (s <= 0 || nh <= 0 || hd <= 0 || hd > 512 || topk_max < 0)
+    if (s <= 0 || nh <= 0 || hd <= 0 || hd > 512 || topk_max < 0 || path < AS_K_ATTN_AUTO || path > AS_K_ATTN_WGMMA)
         return (int)cudaErrorInvalidValue;
-    if (decode_path() == 0 && s == 1 && as_k_attn_decode_applies(nh, hd, topk_max)) {
+    if (path == AS_K_ATTN_AUTO && s == 1 && as_k_attn_decode_applies(nh, hd, topk_max)) {
         *mma = 2;
         *ws_bytes = as_k_attn_decode_ws_bytes(nh, hd, topk_max);
         return as_k_attn_decode_prepare(hd); // its kernels' shared-memory limits, before any capture
 
     }
-    if (decode_path() == 1 || !decode_fast(nh, hd, topk_max, true))
+    if (path == AS_K_ATTN_WARP || !decode_fast(nh, hd, topk_max, true))
         return 0;
     int nsplit, tps;
     split_plan(s, nh, topk_max, 0, &nsplit, &tps);

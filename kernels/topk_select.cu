@@ -842,45 +842,18 @@ __global__ void candidate_blocks_kernel(const uint16_t *score, int64_t ld, int w
 
 static size_t topk_smem(int n) { return topk::row_bytes(n); }
 
-// A row's block: 8 warps read it, scan each partition range in 8 runs and emit the set
+// The block of a launch of `rows` rows: 256 threads for one row (a decode's: its latency counts; 8 warps
+// read it, scan each partition range in 8 runs and emit the set), 128 for more (a prefill, many rows in
+// flight, where throughput counts): the fastest measured (bench/RESULTS.md). The selection is the same for
+// every block size (tools/emu/emu_topk.cpp with EMU_TOPK_BLOCK = 32 .. 256).
 constexpr int kTopkThreads = 256;
-
-// The block for a launch of `rows` rows: kTopkThreads for one row (a decode's: its latency counts), and
-// for more (a prefill, many rows in flight, where throughput counts) kTopkThreadsRows. The selection is
-// the same for every block size (tools/emu/emu_topk.cpp with EMU_TOPK_BLOCK = 32 .. 256); both
-// defaults measured fastest (bench/RESULTS.md).
-// A/B switches, read once (anything else: the default): ATTNSCOPE_TOPK_THREADS_ROWS (many rows) and
-// ATTNSCOPE_TOPK_THREADS_ROW (one), each 32, 64, 128 or 256.
 constexpr int kTopkThreadsRows = 128;
-static int threads_env(const char *name, int def)
-{
-    const char *v = getenv(name);
-    const int t = v ? atoi(v) : 0;
-    return t == 32 || t == 64 || t == 128 || t == 256 ? t : def;
-}
-static int topk_threads(int rows)
-{
-    static const int one = threads_env("ATTNSCOPE_TOPK_THREADS_ROW", kTopkThreads); // (once, thread-safe)
-    static const int many = threads_env("ATTNSCOPE_TOPK_THREADS_ROWS", kTopkThreadsRows);
-    return rows > 1 ? many : one;
-}
+static int topk_threads(int rows) { return rows > 1 ? kTopkThreadsRows : kTopkThreads; }
 
-// The longest range introselect leaves to one warp (the block partitions the longer ones; the same
-// set either way): kTopkWarpRange, or ATTNSCOPE_TOPK_WARP_RANGE (0: the block throughout; above
-// kFastCols, kFastCols), read once.
-// 128 measured fastest in the decode graph (bench/RESULTS.md).
+// The longest range introselect leaves to one warp (the block partitions the longer ones; the same set
+// for any value): the fastest measured.
 constexpr int kTopkWarpRange = 128;
-static int warp_range_env()
-{
-    const char *v = getenv("ATTNSCOPE_TOPK_WARP_RANGE");
-    const int t = v ? atoi(v) : -1;
-    return t >= 0 && t <= AS_TOPK_MAX_WIDTH ? t : kTopkWarpRange;
-}
-static int topk_warp_range()
-{
-    static const int wr = warp_range_env();
-    return wr;
-}
+static int topk_warp_range() { return kTopkWarpRange; }
 
 // Shared memory above the default 48 KiB is opted into once per kernel and device, for the widest
 // row allowed.

@@ -251,6 +251,48 @@ static double spec6_ratio(const uint16_t *got, const float *want, size_t n, int6
 
 static double g_attn_worst; /* the by-value attention against its twin, over the cases: reported at the end */
 
+/* One forced attention path (the engine's --attn-path): the decode launch on it against the by-value launch
+ * on it at the live width, bit for bit where the plan splits one tile per split; or both refuse alike (a
+ * kernel that does not apply to the geometry). */
+static void attn_path_case(const char *what, int path, const as_bf16_t *dq, const as_bf16_t *drows, int na, int nb_live,
+                           int nb_max, const int32_t *didx, int topk_live, int topk_max, const int32_t *dtopk,
+                           const int32_t *dnb, const float *dsink, int nh, int hd, float scale)
+{
+    static const char *const names[] = {"auto", "warp", "mma", "wgmma"};
+    const size_t bytes = sizeof(uint16_t) * (size_t)nh * hd;
+    int mma = 0, tps = 0;
+    size_t wsb = 0;
+    REQUIRE(as_k_sparse_attn_decode_plan(1, nh, hd, topk_max, path, &mma, &tps, &wsb) == 0, "%s, %s: plan", what,
+            names[path]);
+    void *ws = wsb ? as_gpu_alloc(wsb) : NULL;
+    as_bf16_t *oa = as_gpu_alloc(bytes), *ob = as_gpu_alloc(bytes);
+    REQUIRE(cudaMemset(oa, 0xff, bytes) == cudaSuccess && cudaMemset(ob, 0xff, bytes) == cudaSuccess, "poison");
+    const int ra = as_k_sparse_attn_path(dq, drows, na, drows + (size_t)na * hd, nb_live, didx, topk_live, dsink, oa, 1,
+                                         nh, hd, scale, path, 0, 0);
+    const int rb = as_k_sparse_attn_decode(dq, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx, topk_max, dtopk,
+                                           dsink, ob, 1, nh, hd, scale, ws, wsb, NULL, 0, path, 0);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess, "%s, %s: %s", what, names[path],
+            cudaGetErrorString(cudaGetLastError()));
+    if (path == AS_K_ATTN_WGMMA) { /* prefill's kernel only: a decode keeps the tensor-core or warp kernel */
+        CHECK(rb == 0, "%s, wgmma: the decode launch refused (%d)", what, rb);
+    } else if (ra || rb) {
+        CHECK(ra == (int)cudaErrorInvalidValue && rb == ra, "%s, %s: the by-value launch gave %d, the decode one %d",
+              what, names[path], ra, rb);
+    } else if (mma != 1 || tps == 1) {
+        uint16_t *ga = xmalloc(bytes), *gb = xmalloc(bytes);
+        as_gpu_get_bytes(ga, oa, bytes);
+        as_gpu_get_bytes(gb, ob, bytes);
+        const int64_t bad = diff_bytes(what, gb, ga, (size_t)nh * hd, 2);
+        CHECK(bad == 0, "%s, %s: %lld of %d outputs differ from the by-value launch on the same path", what,
+              names[path], (long long)bad, nh * hd);
+        free(ga), free(gb);
+    }
+    cudaGetLastError();
+    as_gpu_free(oa), as_gpu_free(ob);
+    if (ws)
+        as_gpu_free(ws);
+}
+
 static void attn_case_k(const char *name, int nh, int hd, int na, int nb_live, int nb_max, int topk_live, int topk_max,
                         AttnKind kind, uint64_t seed)
 {
@@ -298,7 +340,8 @@ static void attn_case_k(const char *name, int nh, int hd, int na, int nb_live, i
             "poison");
     int mma = 0, tps = 0;
     size_t wsb = 0;
-    REQUIRE(as_k_sparse_attn_decode_plan(1, nh, hd, topk_max, &mma, &tps, &wsb) == 0, "%s: plan", what);
+    REQUIRE(as_k_sparse_attn_decode_plan(1, nh, hd, topk_max, AS_K_ATTN_AUTO, &mma, &tps, &wsb) == 0, "%s: plan",
+            what);
     CHECK(mma != 1 || tps == 1, "%s: the decode plan splits %d tiles per split (one expected)", what, tps);
     void *ws = wsb ? as_gpu_alloc(wsb) : NULL;
     if (ws)
@@ -309,7 +352,7 @@ static void attn_case_k(const char *name, int nh, int hd, int na, int nb_live, i
                                          nh, hd, scale, 0),
                         what);
     as_gpu_check_launch(as_k_sparse_attn_decode(dq, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx, topk_max,
-                                                dtopk, dsink, ob, 1, nh, hd, scale, ws, wsb, NULL, 0, 0),
+                                                dtopk, dsink, ob, 1, nh, hd, scale, ws, wsb, NULL, 0, AS_K_ATTN_AUTO, 0),
                         what);
     uint16_t *ga = xmalloc(sizeof(uint16_t) * (size_t)nh * hd), *gb = xmalloc(sizeof(uint16_t) * (size_t)nh * hd);
     as_gpu_get_bytes(ga, oa, sizeof(uint16_t) * (size_t)nh * hd);
@@ -342,7 +385,8 @@ static void attn_case_k(const char *name, int nh, int hd, int na, int nb_live, i
     const AsOBack q_copy = {.o_back = dq_late, .rd = 0, .pos0 = -1};
     as_gpu_check_launch(as_k_o_back(dq, 1, nh, hd, &q_copy, 0), what);
     as_gpu_check_launch(as_k_sparse_attn_decode(dq_late, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx,
-                                                topk_max, dtopk, dsink, oe, 1, nh, hd, scale, ws, wsb, NULL, 1, 0),
+                                                topk_max, dtopk, dsink, oe, 1, nh, hd, scale, ws, wsb, NULL, 1,
+                                                AS_K_ATTN_AUTO, 0),
                         what);
     uint16_t *ge = xmalloc(q_bytes);
     as_gpu_get_bytes(ge, oe, q_bytes);
@@ -366,7 +410,7 @@ static void attn_case_k(const char *name, int nh, int hd, int na, int nb_live, i
             "poison");
     const AsOBack obs = {.o_back = obk, .cos_t = dcs, .sin_t = dsn, .rd = rd, .pos0 = -7, .pos_d = dpos};
     as_gpu_check_launch(as_k_sparse_attn_decode(dq, drows, na, drows + (size_t)na * hd, nb_max, dnb, didx, topk_max,
-                                                dtopk, dsink, oc, 1, nh, hd, scale, ws, wsb, &obs, 0, 0),
+                                                dtopk, dsink, oc, 1, nh, hd, scale, ws, wsb, &obs, 0, AS_K_ATTN_AUTO, 0),
                         what);
     const AsRowPipe rp = {.x = oa, .ldx = (int64_t)nh * hd, .y = obr, .ldy = (int64_t)nh * hd, .rows = 1, .heads = nh,
                           .n = hd, .rd = rd, .pos0 = pos, .cos_t = dcs, .sin_t = dsn, .inverse = 1, .post_scale = 1.0f};
@@ -383,6 +427,9 @@ static void attn_case_k(const char *name, int nh, int hd, int na, int nb_live, i
         as_test_note("%s: o_back (pos %d, rd %d) = the row pipeline's, bit for bit", what, pos, rd);
     free(cs), free(sn), free(gc), free(gk), free(gr);
     as_gpu_free(dcs), as_gpu_free(dsn), as_gpu_free(dpos), as_gpu_free(oc), as_gpu_free(obk), as_gpu_free(obr);
+    for (int path = AS_K_ATTN_WARP; path <= AS_K_ATTN_WGMMA; path++)
+        attn_path_case(what, path, dq, drows, na, nb_live, nb_max, didx, topk_live, topk_max, dtopk, dnb, dsink, nh, hd,
+                       scale);
     free(q), free(rows), free(sink), free(idx), free(ga), free(gb);
     as_gpu_free(dq), as_gpu_free(drows), as_gpu_free(dsink), as_gpu_free(didx), as_gpu_free(oa), as_gpu_free(ob),
         as_gpu_free(dtopk), as_gpu_free(dnb);

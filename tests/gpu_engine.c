@@ -237,9 +237,10 @@ GPU_TEST(gpu_engine_tiny_empty_selection)
         if (clen == 0) {
             CHECK(run->k == 0 && run->topk == run->cols, "layer %d: k %d topk %d cols %d: it must attend no "
                   "compressed row", l, run->k, run->topk, run->cols);
-            CHECK(e->sh.sel_present && e->sh.sel_s == 1 && e->sh.sel_k == 0 && e->sh.sel_from.layer == latest,
-                  "layer %d: the shared selection is %s %dx%d from layer %d, want the empty [1][0] of layer %d", l,
-                  e->sh.sel_present ? "present" : "absent", e->sh.sel_s, e->sh.sel_k, e->sh.sel_from.layer, latest);
+            const AsSharedProv *sh = &e->sh.prov;
+            CHECK(sh->sel_s == 1 && sh->sel_k == 0 && sh->sel_from.layer == latest,
+                  "layer %d: the shared selection is %dx%d from layer %d, want the empty [1][0] of layer %d", l,
+                  sh->sel_s, sh->sel_k, sh->sel_from.layer, latest);
             empty_users += !r->index_source;
         }
     }

@@ -14,7 +14,9 @@
  * flash ($ATTNSCOPE_FLASH_MODEL, a directory written by `attnscope gen --preset flash`): 512-token
  * prefill + 64 steps at max_seq 1024. The first difference is reported with its step, layer, buffer
  * and element, and the test stops there. The tiny checks run in both precisions of the same (fp8)
- * weights: bf16, and fp8 (the fp8 projections' inputs through act_quant's QDQ first). */
+ * weights: bf16, and fp8 (the fp8 projections' inputs through act_quant's QDQ first); the 300 tiny steps
+ * under several settings of the engine's knobs (fusions, PDL, the kv fork, the selection's room, the
+ * attention path), one pair of engines each, in this one process. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +66,9 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
+/* The knobs of the engines pair_open makes (NULL: the defaults). */
+static const AsEngineKnobs *g_knobs;
+
 static void pair_open_events(Pair *p, const AsModel *m, const char *inject, int rows, bool host_select,
                              bool layer_events)
 {
@@ -74,7 +79,7 @@ static void pair_open_events(Pair *p, const AsModel *m, const char *inject, int 
     p->first_bad_step = -1;
     p->outs_fnv = 0xcbf29ce484222325ull;
     AsError err = {0};
-    AsEngineOptions eo = {.device = 0, .inject = inject, .host_select = host_select};
+    AsEngineOptions eo = {.device = 0, .inject = inject, .host_select = host_select, .knobs = g_knobs};
     REQUIRE(as_engine_create(m, &eo, &p->a, &err) == 0, "engine (uncaptured): %s", err.msg);
     REQUIRE(as_engine_create(m, &eo, &p->b, &err) == 0, "engine (graph): %s", err.msg);
     AsDecodeGraphOptions go = {.keep_layer_outs = true, .layer_events = layer_events};
@@ -199,12 +204,11 @@ static bool same_state(const Pair *p, int pos)
             ok = false;
         }
     }
-    const AsDevShared *s = &a->sh, *t = &b->sh;
+    const AsSharedProv *s = &a->sh.prov, *t = &b->sh.prov;
     if (ok && (!same_prov(s->compress_kv_from, t->compress_kv_from) || !same_prov(s->index_k_from, t->index_k_from) ||
                !same_prov(s->sel_from, t->sel_from) || !same_prov(s->cand_from, t->cand_from) ||
-               s->sel_present != t->sel_present || s->sel_s != t->sel_s || s->sel_k != t->sel_k ||
-               s->cand_s != t->cand_s || s->cand_width != t->cand_width || s->compress_kv_cap != t->compress_kv_cap ||
-               s->index_k_cap != t->index_k_cap || a->step != b->step)) {
+               s->sel_s != t->sel_s || s->sel_k != t->sel_k || s->cand_s != t->cand_s ||
+               s->cand_width != t->cand_width || a->step != b->step)) {
         as_test_fail(__FILE__, __LINE__,
                      "decode at position %d: shared state differs: compressed cache from layer %d step %d (uncaptured "
                      "%d, %d), keys from %d, %d (%d, %d), selection from %d, %d k %d (%d, %d k %d), candidates from %d, "
@@ -359,27 +363,53 @@ static void expect_shapes(const Pair *p, const char *name, int captures)
           "would hide a baked position", name, gi.captures, captures);
 }
 
+/* A knob setting of the 300-step runs: the flags' values (engine/knobs.h), "" for the default. */
+typedef struct {
+    const char *fusions, *how;
+    bool no_pdl, no_kv_fork;
+    const char *sel_room, *attn_path;
+} KnobRun;
+
+static AsEngineKnobs knobs_of(const KnobRun *r)
+{
+    AsEngineKnobs k;
+    as_engine_knobs_default(&k);
+    AsError err = {0};
+    REQUIRE((!r->fusions[0] || as_decode_fusions(r->fusions, &k.fusions, &err) == 0) &&
+                (!r->sel_room || as_sel_room(r->sel_room, &k.sel_room, &err) == 0) &&
+                (!r->attn_path || as_attn_path_parse(r->attn_path, &k.attn_path, &err) == 0),
+            "%s: %s", r->how, err.msg);
+    k.pdl = !r->no_pdl;
+    k.kv_fork = !r->no_kv_fork;
+    return k;
+}
+
 GPU_TEST(gpu_graph_tiny_300_steps)
 {
-    /* five times: without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a
-     * reuse layer's idx on the kv branch), with the RMSNorms in the GEMVs but not the residual (so wo_b's
-     * GEMV leaves the next layer's attn_norm to its own kernel), with every layer's selection on the kv
-     * branch (kvsel: the compressor and indexer layers' too), then as the engine runs by default (all
-     * six) in both engines; every run's layer outs equal the unfused run's. The uncaptured decode takes
-     * the by-value attention and the row pipeline for o_back, so the last pass also checks the fused
-     * o_back. */
-    static const struct {
-        const char *env, *how;
-    } runs[] = {{"0", "tiny, unfused"},
-                {"residual,rope,kvidx", "tiny, three fused"},
-                {"norm,oback", "tiny, norm without the residual: wq_a's RMSNorm alone"},
-                {"kvsel,kvidx,norm", "tiny, every selection on the kv branch"},
-                {"", "tiny, the default fusions"}};
+    /* without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a reuse layer's idx
+     * on the kv branch), with the RMSNorms in the GEMVs but not the residual (so wo_b's GEMV leaves the next
+     * layer's attn_norm to its own kernel), with every layer's selection on the kv branch (kvsel: the
+     * compressor and indexer layers' too), as the engine runs by default (all six), then the other knobs one
+     * at a time: without PDL, without the kv fork, no room beside wq_b, the warp attention forced (tiny's own
+     * path: the same bits). Every run's layer outs equal the unfused run's. The uncaptured decode takes the
+     * by-value attention and the row pipeline for o_back, so the fused runs also check the fused o_back. */
+    static const KnobRun runs[] = {
+        {.fusions = "none", .how = "tiny, unfused"},
+        {.fusions = "residual,rope,kvidx", .how = "tiny, three fused"},
+        {.fusions = "norm,oback", .how = "tiny, norm without the residual: wq_a's RMSNorm alone"},
+        {.fusions = "kvsel,kvidx,norm", .how = "tiny, every selection on the kv branch"},
+        {.fusions = "", .how = "tiny, the default knobs"},
+        {.fusions = "", .how = "tiny, --no-pdl", .no_pdl = true},
+        {.fusions = "", .how = "tiny, --no-kv-fork", .no_kv_fork = true},
+        {.fusions = "", .how = "tiny, --sel-room 0", .sel_room = "0"},
+        {.fusions = "", .how = "tiny, --attn-path warp", .attn_path = "warp"},
+    };
     /* in each precision; fp8's outs must differ from bf16's (its projections read act_quant's inputs) */
     uint64_t unfused_fnv[2] = {0, 0};
     for (int pi = 0; pi < 2; pi++)
         for (size_t run = 0; run < sizeof runs / sizeof runs[0]; run++) {
-            REQUIRE(setenv("ATTNSCOPE_DECODE_FUSE", runs[run].env, 1) == 0, "setenv");
+            const AsEngineKnobs k = knobs_of(&runs[run]);
+            g_knobs = &k;
             char how[128];
             snprintf(how, sizeof how, "%s (%s)", runs[run].how, as_precision_name(precisions[pi]));
             AsModel *m = tiny_in(7, precisions[pi]);
@@ -392,7 +422,7 @@ GPU_TEST(gpu_graph_tiny_300_steps)
             CHECK(ok, "%s: the graph and the uncaptured decode differ (first at position %d)", how, p.first_bad_step);
             if (run == 0)
                 unfused_fnv[pi] = p.outs_fnv;
-            else /* each fusion keeps every bit: the same outs as without any, at every layer of every step */
+            else /* each knob keeps every bit: the same outs as without any fusion, at every layer of every step */
                 CHECK(p.outs_fnv == unfused_fnv[pi], "%s: the 300 steps' layer outs differ from the unfused run's",
                       how);
             expect_shapes(&p, how, 2);
@@ -402,11 +432,32 @@ GPU_TEST(gpu_graph_tiny_300_steps)
             CHECK(gi.hosts == 0, "%s: %d host nodes in a graph whose selection runs on the device", how, gi.hosts);
             pair_close(&p);
             as_test_model_free(m);
+            g_knobs = NULL;
         }
-    unsetenv("ATTNSCOPE_DECODE_FUSE");
     if (unfused_fnv[0] && unfused_fnv[1])
         CHECK(unfused_fnv[0] != unfused_fnv[1], "tiny: fp8 precision's 300 steps gave bf16's layer outs bit for bit: "
               "no projection input was quantised");
+}
+
+/* A forced attention kernel that the geometry cannot take is refused when the engine is made, with one
+ * line: tiny's 4 heads of 64 fit neither the tensor-core kernel nor the wgmma one. */
+GPU_TEST(gpu_graph_attn_path_that_does_not_fit)
+{
+    AsModel *m = as_test_model("tiny", NULL, 7);
+    static const char *paths[] = {"mma", "wgmma"};
+    for (int i = 0; i < 2; i++) {
+        AsEngineKnobs k;
+        as_engine_knobs_default(&k);
+        AsError err = {0};
+        REQUIRE(as_attn_path_parse(paths[i], &k.attn_path, &err) == 0, "%s", err.msg);
+        AsEngineOptions eo = {.device = 0, .knobs = &k};
+        AsEngine *e = NULL;
+        int rc = as_engine_create(m, &eo, &e, &err);
+        CHECK(rc == AS_EBADINPUT && e == NULL && strstr(err.msg, "--attn-path") && !strchr(err.msg, '\n'),
+              "--attn-path %s on tiny: rc %d, '%s' (want AS_EBADINPUT, one line)", paths[i], rc, err.msg);
+        as_engine_destroy(e);
+    }
+    as_test_model_free(m);
 }
 
 /* The host selection path (--host-select) through the graph: top-k in host nodes. */
@@ -446,7 +497,7 @@ GPU_TEST(gpu_graph_tiny_prefill1)
         Pair p;
         pair_open(&p, m, NULL, 1 + 30 + 1, false);
         pair_prefill(&p, 1);
-        CHECK(p.a->sh.sel_present && p.a->sh.sel_from.step == 0,
+        CHECK(p.a->sh.prov.sel_from.layer >= 0 && p.a->sh.prov.sel_from.step == 0,
               "tiny %s prefill 1: no selection published (the empty ones count)", prec);
         bool ok = pair_decode(&p, 1, 30, false);
         CHECK(ok, "tiny %s after a 1-token prefill: the graph and the uncaptured decode differ (first at position %d)",

@@ -1,4 +1,4 @@
-/* engine/bench_json.c: bench-engine's --json, every figure and the switches, written atomically. */
+/* engine/bench_json.c: bench-engine's --json, every figure and the knobs' flags, written atomically. */
 #include <cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -44,7 +44,7 @@ TEST(bench_json_every_figure)
     fputs("{\"stale\": true, \"padding\": \"..........................................................\"}\n", old);
     fclose(old);
     AsError err = {0};
-    REQUIRE(as_bench_json_write(path, &f, "ATTNSCOPE_TOPK_WARP_RANGE=128", &err) == 0, "write: %s", err.msg);
+    REQUIRE(as_bench_json_write(path, &f, "--no-pdl --fusions rope,norm", &err) == 0, "write: %s", err.msg);
     const int left = entries_named(as_test_tmpdir(), "bench.json.tmp");
     CHECK(left == 0, "%d temporary files left behind", left);
     char *text = as_slurp(path, NULL);
@@ -64,16 +64,16 @@ TEST(bench_json_every_figure)
         CHECK(num(j, fields[i].key) == fields[i].want, "%s: %g, want %g", fields[i].key, num(j, fields[i].key),
               fields[i].want);
     CHECK(cJSON_GetArraySize(j) == (int)(sizeof fields / sizeof fields[0]) + 1, "%d keys", cJSON_GetArraySize(j));
-    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(j, "switches");
-    CHECK(cJSON_IsString(sw) && !strcmp(sw->valuestring, "ATTNSCOPE_TOPK_WARP_RANGE=128"), "switches");
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(j, "knobs");
+    CHECK(cJSON_IsString(sw) && !strcmp(sw->valuestring, "--no-pdl --fusions rope,norm"), "knobs");
     cJSON_Delete(j);
 
-    REQUIRE(as_bench_json_write(path, &f, NULL, &err) == 0, "write without switches: %s", err.msg);
+    REQUIRE(as_bench_json_write(path, &f, NULL, &err) == 0, "write with the default knobs: %s", err.msg);
     text = as_slurp(path, NULL);
     j = cJSON_Parse(text);
     free(text);
-    sw = cJSON_GetObjectItemCaseSensitive(j, "switches");
-    CHECK(cJSON_IsString(sw) && !strcmp(sw->valuestring, ""), "no switches: an empty string");
+    sw = cJSON_GetObjectItemCaseSensitive(j, "knobs");
+    CHECK(cJSON_IsString(sw) && !strcmp(sw->valuestring, ""), "the default knobs: an empty string");
     cJSON_Delete(j);
 }
 

@@ -1,4 +1,4 @@
-/* Out of GPU memory, forced on any GPU through ATTNSCOPE_GPU_MEM_LIMIT_MB (engine/mem_limit.h):
+/* Out of GPU memory, forced on any GPU through --gpu-mem-limit (engine/mem_limit.h):
  * at set-up and in the middle of a run, `attnscope run` says what it asked for and what was
  * free, exits 3, and leaves no dump behind. Needs a CUDA device (skipped elsewhere). */
 #include <stdio.h>
@@ -22,9 +22,7 @@ static int run_limited(AsCliResult *r, const char *script, int limit_mb)
 {
     char v[32];
     snprintf(v, sizeof v, "%d", limit_mb);
-    setenv("ATTNSCOPE_GPU_MEM_LIMIT_MB", v, 1);
-    as_cli_run(r, AS_ARGS("run", "-q", script));
-    unsetenv("ATTNSCOPE_GPU_MEM_LIMIT_MB");
+    as_cli_run(r, AS_ARGS("run", "-q", "--gpu-mem-limit", v, script));
     return r->status;
 }
 

@@ -43,7 +43,7 @@ static void run(const AsProjShape &s, int m, int wwarps, bool yf32)
     std::vector<uint16_t> yb((size_t)m * ldy, 0x7f7f);
     const bool f32w = sizeof(TW) == 4;
     GemvArgs a{f32w ? (const void *)W.data() : (const void *)Wb.data(), ldw, strideW, n_out, n_in, xb.data() + s.x_off, ldx,
-               strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0, 0, nullptr, 0, {}, {}};
+               strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0, nullptr, 0, {}, {}};
     if (scalar) {
         emu::launch(dim3((unsigned)((n_out + kWarps - 1) / kWarps), (unsigned)batch), dim3(kThreads),
                     [&] { gemv_scalar_kernel<TW>(a); });
@@ -56,7 +56,6 @@ static void run(const AsProjShape &s, int m, int wwarps, bool yf32)
         const std::vector<uint16_t> yb1 = yb;
         std::fill(yo.begin(), yo.end(), NAN);
         std::fill(yb.begin(), yb.end(), 0x7f7f);
-        a.w_early = 1;
         emu::launch(dim3((unsigned)(sets > 2 ? sets / 3 : 1), (unsigned)batch), dim3(kThreads),
                     [&] { gemv_vec_kernel<TW, R, M>(a, wwarps); });
         if (memcmp(yo.data(), yo1.data(), yo.size() * sizeof(float)) || yb != yb1) {
@@ -110,7 +109,7 @@ static void run_rope(int heads, int hd, int rd, int n_in, int m, int wwarps, boo
     std::vector<float> cs((size_t)maxpos * half), sn((size_t)maxpos * half);
     for (size_t i = 0; i < cs.size(); i++) cs[i] = urnd(1.0f), sn[i] = urnd(1.0f);
     const int32_t pos[3] = {17, -1, 63};
-    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, m, y0.data(), n_out, 0, 0, 0, nullptr, 0, {}, {}};
+    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, m, y0.data(), n_out, 0, 0, nullptr, 0, {}, {}};
     const int gpb = kWarps / wwarps, sets = ((n_out + R - 1) / R + gpb - 1) / gpb;
     emu::launch(dim3((unsigned)sets, 1), dim3(kThreads), [&] { gemv_vec_kernel<uint16_t, R, M>(a, wwarps); });
     a.y = y1.data();
@@ -150,7 +149,7 @@ static void run_norm(int n_out, int n_in, int wwarps, bool with_res, bool in_pla
     for (auto &v : nw) v = urnd(1.5f);
     std::vector<uint16_t> h1 = h0, y1 = y0, want((size_t)n_out, 0x7f7f), got((size_t)n_out, 0x7f7f);
     const int gpb = kWarps / wwarps, sets = ((n_out + R - 1) / R + gpb - 1) / gpb;
-    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, 1, y0.data(), n_out, 0, 0, 0,
+    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, 1, y0.data(), n_out, 0, 0,
                with_res ? h0.data() : nullptr, n_out, {}, {}};
     emu::launch(dim3((unsigned)sets, 1), dim3(kThreads), [&] { gemv_vec_kernel<uint16_t, R, 1>(a, wwarps); });
     const uint16_t *src = with_res ? h0.data() : y0.data();
