@@ -26,13 +26,19 @@ static void plan_step(const AsConfig *c, int step, int start_pos, int s, AsShare
     }
 }
 
+/* A prefill of s tokens from nothing published: the shared state after it in *sh, the plans in p[]. */
+static void plan_prefill(const AsConfig *c, int s, AsSharedProv *sh, AsLayerPlan *p)
+{
+    as_shared_prov_init(sh);
+    plan_step(c, 0, 0, s, sh, p);
+}
+
 TEST(plan_tiny_prefill_every_layer_kind)
 {
     const AsConfig c = preset("tiny");
     AsSharedProv sh;
-    as_shared_prov_init(&sh);
     AsLayerPlan p[AS_MAX_LAYERS];
-    plan_step(&c, 0, 0, 5, &sh, p);
+    plan_prefill(&c, 5, &sh, p);
     /* ratio 0: the chunk's rows and nothing else */
     CHECK(p[0].ratio == 0 && p[0].rows_a_len == 5 && p[0].cols == 5 && p[0].topk == 5 && p[0].compress_len == 0 &&
               !p[0].compresses && !p[0].indexes && !p[0].reuses && p[0].k == 0 && p[0].rows_b_len == 0 &&
@@ -83,9 +89,8 @@ TEST(plan_window_wraps)
 {
     const AsConfig c = preset("tiny");
     AsSharedProv sh;
-    as_shared_prov_init(&sh);
     AsLayerPlan p[AS_MAX_LAYERS];
-    plan_step(&c, 0, 0, 12, &sh, p);
+    plan_prefill(&c, 12, &sh, p);
     CHECK(p[0].rows_a_len == 12 && p[0].cols == 8 && p[0].topk == 8, "prefill of 12, window 8: rows_a %d cols %d topk %d",
           p[0].rows_a_len, p[0].cols, p[0].topk);
     CHECK(p[5].k == 8 && p[5].width == 12 && p[5].topk == 16, "layer 5: k = index_topk 8 of width 12: k %d topk %d",
@@ -104,9 +109,8 @@ TEST(plan_compress_len_zero_empty_selection)
 {
     const AsConfig c = preset("tiny");
     AsSharedProv sh;
-    as_shared_prov_init(&sh);
     AsLayerPlan p[AS_MAX_LAYERS];
-    plan_step(&c, 0, 0, 1, &sh, p);
+    plan_prefill(&c, 1, &sh, p);
     CHECK(p[1].compress_len == 0 && p[1].compresses && p[1].n_new == 0 && !p[1].stores_latents && !p[1].indexes &&
               !p[1].stores_keys && p[1].publishes_empty && p[1].k == 0 && prov_is(p[1].sel_from, 1, 0) &&
               p[1].rows_b_len == 0 && prov_is(p[1].rows_b_from, 1, 0) && p[1].topk == 1,
@@ -128,9 +132,8 @@ TEST(plan_flash_decode_key_aliasing_by_parity)
 {
     const AsConfig c = preset("flash");
     AsSharedProv sh;
-    as_shared_prov_init(&sh);
     static AsLayerPlan p[AS_MAX_LAYERS];
-    plan_step(&c, 0, 0, 4096, &sh, p);
+    plan_prefill(&c, 4096, &sh, p);
     CHECK(p[2].n_new == 2048 && p[2].k == 512 && p[20].n_new == 4096 && p[20].makes_cand && p[24].applies_cand,
           "prefill: layer 2 n_new %d k %d, layer 20 n_new %d", p[2].n_new, p[2].k, p[20].n_new);
     plan_step(&c, 1, 4096, 1, &sh, p);
@@ -159,9 +162,8 @@ TEST(plan_faults_that_change_the_plan)
 {
     const AsConfig c = preset("tiny");
     AsSharedProv sh;
-    as_shared_prov_init(&sh);
     AsLayerPlan p[AS_MAX_LAYERS];
-    plan_step(&c, 0, 0, 6, &sh, p);
+    plan_prefill(&c, 6, &sh, p);
     for (int l = 0; l < 7; l++) { /* the decode's layers before 7 */
         AsError err = {0};
         REQUIRE(as_plan_layer(&c, l, 1, 6, 1, &sh, AS_FAULT_NONE, &p[l], &sh, &err) == 0, "layer %d: %s", l, err.msg);
