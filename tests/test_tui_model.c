@@ -636,3 +636,68 @@ TEST(tui_model_stale_panels_say_what_they_show)
     tui_screen_free(&scr);
     as_driver_close(d);
 }
+
+/* The heatmap's maxima pyramid against a planted element: at every zoom exactly the cell holding
+ * it shows the top shade, and w finds it (the argmax down the pyramid), in a tensor tall enough
+ * for every level (8192 rows: bands of 16, 256, 4096). */
+TEST(tui_model_heatmap_pyramid_finds_a_planted_maximum_at_every_zoom)
+{
+    AsConfig cfg;
+    AsError err;
+    REQUIRE(as_config_preset("tiny", &cfg, &err) == 0, "tiny");
+    int nl = cfg.n_layers;
+    AsRun *ref = calloc((size_t)nl, sizeof *ref);
+    AsLayerDiff *diff = calloc((size_t)nl, sizeof *diff);
+    bool *done = calloc((size_t)nl, sizeof *done);
+    REQUIRE(ref && diff && done, "memory");
+    for (int l = 0; l < nl; l++)
+        as_run_init(&ref[l]);
+    const int S = 1024, H = 8, C = 64;
+    float *q = as_run_shape(&ref[0], AS_T_Q, 3, S, H, C);
+    REQUIRE(q, "q");
+    ref[0].s = S;
+    static const int64_t plant[][3] = {{0, 0, 0}, {511, 7, 63}, {512, 0, 31}, {1023, 7, 63}, {700, 3, 17}};
+    for (int p = 0; p < 5; p++) {
+        for (int64_t i = 0; i < (int64_t)S * H * C; i++)
+            q[i] = (float)((i * 7919) % 97) / 1000.0f; /* at most 0.096 */
+        int64_t row = plant[p][0] * H + plant[p][1], col = plant[p][2];
+        q[row * C + col] = -5.0f;
+        TuiData d = {.cfg = &cfg, .model_name = "t", .cur = {.step = 0, .prefill = true, .s = S, .next_layer = nl},
+                     .got_kind = AS_GOT_NONE, .ref = ref, .diff = diff, .done = done, .gen = (unsigned)p};
+        TuiScreen scr;
+        tui_screen_init(&scr);
+        TuiState st;
+        tui_state_init(&st);
+        st.tensor = AS_T_Q;
+        tui_tensor_open(&st);
+        tui_build(&d, &st, &tui_glyphs_utf8, 100, 30, &scr);
+        CHECK(st.cur_r == row && st.cur_c == col, "plant %d: the view opens on it (%d, %d) = (%lld, %lld)", p,
+              st.cur_r, st.cur_c, (long long)row, (long long)col);
+        for (int z = 0; z <= scr.heat.max_zoom; z++) {
+            st.zoom = z;
+            st.org_r = st.org_c = -1;
+            tui_build(&d, &st, &tui_glyphs_utf8, 100, 30, &scr);
+            const TuiPanel *hp = &scr.panel[0];
+            int tops = 0, cursor_tops = 0;
+            for (int i = 0; i < scr.heat.n_r && i < hp->lines.n; i++) {
+                const TuiLine *l = &hp->lines.v[i];
+                for (int k = 0; k < l->nchars; k++) {
+                    size_t a = tl_offset(l, k), b = tl_offset(l, k + 1);
+                    bool top = b - a == strlen(tui_glyphs_utf8.shade[4]) &&
+                               !memcmp(l->text + a, tui_glyphs_utf8.shade[4], b - a);
+                    tops += top;
+                    cursor_tops += top && l->color[k] == TC_CURSOR;
+                }
+            }
+            /* (a cell may be drawn several characters wide: all of them the cursor's) */
+            CHECK(tops >= 1 && cursor_tops == tops, "plant %d, zoom %d: only the cursor's cell is the top shade (%d, %d)",
+                  p, z, tops, cursor_tops);
+        }
+        tui_screen_free(&scr);
+    }
+    for (int l = 0; l < nl; l++)
+        as_run_free(&ref[l]);
+    free(ref);
+    free(diff);
+    free(done);
+}

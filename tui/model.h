@@ -67,8 +67,12 @@ typedef struct {
     int n_r, n_c;               /* cells in view */
 } TuiHeatGeom;
 
-/* The heatmap's block maxima of one tensor's |diff| (or |value|), computed once for the data
- * they were made from, so that the keys that move and zoom do not rescan the tensor. */
+/* The heatmap's maxima of one tensor's |diff| (or |value|), computed once for the data they were
+ * made from, so that the keys that move and zoom do not rescan the tensor: for each column, the
+ * maximum over bands of 16, 256, 4096... rows (a pyramid, each level from the one below); and the
+ * cells of the last view drawn, reused while only the cursor moves. */
+#define TUI_HEAT_BAND 16
+#define TUI_HEAT_LEVELS 6
 typedef struct {
     const void *got, *want;     /* the key: the data, its generation, the slice */
     unsigned gen;
@@ -76,13 +80,16 @@ typedef struct {
     AsTensorId id;
     int R, C;
     bool diff;
-    int br, bc;                 /* blocks down / across, each TUI_HEAT_BLOCK elements square */
-    float *colmax;              /* [br][C]: each column's maximum over a band of TUI_HEAT_BLOCK rows */
-    float *max;                 /* [br][bc]; +inf where a side is NaN or they differ by an infinity */
-    double vmax;                /* the largest finite block maximum */
+    int n_levels;
+    int bands[TUI_HEAT_LEVELS];     /* ceil(R / 16^(k+1)) */
+    float *colmax[TUI_HEAT_LEVELS]; /* [bands][C]; +inf where a side is NaN or they differ by an infinity */
+    double vmax;                /* the largest finite maximum */
     bool any_inf;
+    /* the cells of the last view: its geometry, then [n_r][n_c] maxima */
+    long long view_key[8];
+    double *cells;
+    int cells_cap;
 } TuiHeatCache;
-#define TUI_HEAT_BLOCK 16
 
 typedef struct {
     TuiLayout lay;

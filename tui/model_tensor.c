@@ -108,64 +108,97 @@ static double magnitude(const HeatSrc *h, int64_t i)
     return isnan(v) ? INFINITY : v;
 }
 
-/* ---- the block maxima ---------------------------------------------------------------------- */
+/* ---- the maxima pyramid --------------------------------------------------------------------- */
 
-enum { B = TUI_HEAT_BLOCK };
+enum { BAND = TUI_HEAT_BAND };
 
 void tui_heat_cache_free(TuiHeatCache *c)
 {
-    free(c->max);
-    free(c->colmax);
+    for (int k = 0; k < TUI_HEAT_LEVELS; k++)
+        free(c->colmax[k]);
+    free(c->cells);
     memset(c, 0, sizeof *c);
 }
 
 static bool cache_fits(const TuiHeatCache *c, const TuiData *d, int l, AsTensorId id, const HeatSrc *h)
 {
-    return c->max && c->got == (h->tg ? h->tg->data : NULL) && c->want == h->tw->data && c->gen == d->gen &&
+    return c->colmax[0] && c->got == (h->tg ? h->tg->data : NULL) && c->want == h->tw->data && c->gen == d->gen &&
            c->layer == l && c->id == id && c->R == h->s.R && c->C == h->s.C && c->diff == h->diff;
 }
 
-/* One pass over the tensor: the maximum of each column over each band of B rows (colmax), then
- * of each B x B block (max). */
+static bool is_float(const AsHostTensor *t) { return t->type == AS_VT_BF16 || t->type == AS_VT_F32; }
+
+/* cm[col] = max(cm[col], magnitude of row r), the float case in a loop the compiler vectorises. */
+static void row_into(const HeatSrc *h, int64_t r, float *cm)
+{
+    const int C = h->s.C;
+    if (h->diff && is_float(h->tg) && is_float(h->tw)) {
+        const float *g = (const float *)h->tg->data + r * C, *w = (const float *)h->tw->data + r * C;
+#pragma omp simd
+        for (int x = 0; x < C; x++) {
+            float a = g[x], b = w[x], v = fabsf(a - b);
+            v = a == b ? 0.0f : v;       /* equal infinities too */
+            v = v != v ? INFINITY : v;   /* a NaN on either side */
+            cm[x] = cm[x] > v ? cm[x] : v;
+        }
+    } else if (!h->diff && is_float(h->base)) {
+        const float *b = (const float *)h->base->data + r * C;
+#pragma omp simd
+        for (int x = 0; x < C; x++) {
+            float v = fabsf(b[x]);
+            v = v != v ? INFINITY : v;
+            cm[x] = cm[x] > v ? cm[x] : v;
+        }
+    } else {
+        for (int x = 0; x < C; x++) {
+            float v = (float)magnitude(h, flat(&h->s, r, x));
+            cm[x] = cm[x] > v ? cm[x] : v;
+        }
+    }
+}
+
+/* One pass over the tensor for the first level (each column's maximum over bands of 16 rows),
+ * then each level from the one below (16 of its bands). */
 static int cache_build(TuiHeatCache *c, const TuiData *d, int l, AsTensorId id, const HeatSrc *h)
 {
     tui_heat_cache_free(c);
     const Slice *s = &h->s;
-    c->br = (s->R + B - 1) / B;
-    c->bc = (s->C + B - 1) / B;
-    c->colmax = malloc(sizeof *c->colmax * (size_t)c->br * (size_t)s->C);
-    c->max = malloc(sizeof *c->max * (size_t)c->br * (size_t)c->bc);
-    if (!c->colmax || !c->max) {
-        tui_heat_cache_free(c);
-        return -1;
+    int64_t band = BAND;
+    for (int k = 0; k < TUI_HEAT_LEVELS; k++, band *= BAND) {
+        c->bands[k] = (int)((s->R + band - 1) / band);
+        if (!(c->colmax[k] = calloc((size_t)c->bands[k] * (size_t)s->C, sizeof(float)))) {
+            tui_heat_cache_free(c);
+            return -1;
+        }
+        c->n_levels = k + 1;
+        if (c->bands[k] == 1)
+            break;
     }
-    float *colmax = c->colmax, *bmax = c->max;
-    int br = c->br, bc = c->bc;
+    float *l0 = c->colmax[0];
+    int nb0 = c->bands[0];
 #pragma omp parallel for schedule(static)
-    for (int band = 0; band < br; band++) {
-        float *cm = colmax + (size_t)band * (size_t)s->C;
-        for (int col = 0; col < s->C; col++)
-            cm[col] = 0;
-        for (int64_t r = (int64_t)band * B; r < (int64_t)(band + 1) * B && r < s->R; r++)
-            for (int col = 0; col < s->C; col++) {
-                float v = (float)magnitude(h, flat(s, r, col));
-                if (v > cm[col])
-                    cm[col] = v;
-            }
-        for (int k = 0; k < bc; k++) {
-            float m = 0;
-            for (int col = k * B; col < (k + 1) * B && col < s->C; col++)
-                m = cm[col] > m ? cm[col] : m;
-            bmax[(size_t)band * (size_t)bc + (size_t)k] = m;
+    for (int b = 0; b < nb0; b++)
+        for (int64_t r = (int64_t)b * BAND; r < (int64_t)(b + 1) * BAND && r < s->R; r++)
+            row_into(h, r, l0 + (size_t)b * (size_t)s->C);
+    for (int k = 1; k < c->n_levels; k++) {
+        const float *lo = c->colmax[k - 1];
+        float *hi = c->colmax[k];
+        for (int b = 0; b < c->bands[k - 1]; b++) {
+            float *dst = hi + (size_t)(b / BAND) * (size_t)s->C;
+            const float *src = lo + (size_t)b * (size_t)s->C;
+            for (int x = 0; x < s->C; x++)
+                dst[x] = dst[x] > src[x] ? dst[x] : src[x];
         }
     }
+    const int top = c->n_levels - 1;
     c->vmax = 0;
     c->any_inf = false;
-    for (size_t i = 0; i < (size_t)br * (size_t)bc; i++) {
-        if (isinf(bmax[i]))
+    for (size_t i = 0; i < (size_t)c->bands[top] * (size_t)s->C; i++) {
+        float v = c->colmax[top][i];
+        if (isinf(v))
             c->any_inf = true;
-        else if (bmax[i] > c->vmax)
-            c->vmax = bmax[i];
+        else if (v > c->vmax)
+            c->vmax = v;
     }
     c->got = h->tg ? h->tg->data : NULL;
     c->want = h->tw->data;
@@ -175,42 +208,49 @@ static int cache_build(TuiHeatCache *c, const TuiData *d, int l, AsTensorId id, 
     c->R = s->R;
     c->C = s->C;
     c->diff = h->diff;
+    c->view_key[0] = -1; /* no cells yet */
     return 0;
 }
 
-/* The element with the largest magnitude (the first of equals): its row and column. */
+/* The element with the largest magnitude (the first of equals): the column from the top level,
+ * then down the levels to its band of 16 rows, then its row. */
 static void cache_argmax(const TuiHeatCache *c, const HeatSrc *h, int64_t *row, int64_t *col)
 {
+    const int top = c->n_levels - 1, C = c->C;
+    const float *t = c->colmax[top];
     size_t best = 0;
-    for (size_t i = 1; i < (size_t)c->br * (size_t)c->bc; i++)
-        if (c->max[i] > c->max[best])
+    for (size_t i = 1; i < (size_t)c->bands[top] * (size_t)C; i++)
+        if (t[i] > t[best])
             best = i;
-    int band = (int)(best / (size_t)c->bc), k = (int)(best % (size_t)c->bc);
-    const float *cm = c->colmax + (size_t)band * (size_t)c->C;
-    int bcol = k * B;
-    for (int x = k * B; x < (k + 1) * B && x < c->C; x++)
-        if (cm[x] > cm[bcol])
-            bcol = x;
-    int64_t brow = (int64_t)band * B;
-    double m = -1;
-    for (int64_t r = (int64_t)band * B; r < (int64_t)(band + 1) * B && r < c->R; r++) {
-        double v = magnitude(h, flat(&h->s, r, bcol));
-        if (v > m)
-            m = v, brow = r;
+    int64_t b = (int64_t)(best / (size_t)C), x = (int64_t)(best % (size_t)C);
+    for (int k = top - 1; k >= 0; k--) {
+        int64_t b0 = b * BAND, bb = b0;
+        for (int64_t j = b0; j < b0 + BAND && j < c->bands[k]; j++)
+            if (c->colmax[k][j * C + x] > c->colmax[k][bb * C + x])
+                bb = j;
+        b = bb;
     }
-    *row = brow;
-    *col = bcol;
+    int64_t r0 = b * BAND, rr = r0;
+    double m = -1;
+    for (int64_t r = r0; r < r0 + BAND && r < c->R; r++) {
+        double v = magnitude(h, flat(&h->s, r, x));
+        if (v > m)
+            m = v, rr = r;
+    }
+    *row = rr;
+    *col = x;
 }
 
 /* ---- the view: zoom, origin, cells -------------------------------------------------------- */
 
 /* One axis: E elements in at most P cells. Zoom z shows ceil(E / 2^z) elements (never fewer
- * than fit one a cell). Coarse views count in bands of B elements (u = B), so that each cell
- * covers whole bands and its maximum comes from the block maxima exactly. */
+ * than fit one a cell). Coarse rows count in bands of a pyramid level (u = 16, 256, ...), so
+ * that each cell covers whole bands and its maximum comes from the pyramid exactly. */
 typedef struct {
     int64_t E;
     int P;
-    int u;              /* elements a unit: 1 or B */
+    int level;          /* the pyramid level counted in (-1: elements) */
+    int64_t u;          /* elements a unit: 1 or the level's band */
     int64_t units;      /* ceil(E / u) */
     int64_t span;       /* units in view */
     int n;              /* cells */
@@ -228,14 +268,18 @@ static int axis_max_zoom(int64_t E, int P)
     return z;
 }
 
-static void axis_set(Axis *a, int64_t E, int P, int zoom, int64_t cursor, int *org_elem)
+/* levels: how many pyramid levels the axis may count in (0: always elements). */
+static void axis_set(Axis *a, int64_t E, int P, int zoom, int64_t cursor, int *org_elem, int levels)
 {
     a->E = E;
     a->P = P < 1 ? 1 : P;
     int64_t span = ceil_div(E, (int64_t)1 << (zoom < 40 ? zoom : 40));
     if (span < (E < a->P ? E : a->P))
         span = E < a->P ? E : a->P;
-    a->u = span / a->P >= B ? B : 1;
+    a->level = -1;
+    a->u = 1;
+    for (int64_t band = BAND; a->level + 1 < levels && span / a->P >= band; band *= BAND)
+        a->level++, a->u = band;
     a->units = ceil_div(E, a->u);
     a->span = a->u == 1 ? span : ceil_div(span, a->u);
     if (a->span > a->units)
@@ -272,26 +316,54 @@ static int axis_cell_of(const Axis *a, int64_t e)
 static int64_t axis_elem(const Axis *a, int64_t unit) { return unit * a->u < a->E ? unit * a->u : a->E; }
 
 /* The maximum magnitude of the cell rows [r0, r1) x columns [c0, c1) (in elements): from the
- * block maxima where whole blocks are covered, else from the column maxima of whole bands,
- * else from the elements. */
-static double cell_max(const TuiHeatCache *c, const HeatSrc *h, const Axis *ar, const Axis *ac, int64_t r0,
-                       int64_t r1, int64_t c0, int64_t c1)
+ * pyramid level the rows count in, else from the elements. */
+static float cell_max(const TuiHeatCache *c, const HeatSrc *h, const Axis *ar, int64_t r0, int64_t r1, int64_t c0,
+                      int64_t c1)
 {
-    double m = 0;
-    if (c && ar->u == B && ac->u == B) {
-        for (int64_t b = r0 / B; b < ceil_div(r1, B); b++)
-            for (int64_t k = c0 / B; k < ceil_div(c1, B); k++)
-                m = fmax(m, c->max[b * c->bc + k]);
-    } else if (c && ar->u == B) {
-        for (int64_t b = r0 / B; b < ceil_div(r1, B); b++)
+    float m = 0;
+    if (ar->level >= 0) {
+        const float *lv = c->colmax[ar->level];
+        for (int64_t b = r0 / ar->u; b < ceil_div(r1, ar->u); b++) {
+            const float *row = lv + b * c->C;
             for (int64_t x = c0; x < c1; x++)
-                m = fmax(m, c->colmax[b * c->C + x]);
+                m = m > row[x] ? m : row[x];
+        }
     } else {
         for (int64_t r = r0; r < r1; r++)
-            for (int64_t x = c0; x < c1; x++)
-                m = fmax(m, magnitude(h, flat(&h->s, r, x)));
+            for (int64_t x = c0; x < c1; x++) {
+                float v = (float)magnitude(h, flat(&h->s, r, x));
+                m = m > v ? m : v;
+            }
     }
     return m;
+}
+
+/* The cells of the view, from the cache when only the cursor moved since they were made. */
+static const double *view_cells(TuiHeatCache *c, const HeatSrc *h, const Axis *ar, const Axis *ac)
+{
+    long long key[8] = {ar->org, ar->span, ar->n, ar->u, ac->org, ac->span, ac->n, ac->u};
+    if (c->cells && !memcmp(key, c->view_key, sizeof key))
+        return c->cells;
+    int n = ar->n * ac->n;
+    if (n > c->cells_cap) {
+        double *v = realloc(c->cells, sizeof *v * (size_t)n);
+        if (!v)
+            return NULL;
+        c->cells = v;
+        c->cells_cap = n;
+    }
+    for (int i = 0; i < ar->n; i++) {
+        int64_t u0, u1;
+        axis_cell(ar, i, &u0, &u1);
+        int64_t e0 = axis_elem(ar, u0), e1 = axis_elem(ar, u1);
+        for (int k = 0; k < ac->n; k++) {
+            int64_t v0, v1;
+            axis_cell(ac, k, &v0, &v1);
+            c->cells[i * ac->n + k] = cell_max(c, h, ar, e0, e1, axis_elem(ac, v0), axis_elem(ac, v1));
+        }
+    }
+    memcpy(c->view_key, key, sizeof key);
+    return c->cells;
 }
 
 /* The shade of a magnitude on the scale 0 .. vmax: 0 for zero, 1..4 by quarters. */
@@ -375,7 +447,7 @@ static void put_cursor_on_worst(const TuiData *d, TuiState *st, const HeatSrc *h
         st->cur_c = (int)(nd == 3 ? wc[2] : nd > 1 ? wc[1] : wc[0]);
         if (nd == 1)
             st->cur_r = 0;
-    } else if (c && c->max) {
+    } else if (c && c->colmax[0]) {
         int64_t r, col;
         cache_argmax(c, h, &r, &col);
         st->cur_r = (int)r;
@@ -452,8 +524,8 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
     if (st->zoom < 0)
         st->zoom = 0;
     Axis ar, ac;
-    axis_set(&ar, s.R, cells_h, st->zoom, st->cur_r, &st->org_r);
-    axis_set(&ac, s.C, cells_w, st->zoom, st->cur_c, &st->org_c);
+    axis_set(&ar, s.R, cells_h, st->zoom, st->cur_r, &st->org_r, c->n_levels);
+    axis_set(&ac, s.C, cells_w, st->zoom, st->cur_c, &st->org_c, 0);
     /* fewer elements than columns: wider cells fill the panel */
     int cw = ac.u == 1 && ac.n * 2 <= cells_w ? cells_w / ac.n : 1;
     if (cw > 4)
@@ -482,19 +554,23 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
            geom->rpc, cdim, (long long)axis_elem(&ac, ac.org), (long long)axis_elem(&ac, ac.org + ac.span) - 1,
            geom->cpc, st->zoom, geom->max_zoom);
     int cur_i = axis_cell_of(&ar, st->cur_r), cur_k = axis_cell_of(&ac, st->cur_c);
+    const double *cells = view_cells(c, &h, &ar, &ac);
+    if (!cells) {
+        tls_add(&heat->lines, TC_BAD, " out of memory for the heatmap of %s", desc->name);
+        if (c == &local)
+            tui_heat_cache_free(&local);
+        return;
+    }
     for (int i = 0; i < ar.n; i++) {
         TuiLine *line = tls_new(&heat->lines);
         if (!line)
             break;
         int64_t u0, u1;
         axis_cell(&ar, i, &u0, &u1);
-        int64_t e0 = axis_elem(&ar, u0), e1 = axis_elem(&ar, u1);
-        row_label(&s, e0, lab, sizeof lab);
+        row_label(&s, axis_elem(&ar, u0), lab, sizeof lab);
         tl_add(line, TC_DIM, "%*s ", lw, lab);
         for (int k = 0; k < ac.n; k++) {
-            int64_t v0, v1;
-            axis_cell(&ac, k, &v0, &v1);
-            double m = cell_max(c, &h, &ar, &ac, e0, e1, axis_elem(&ac, v0), axis_elem(&ac, v1));
+            double m = cells[i * ac.n + k];
             int lvl = level_of(m, c->vmax);
             TuiColor col = lvl == 0 ? TC_DIM : (TuiColor)(TC_HEAT1 + lvl - 1);
             if (!isfinite(m))
