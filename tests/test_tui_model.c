@@ -588,6 +588,15 @@ TEST(tui_model_topk_scales_its_sparkline_with_a_legend_for_every_mark)
     CHECK(tls_find(&sp.lines, "masked (-inf") >= 0, "masked positions have a legend");
     CHECK(strstr(sp.lines.v[1].text, tui_glyphs_utf8.shade[0]) != NULL, "and a mark: %s", sp.lines.v[1].text);
     CHECK(tls_find(&sp.lines, "one a column") >= 0, "wide enough: one position a column");
+    /* far wider than the scores: each position drawn wider, the line spanning the panel */
+    tp_free(&sp);
+    tp_free(&sets);
+    panel_at(&sp, 200, 10);
+    panel_at(&sets, 200, 12);
+    tui_model_topk(&data, &st, &tui_glyphs_utf8, &sp, &sets);
+    CHECK(tls_find(&sp.lines, "one a column, 3 wide") >= 0 && sp.lines.v[1].nchars == 1 + 3 * width &&
+              sp.lines.v[2].nchars == 1 + 3 * width,
+          "60 positions in 197 columns: 3 wide each (%d characters)", sp.lines.v[1].nchars);
     if (as_test_failed())
         dump_panel(&sp);
     tp_free(&sp);

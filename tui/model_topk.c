@@ -98,8 +98,10 @@ static bool has(const int32_t *row, int n, int v)
 static void sparkline(TuiPanel *spark, const TuiGlyphs *g, const float *sw, int nw, float cut, const int32_t *want,
                       int nsel, int off, const int32_t *gotsel, int ngsel, int goff)
 {
-    int cols = tp_inner_w(spark) - 1;
-    cols = cols < 1 ? 1 : cols > nw ? nw : cols;
+    int room = tp_inner_w(spark) - 1, cols = room < 1 ? 1 : room > nw ? nw : room;
+    /* fewer positions than columns: each drawn wider, so the line still spans the panel */
+    int cw = cols == nw && nw > 0 ? room / nw : 1;
+    cw = cw < 1 ? 1 : cw > 4 ? 4 : cw;
     float lo = INFINITY, hi = -INFINITY;
     int picked = 0, masked = 0;
     for (int p = 0; p < nw; p++) {
@@ -129,31 +131,39 @@ static void sparkline(TuiPanel *spark, const TuiGlyphs *g, const float *sw, int 
             only_w |= gotsel && iw && !ig;
             only_g |= ig && !iw;
         }
-        if (!isfinite(m)) {
-            tl_put(sl, TC_DIM, g->shade[0]);
-            shows_masked = true;
-        } else {
-            int lvl = hi > lo ? (int)((m - lo) / (hi - lo) * 7.999f) : 7;
-            lvl = lvl < 0 ? 0 : lvl > 7 ? 7 : lvl;
-            tl_put(sl, m >= cut ? TC_GOOD : TC_DIM, g->spark[lvl]);
+        for (int x = 0; x < cw; x++) {
+            if (!isfinite(m)) {
+                tl_put(sl, TC_DIM, g->shade[0]);
+                shows_masked = true;
+            } else {
+                int lvl = hi > lo ? (int)((m - lo) / (hi - lo) * 7.999f) : 7;
+                lvl = lvl < 0 ? 0 : lvl > 7 ? 7 : lvl;
+                tl_put(sl, m >= cut ? TC_GOOD : TC_DIM, g->spark[lvl]);
+            }
+            if (only_g)
+                tl_put(mk, TC_ONLY_GOT, "e");
+            else if (only_w)
+                tl_put(mk, TC_ONLY_WANT, "r");
+            else if (n_sel && n_sel == p1 - p0)
+                tl_put(mk, TC_GOOD, "^");
+            else if (n_sel)
+                tl_put(mk, TC_GOOD, "'"), some = true;
+            else
+                tl_put(mk, TC_NORMAL, " ");
         }
-        if (only_g)
-            tl_put(mk, TC_ONLY_GOT, "e");
-        else if (only_w)
-            tl_put(mk, TC_ONLY_WANT, "r");
-        else if (n_sel && n_sel == p1 - p0)
-            tl_put(mk, TC_GOOD, "^");
-        else if (n_sel)
-            tl_put(mk, TC_GOOD, "'"), some = true;
-        else
-            tl_put(mk, TC_NORMAL, " ");
     }
     char a[32] = "-", b[32] = "-", line[400];
     if (isfinite(lo))
         snprintf(a, sizeof a, "%.3g", lo), snprintf(b, sizeof b, "%.3g", hi);
-    snprintf(line, sizeof line, " positions 0..%d, %s a column (its maximum); bar height: score %s..%s, green at "
-             "or above the cut; %d of %d picked, %d masked", nw - 1, cols == nw ? "one" : "several", a, b, picked, nw,
-             masked);
+    char per[48];
+    if (cols < nw)
+        snprintf(per, sizeof per, "several a column (their maximum)");
+    else if (cw > 1)
+        snprintf(per, sizeof per, "one a column, %d wide", cw);
+    else
+        snprintf(per, sizeof per, "one a column");
+    snprintf(line, sizeof line, " positions 0..%d, %s; bar height: score %s..%s, green at or above the cut; %d of %d "
+             "picked, %d masked", nw - 1, per, a, b, picked, nw, masked);
     tls_add_wrapped(&spark->lines, TC_DIM, line, tp_inner_w(spark), 2);
     TuiLine leg;
     tl_init(&leg);
