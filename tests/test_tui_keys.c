@@ -8,23 +8,12 @@
 
 #include "tests/lib/cli_util.h"
 #include "tests/lib/harness.h"
+#include "tests/lib/tiny_driver.h"
 #include "tui/keys.h"
 #include "tui/model.h"
 #include "tui/prompt.h"
 
-static AsDriver *open_tiny(const char *inject)
-{
-    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
-    AsDriverOptions o;
-    as_driver_options_default(&o);
-    o.quiet = true;
-    o.no_engine = true;
-    o.inject = inject;
-    AsDriver *d = NULL;
-    AsError err = {0};
-    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open tiny: %s", err.msg);
-    return d;
-}
+static AsDriver *open_tiny(const char *inject) { return as_test_tiny_driver(inject); }
 
 static void type(TuiPrompt *p, const char *s)
 {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tests/lib/harness.h"
+#include "tests/lib/tiny_driver.h"
 #include "tui/keys.h"
 #include "tui/model.h"
 
@@ -105,15 +106,8 @@ TEST(tui_layout_ascii_fallback_glyphs)
     CHECK(tui_utf8_len(tui_glyphs_utf8.block_pinned) == 1 && tui_utf8_len(tui_glyphs_utf8.h) == 1,
           "UTF-8 glyphs are one character each");
     /* every view of a real run, drawn with the ASCII set, is pure ASCII */
-    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
-    AsDriverOptions o;
-    as_driver_options_default(&o);
-    o.quiet = true;
-    o.no_engine = true;
-    o.inject = "fp4-scale";
-    AsDriver *d = NULL;
+    AsDriver *d = as_test_tiny_driver("fp4-scale");
     AsError err = {0};
-    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open: %s", err.msg);
     REQUIRE(as_driver_prefill(d, 20, &err) == 0 && as_driver_decode(d, 2, &err) == 0, "run: %s", err.msg);
     TuiData data;
     tui_data_from_driver(d, "tiny", &data);
@@ -140,15 +134,8 @@ TEST(tui_layout_ascii_fallback_glyphs)
 
 TEST(tui_layout_whole_screens_at_80x24_and_250x70)
 {
-    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
-    AsDriverOptions o;
-    as_driver_options_default(&o);
-    o.quiet = true;
-    o.no_engine = true;
-    o.inject = "sink-ignored";
-    AsDriver *d = NULL;
+    AsDriver *d = as_test_tiny_driver("sink-ignored");
     AsError err = {0};
-    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open: %s", err.msg);
     REQUIRE(as_driver_prefill(d, 9, &err) == 0 && as_driver_decode(d, 3, &err) == 0, "run: %s", err.msg);
     TuiData data;
     tui_data_from_driver(d, "tiny", &data);
@@ -309,15 +296,8 @@ static int check_panel(const TuiPanel *p, const TuiGlyphs *g, const char *where)
 
 static AsDriver *open_run(const char *inject)
 {
-    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
-    AsDriverOptions o;
-    as_driver_options_default(&o);
-    o.quiet = true;
-    o.no_engine = true;
-    o.inject = inject;
-    AsDriver *d = NULL;
+    AsDriver *d = as_test_tiny_driver(inject);
     AsError err = {0};
-    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open: %s", err.msg);
     /* a long prefill, decode steps, and a step half run: stale layers, stale selections */
     REQUIRE(as_driver_prefill(d, 20, &err) == 0 && as_driver_decode(d, 3, &err) == 0, "run: %s", err.msg);
     REQUIRE(as_driver_begin_decode(d, &err) == 0, "begin: %s", err.msg);

@@ -8,21 +8,10 @@
 
 #include "dumps/dump.h"
 #include "tests/lib/harness.h"
+#include "tests/lib/tiny_driver.h"
 #include "tui/worker.h"
 
-static AsDriver *open_tiny(const char *inject)
-{
-    setenv("ATTNSCOPE_CACHE", as_test_tmpdir(), 1);
-    AsDriverOptions o;
-    as_driver_options_default(&o);
-    o.quiet = true;
-    o.no_engine = true;
-    o.inject = inject;
-    AsDriver *d = NULL;
-    AsError err = {0};
-    REQUIRE(as_driver_open(&o, &d, &err) == 0, "open tiny: %s", err.msg);
-    return d;
-}
+static AsDriver *open_tiny(const char *inject) { return as_test_tiny_driver(inject); }
 
 /* Submits and waits; the result. */
 static TuiJobResult job(TuiWorker *w, TuiJobKind k, int n, const char *path)

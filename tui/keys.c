@@ -140,18 +140,15 @@ void tui_model_help_lines(TuiLines *ls, const TuiGlyphs *g, int width)
     tls_add(ls, TC_TITLE, "verdicts");
     TuiLine l;
     tl_init(&l);
+    static const struct {
+        TuiColor c;
+        const char *word, *what;
+    } verdicts[] = {{TC_PASS, "pass", " within tolerance  "},        {TC_FLIPS, "flips", " benign quantisation flips  "},
+                    {TC_NEARTIE, "near-tie", " selection tie  "},    {TC_MISMATCH, "MISMATCH", "  "},
+                    {TC_REFONLY, "ref only", " no checked side  "}, {TC_DIM, "not run", ""}};
     tl_put(&l, TC_NORMAL, "  ");
-    tl_put(&l, TC_PASS, "pass");
-    tl_put(&l, TC_NORMAL, " within tolerance  ");
-    tl_put(&l, TC_FLIPS, "flips");
-    tl_put(&l, TC_NORMAL, " benign quantisation flips  ");
-    tl_put(&l, TC_NEARTIE, "near-tie");
-    tl_put(&l, TC_NORMAL, " selection tie  ");
-    tl_put(&l, TC_MISMATCH, "MISMATCH");
-    tl_put(&l, TC_NORMAL, "  ");
-    tl_put(&l, TC_REFONLY, "ref only");
-    tl_put(&l, TC_NORMAL, " no checked side  ");
-    tl_put(&l, TC_DIM, "not run");
+    for (size_t i = 0; i < sizeof verdicts / sizeof verdicts[0]; i++)
+        tl_item(&l, verdicts[i].c, verdicts[i].word, TC_NORMAL, verdicts[i].what);
     tls_add_wrapped_line(ls, &l, width, 4);
     tl_free(&l);
     char gl[256];

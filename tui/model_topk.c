@@ -168,20 +168,14 @@ static void sparkline(TuiPanel *spark, const TuiGlyphs *g, const float *sw, int 
     TuiLine leg;
     tl_init(&leg);
     tl_put(&leg, TC_DIM, " marks: ");
-    tl_put(&leg, TC_GOOD, "^");
-    tl_put(&leg, TC_DIM, cols == nw ? " picked" : " all picked");
-    if (some || cols != nw) {
-        tl_put(&leg, TC_GOOD, "  '");
-        tl_put(&leg, TC_DIM, " some picked");
-    }
-    tl_put(&leg, TC_ONLY_GOT, "  e");
-    tl_put(&leg, TC_DIM, " engine only");
-    tl_put(&leg, TC_ONLY_WANT, "  r");
-    tl_put(&leg, TC_DIM, " reference only");
+    tl_item(&leg, TC_GOOD, "^", TC_DIM, cols == nw ? " picked" : " all picked");
+    if (some || cols != nw)
+        tl_item(&leg, TC_GOOD, "  '", TC_DIM, " some picked");
+    tl_item(&leg, TC_ONLY_GOT, "  e", TC_DIM, " engine only");
+    tl_item(&leg, TC_ONLY_WANT, "  r", TC_DIM, " reference only");
     if (shows_masked || masked) {
         tl_put(&leg, TC_DIM, "  ");
-        tl_put(&leg, TC_DIM, g->shade[0]);
-        tl_put(&leg, TC_DIM, " masked (-inf: not visible, or not a candidate)");
+        tl_item(&leg, TC_DIM, g->shade[0], TC_DIM, " masked (-inf: not visible, or not a candidate)");
     }
     tls_add_wrapped_line(&spark->lines, &leg, tp_inner_w(spark), 4);
     tl_free(&leg);

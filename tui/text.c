@@ -129,9 +129,9 @@ void tl_copy(TuiLine *dst, const TuiLine *src)
     tl_append(dst, src);
 }
 
-void tl_append(TuiLine *dst, const TuiLine *src)
+void tl_append_range(TuiLine *dst, const TuiLine *src, int from, int to)
 {
-    for (int i = 0; i < src->nchars; i++) {
+    for (int i = from < 0 ? 0 : from; i < to && i < src->nchars; i++) {
         size_t a = tl_offset(src, i), b = tl_offset(src, i + 1);
         char ch[8];
         size_t k = b - a < sizeof ch - 1 ? b - a : sizeof ch - 1;
@@ -139,6 +139,14 @@ void tl_append(TuiLine *dst, const TuiLine *src)
         ch[k] = '\0';
         tl_put(dst, (TuiColor)src->color[i], ch);
     }
+}
+
+void tl_append(TuiLine *dst, const TuiLine *src) { tl_append_range(dst, src, 0, src->nchars); }
+
+void tl_item(TuiLine *l, TuiColor mark_color, const char *mark, TuiColor text_color, const char *text)
+{
+    tl_put(l, mark_color, mark);
+    tl_put(l, text_color, text);
 }
 
 void tl_truncate(TuiLine *l, int n)
@@ -295,14 +303,7 @@ void tls_add_wrapped_line(TuiLines *ls, const TuiLine *l, int width, int indent)
             return;
         if (!first)
             tl_pad(o, indent, TC_NORMAL);
-        for (int k = i; k < end; k++) {
-            size_t a = tl_offset(l, k), b = tl_offset(l, k + 1);
-            char ch[8];
-            size_t n = b - a < sizeof ch - 1 ? b - a : sizeof ch - 1;
-            memcpy(ch, l->text + a, n);
-            ch[n] = '\0';
-            tl_put(o, (TuiColor)l->color[k], ch);
-        }
+        tl_append_range(o, l, i, end);
         i = end;
         while (i < l->nchars && l->text[tl_offset(l, i)] == ' ')
             i++;

@@ -59,8 +59,11 @@ void tl_field(TuiLine *l, TuiColor c, int n, const char *fmt, ...) __attribute__
 /* Recolours every character already there. */
 void tl_recolor(TuiLine *l, TuiColor c);
 void tl_copy(TuiLine *dst, const TuiLine *src);
-/* Appends src (text and colours) to dst. */
+/* Appends src (text and colours) to dst; _range: its characters from .. to - 1. */
 void tl_append(TuiLine *dst, const TuiLine *src);
+void tl_append_range(TuiLine *dst, const TuiLine *src, int from, int to);
+/* A legend's item: a mark in its colour, then what it means in another. */
+void tl_item(TuiLine *l, TuiColor mark_color, const char *mark, TuiColor text_color, const char *text);
 /* Keeps the first n characters. */
 void tl_truncate(TuiLine *l, int n);
 /* Fits the line into width characters: a longer one is cut after its last whole word that
