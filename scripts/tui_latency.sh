@@ -14,7 +14,7 @@
 #     COLSxROWS the terminal (default 200x60)
 #     OUTDIR    where latency.txt and screen_*.txt go (default ./tui_latency)
 #   TUI_LATENCY_REPS   key presses a kind (default 10); TUI_LATENCY_CANCELS cancels (default 3)
-#   TUI_LATENCY_CANCEL_PREFILL  the prefill that is cancelled (default PREFILL; it must outlast 0.5 s)
+#   TUI_LATENCY_CANCEL_PREFILL  the prefill that is cancelled (default PREFILL; it must outlast 0.2 s)
 #   TUI_LATENCY_ARGS   more options for `attnscope tui` (e.g. --no-engine)
 #   TUI_LATENCY_TIMEOUT seconds a wait may take (default 900: a flash prefill on a CPU is slow)
 set -u
@@ -155,8 +155,13 @@ done
 tm send-keys -t "$T" 1
 
 # redraw: a key in each place, time to the changed screen
-keyrun "layers: down (layer list)" j
-keyrun "layers: up (layer list)" k
+# the layer list: down and up in turn (a list of a few layers ends soon)
+v=()
+for _ in $(seq "$REPS"); do
+    v+=("$(press j)")
+    v+=("$(press k)")
+done
+stats "layers: down / up (layer list)" "${v[@]}"
 # switch VIEW: REPS times into the view and back to the layers, the way into it measured
 switch() {
     local v=()
@@ -211,7 +216,7 @@ for _ in $(seq "$CANCELS"); do
     tm send-keys -t "$T" -l "$CANCEL_PREFILL"
     tm send-keys -t "$T" Enter
     wait_for "busy" 30 || break
-    sleep 0.5
+    sleep 0.2
     t0=$(date +%s%N)
     tm send-keys -t "$T" Escape
     wait_either "cancelled" "prefill of $CANCEL_PREFILL tokens" 120
