@@ -107,6 +107,7 @@ typedef struct {
     AsRun base, work;             /* the recorded tensors; the same with a convention's stages re-run */
     float *ring;                  /* the ring a re-run window stage updates */
     uint8_t *cand;                /* the candidate mask a user applies (the recorded one) */
+    AsStageProj proj;             /* the recorded inputs' projections, for the conventions that keep them */
 } Rerun;
 
 /* Whether layer p's forward runs stage s in this step (the others' tensors are absent or published by
@@ -275,7 +276,7 @@ static TryResult try_convention(Rerun *r, AsConvention conv, uint32_t bent, AsTe
     uint32_t run = rerun_set(r->p, ts, bent);
     if (!(run & AS_STG_BIT(ts)))
         return TRY_SKIPPED; /* nothing it bends reaches the tensor */
-    const AsStageCtx c = {r->rm, r->p, conv};
+    const AsStageCtx c = {r->rm, r->p, conv, &r->proj};
     TryResult res = TRY_YES;
     for (int s = 0; s < AS_STG_COUNT && res == TRY_YES; s++) {
         const uint32_t b = AS_STG_BIT(s);
@@ -319,6 +320,7 @@ static void rerun_free(Rerun *r)
     as_run_free(&r->work);
     free(r->ring);
     free(r->cand);
+    as_stage_proj_free(&r->proj);
 }
 
 int as_diagnose_layer(const AsRefModel *rm, const AsLayerBefore *before, const AsRun *got, const AsRun *ref,
@@ -363,12 +365,12 @@ int as_diagnose_layer(const AsRefModel *rm, const AsLayerBefore *before, const A
         as_compare_options_default(&strict);
     strict.got_partial = strict.want_partial = false;
     strict.require = 0;
-    Rerun r = {rm, before, got, &p, &strict, {0}, {0}, NULL, NULL};
+    Rerun r = {rm, before, got, &p, &strict, {0}, {0}, NULL, NULL, {NULL, NULL, NULL}};
     as_run_init(&r.base);
     as_run_init(&r.work);
     int rc = -1;
     r.ring = malloc(ROW((size_t)cfg->window * cfg->head_dim));
-    if (!r.ring || build_base(&r, ref))
+    if (!r.ring || build_base(&r, ref) || as_stage_proj_make(rm, &p, &r.base, &r.proj))
         goto out;
     const AsHostTensor *cand = &r.base.t[AS_T_CAND];
     if (p.applies_cand) {
@@ -387,6 +389,8 @@ int as_diagnose_layer(const AsRefModel *rm, const AsLayerBefore *before, const A
         goto out;
     }
     for (int i = 1; i < AS_CONV_COUNT; i++) {
+        if (!as_stage_conv_applies(rm, p.layer, (AsConvention)i))
+            continue;
         t = try_convention(&r, (AsConvention)i, as_conv_desc[i].stages, out->tensor, &m);
         if (t == TRY_OOM)
             goto out;

@@ -350,7 +350,7 @@ int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, 
     int rc = as_plan_layer(cfg, l, step, start_pos, s, &st->shared.prov, rm->fault, &p, &after, err);
     if (rc)
         return rc;
-    const AsStageCtx c = {rm, &p, as_ref_convention(rm)};
+    const AsStageCtx c = {rm, &p, as_ref_convention(rm), NULL};
     as_run_free(run);
     as_plan_to_run(&p, run);
 

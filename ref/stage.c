@@ -51,6 +51,40 @@ static void project(const AsRefModel *rm, AsConvention conv, const float *x, int
     as_fp8_linear_rows_in(x, s, w, 0, -1, y, -1, &way);
 }
 
+bool as_stage_conv_projects(AsConvention conv)
+{
+    return conv == AS_CONV_BF16_NO_ACT_QUANT || conv == AS_CONV_FP8_SCALE_32_AS_128 ||
+           conv == AS_CONV_FP8_SCALE_128_AS_32 || conv == AS_CONV_E8M0_AS_F32;
+}
+
+/* Whether one of the layer's fp8 projections has fp8 weights this convention reads differently. */
+static bool fp8_weight_read_differently(const AsRefModel *rm, int layer, AsConvention conv)
+{
+    const AsLayerWeights *w = &rm->m->layer[layer];
+    const AsWTensor *proj[] = {w->wq_a, w->wq_b, w->wkv, w->wo_b, w->i_wq_b};
+    for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
+        const AsWTensor *t = proj[i];
+        if (!t || !as_proj_fp8(rm->m, t))
+            continue;
+        const AsFp8Way way = fp8_way(conv, t);
+        if (conv == AS_CONV_BF16_NO_ACT_QUANT || way.block_as || (way.e8m0_byte && t->scale->dtype == AS_DT_F8_E8M0))
+            return true;
+    }
+    return false;
+}
+
+bool as_stage_conv_applies(const AsRefModel *rm, int layer, AsConvention conv)
+{
+    const int ratio = rm->m->cfg.role[layer].ratio;
+    if (as_stage_conv_projects(conv))
+        return fp8_weight_read_differently(rm, layer, conv);
+    if (conv == AS_CONV_NO_YARN)
+        return ratio > 0;
+    if (conv == AS_CONV_YARN_RATIO0)
+        return ratio == 0;
+    return true;
+}
+
 /* ---- RoPE ---- */
 
 /* The channel layout a stage rotates in. */
@@ -119,6 +153,45 @@ static int rope_latents(const AsStageCtx *c, AsStageId site, float *x, int width
 
 /* ---- steps 1-3 ---- */
 
+/* A projection the context holds, copied into y (n floats): 0; -1 when it must be computed (none held,
+ * or the convention bends the projection itself). */
+static int held(const AsStageCtx *c, const float *have, float *y, int64_t n)
+{
+    if (!have || as_stage_conv_projects(c->conv))
+        return -1;
+    memcpy(y, have, ROW(n));
+    return 0;
+}
+
+int as_stage_proj_make(const AsRefModel *rm, const AsLayerPlan *p, const AsRun *run, AsStageProj *out)
+{
+    const AsConfig *cfg = &rm->m->cfg;
+    const AsLayerWeights *w = &rm->m->layer[p->layer];
+    const int s = p->s, hd = cfg->head_dim;
+    memset(out, 0, sizeof *out);
+    out->q = malloc(ROW((size_t)s * cfg->n_heads * hd));
+    out->kv = malloc(ROW((size_t)s * hd));
+    if (p->indexes)
+        out->iq = malloc(ROW((size_t)s * cfg->index_n_heads * cfg->index_head_dim));
+    if (!out->q || !out->kv || (p->indexes && !out->iq)) {
+        as_stage_proj_free(out);
+        return -1;
+    }
+    const float *x = run->t[AS_T_X].data, *qr = run->t[AS_T_QR].data;
+    project(rm, AS_CONV_NONE, qr, s, w->wq_b, out->q);
+    project(rm, AS_CONV_NONE, x, s, w->wkv, out->kv);
+    as_rmsnorm(out->kv, rm->kv_norm[p->layer], out->kv, s, hd, cfg->norm_eps);
+    if (out->iq)
+        project(rm, AS_CONV_NONE, qr, s, w->i_wq_b, out->iq);
+    return 0;
+}
+
+void as_stage_proj_free(AsStageProj *pj)
+{
+    free(pj->q), free(pj->kv), free(pj->iq);
+    memset(pj, 0, sizeof *pj);
+}
+
 int as_stage_qr(const AsStageCtx *c, AsRun *run)
 {
     const AsConfig *cfg = config(c);
@@ -137,7 +210,8 @@ int as_stage_q(const AsStageCtx *c, AsRun *run)
     float *q = as_run_shape(run, AS_T_Q, 3, c->p->s, cfg->n_heads, cfg->head_dim);
     if (!q)
         return -1;
-    project(c->rm, c->conv, run->t[AS_T_QR].data, c->p->s, weights(c)->wq_b, q);
+    if (held(c, c->proj ? c->proj->q : NULL, q, (int64_t)c->p->s * cfg->n_heads * cfg->head_dim))
+        project(c->rm, c->conv, run->t[AS_T_QR].data, c->p->s, weights(c)->wq_b, q);
     return rope_heads(c, AS_STG_Q, q, cfg->n_heads, cfg->head_dim, c->conv == AS_CONV_ROPE_BACKWARDS);
 }
 
@@ -149,8 +223,10 @@ int as_stage_kv(const AsStageCtx *c, AsRun *run)
     float *kv = as_run_shape(run, AS_T_KV, 2, s, hd, 0);
     if (!kv_pre || !kv)
         return -1;
-    project(c->rm, c->conv, run->t[AS_T_X].data, s, weights(c)->wkv, kv_pre);
-    as_rmsnorm(kv_pre, c->rm->kv_norm[l], kv_pre, s, hd, cfg->norm_eps);
+    if (held(c, c->proj ? c->proj->kv : NULL, kv_pre, (int64_t)s * hd)) {
+        project(c->rm, c->conv, run->t[AS_T_X].data, s, weights(c)->wkv, kv_pre);
+        as_rmsnorm(kv_pre, c->rm->kv_norm[l], kv_pre, s, hd, cfg->norm_eps);
+    }
     if (rope_heads(c, AS_STG_KV, kv_pre, 1, hd, false))
         return -1;
     memcpy(kv, kv_pre, ROW((size_t)s * hd));
@@ -228,7 +304,8 @@ int as_stage_iq(const AsStageCtx *c, AsRun *run)
     float *iq = as_run_shape(run, AS_T_IQ, 3, s, nhi, ihd);
     if (!iq_pre || !iq)
         return -1;
-    project(c->rm, c->conv, run->t[AS_T_QR].data, s, weights(c)->i_wq_b, iq_pre);
+    if (held(c, c->proj ? c->proj->iq : NULL, iq_pre, (int64_t)s * nhi * ihd))
+        project(c->rm, c->conv, run->t[AS_T_QR].data, s, weights(c)->i_wq_b, iq_pre);
     if (rope_heads(c, AS_STG_IQ, iq_pre, nhi, ihd, false))
         return -1;
     memcpy(iq, iq_pre, ROW((size_t)s * nhi * ihd));

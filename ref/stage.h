@@ -12,11 +12,30 @@
 #include "ref/layer.h"
 #include "ref/plan.h"
 
+/* The reference's own projections of a layer's recorded inputs, before their RoPE (NULL: not held):
+ * q = wq_b(qr), kv = rmsnorm(wkv(x)), iq = indexer.wq_b(qr). A diagnosis re-runs many conventions that
+ * only rotate or round differently: they take these instead of projecting again. */
+typedef struct {
+    float *q, *kv, *iq;
+} AsStageProj;
+
 typedef struct {
     const AsRefModel *rm;
     const AsLayerPlan *p;
     AsConvention conv;
+    const AsStageProj *proj; /* NULL (the forward): every stage projects its own input */
 } AsStageCtx;
+
+/* Whether a convention changes the projections themselves (the fp8 GEMM, its scales, the precision). */
+bool as_stage_conv_projects(AsConvention conv);
+/* Whether a convention can change anything in layer p->layer of this model (a YaRN convention on a layer
+ * kind it does not touch, a scale-block reading of weights whose blocks are the other size, fp8 readings
+ * in bf16 precision cannot). */
+bool as_stage_conv_applies(const AsRefModel *rm, int layer, AsConvention conv);
+/* The reference's projections of run's x and qr for the plan's layer (iq for an indexing layer), into
+ * out (as_stage_proj_free frees them). -1 when out of memory. */
+int as_stage_proj_make(const AsRefModel *rm, const AsLayerPlan *p, const AsRun *run, AsStageProj *out);
+void as_stage_proj_free(AsStageProj *pj);
 
 /* The convention a reference model runs with: the one it was planted with, else its fault's. */
 AsConvention as_ref_convention(const AsRefModel *rm);
