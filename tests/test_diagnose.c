@@ -529,3 +529,29 @@ TEST(diagnose_tui_worker_job)
     tui_worker_stop(w);
     as_driver_close(d);
 }
+
+/* A script's "diagnose" and "expect.diagnosis" checked before anything runs: one line, exit 2. */
+TEST(diagnose_script_fields_refused)
+{
+    use_test_cache();
+    static const char *const bad[][2] = {
+        {"{\"model\": \"tiny\", \"steps\": [{\"prefill\": 2}], \"diagnose\": 1}", "diagnose: true or false"},
+        {"{\"model\": \"tiny\", \"steps\": [{\"prefill\": 2}], \"expect\": {\"verdict\": \"mismatch\", \"diagnosis\": "
+         "\"rope-halves\"}}", "expect.diagnosis: a convention"},
+        {"{\"model\": \"tiny\", \"steps\": [{\"prefill\": 2}], \"expect\": {\"verdict\": \"pass\", \"diagnosis\": "
+         "\"sink-ignored\"}}", "only with \"mismatch\""},
+    };
+    char script[600];
+    snprintf(script, sizeof script, "%s/bad-diag.json", as_test_tmpdir());
+    AsCliResult *r = malloc(sizeof *r);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FILE *f = fopen(script, "w");
+        REQUIRE(f, "write %s", script);
+        fputs(bad[i][0], f);
+        fclose(f);
+        as_cli_run(r, AS_ARGS("run", "-q", script));
+        CHECK(r->status == 2 && strstr(r->err, bad[i][1]) && strchr(r->err, '\n') == strrchr(r->err, '\n'),
+              "%s: exit %d, '%s' (want exit 2, one line naming '%s')", bad[i][0], r->status, r->err, bad[i][1]);
+    }
+    free(r);
+}
