@@ -315,6 +315,16 @@ else
     bad "the pane returns to the shell prompt"
 fi
 
+echo "== a model that cannot be opened"
+start "'$BIN' tui --model '$TMP/no-such-model'"
+expect "the program ends with exit 2 once the model fails to open" "EXIT=2"
+expect "and names the model, the terminal restored" "no-such-model: no such model directory"
+if [ "$(tm display-message -p -t "$T" '#{alternate_on}')" = "0" ]; then
+    ok "the terminal is restored after the failed open"
+else
+    bad "the terminal is restored after the failed open"
+fi
+
 echo "== the start-up prefill on the worker, prompts, zoom, go-to, the message log (80x24, then 200x60)"
 # the screen is drawn at once: the model opens and the prefill runs on the worker, keys work meanwhile
 T0=$(date +%s%N)

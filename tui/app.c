@@ -304,7 +304,7 @@ static void opened(App *a, const TuiJobResult *r)
     if (r->rc) {
         a->exit_rc = r->rc;
         a->quitting = true;
-        snprintf(a->msgtext, sizeof a->msgtext, "%s", r->msg);
+        say(a, TC_BAD, "%s", r->msg); /* escaped: it is printed once the terminal is back */
         return;
     }
     a->d = tui_worker_driver(a->w);
