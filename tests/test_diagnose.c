@@ -51,22 +51,25 @@ static AsDriver *open_twin(const char *inject)
 
 /* ---- the runs ---- */
 
-/* A reference twin with `inject` over model (a preset name or a directory), dumped whole at dump. */
-static void plant(const char *inject, const char *model, const char *dump)
+/* A reference twin with `inject` over model (a preset name or a directory) in a precision ("auto": the
+ * model's), dumped whole at dump. */
+static void plant_in(const char *inject, const char *model, const char *precision, const char *dump)
 {
     char script[700];
     snprintf(script, sizeof script, "%s/plant-%s.json", as_test_tmpdir(), inject);
     FILE *f = fopen(script, "w");
     REQUIRE(f, "writing %s", script);
-    fprintf(f, "{\"model\": \"%s\", \"inject\": \"%s\", \"engine\": \"off\", \"steps\": [{\"prefill\": 16}, "
-               "{\"decode\": 2}], \"dump\": {\"path\": \"%s\", \"layers\": \"all\", \"steps\": \"all\"}}",
-            model, inject, dump);
+    fprintf(f, "{\"model\": \"%s\", \"inject\": \"%s\", \"engine\": \"off\", \"precision\": \"%s\", \"steps\": "
+               "[{\"prefill\": 16}, {\"decode\": 2}], \"dump\": {\"path\": \"%s\", \"layers\": \"all\", \"steps\": "
+               "\"all\"}}", model, inject, precision, dump);
     fclose(f);
     AsCliResult *r = malloc(sizeof *r);
     as_cli_run(r, AS_ARGS("run", "-q", script));
     REQUIRE(r->status == 0 || r->status == 1, "run with %s planted: exit %d %s", inject, r->status, r->err);
     free(r);
 }
+
+static void plant(const char *inject, const char *model, const char *dump) { plant_in(inject, model, "auto", dump); }
 
 static bool in_list(const char *name, const char *const *list)
 {
@@ -554,4 +557,26 @@ TEST(diagnose_script_fields_refused)
               "%s: exit %d, '%s' (want exit 2, one line naming '%s')", bad[i][0], r->status, r->err, bad[i][1]);
     }
     free(r);
+}
+
+/* In bf16 precision (every projection the bf16 linear: the fp8 readings cannot apply, and are not tried),
+ * conventions of each part of the layer are named as in fp8; the check follows the dump's precision. */
+TEST(diagnose_bf16_precision)
+{
+    use_test_cache();
+    static const AsConvention some[] = {AS_CONV_ROPE_HALVES_Q, AS_CONV_RING_SLOT, AS_CONV_ROPE_HALVES_IQ,
+                                        AS_CONV_CAND_MASK_OFF, AS_CONV_NO_INVERSE_ROPE};
+    for (size_t i = 0; i < sizeof some / sizeof some[0]; i++) {
+        const AsConvDesc *c = &as_conv_desc[some[i]];
+        char dump[700];
+        snprintf(dump, sizeof dump, "%s/%s-bf16.h5", as_test_tmpdir(), c->name);
+        plant_in(c->name, "tiny", "bf16", dump);
+        Diag d;
+        diagnose(dump, "tiny", c->name, &d);
+        CHECK(d.runs > 0 && d.n_named == 1 && !strcmp(d.named[0], c->name) && !d.other[0] &&
+                  !strcmp(d.tensor, as_tensor_desc[c->first].name),
+              "bf16 %s: step %d, layer %d, %s: %s (first mismatch %s)", c->name, d.step, d.layer, d.tensor, d.text,
+              d.mm_cause);
+        as_test_note("bf16 %-16s step %d, layer %d, %s", c->name, d.step, d.layer, d.tensor);
+    }
 }
