@@ -427,7 +427,7 @@ GPU_TEST(gpu_gemv_rope)
 {
     const int nh = AS_FLASH_HEADS, hd = AS_FLASH_HEAD_DIM, rd = AS_FLASH_ROPE_DIM, ni = AS_FLASH_Q_LORA;
     check_rope(nh, hd, rd, ni, 1, 0, 1, 0, 0, 8001);       /* flash wq_b, a decode step */
-    check_rope(nh, hd, rd, ni, 1, 0, 1, 0, 48, 8002);      /* the same with room beside it (ATTNSCOPE_SEL_ROOM) */
+    check_rope(nh, hd, rd, ni, 1, 0, 1, 0, 48, 8002);      /* the same with room beside it (--sel-room) */
     check_rope(nh, hd, rd, ni, 1, 0, 0, 0, 1 << 20, 8003); /* room for everything: a one-block grid */
     check_rope(nh, hd, rd, ni, 3, 0, 0, 0, 0, 8011);
     check_rope(nh, hd, rd, ni, 8, 0, 1, 1, 0, 8021);
