@@ -9,6 +9,7 @@
 #include "ref/fp8_linear.h"
 #include "ref/indexer.h"
 #include "ref/linear.h"
+#include "ref/stage.h"
 
 static bool ok(AsVerdict v) { return v != AS_V_MISMATCH; }
 
@@ -75,7 +76,7 @@ static int *compress_lens(const AsRun *got, int width, int ratio)
 }
 
 /* The stages that only consume earlier tensors, in forward order. */
-static const AsTensorId stages[] = {AS_T_ISCORE, AS_T_CAND, AS_T_CSEL, AS_T_IDX, AS_T_O, AS_T_O_BACK, AS_T_OG, AS_T_OUT};
+static const AsTensorId stages[] = {AS_T_Q, AS_T_KV_PRE, AS_T_KV, AS_T_IQ_PRE, AS_T_IQ, AS_T_ISCORE, AS_T_CAND, AS_T_CSEL, AS_T_IDX, AS_T_O, AS_T_O_BACK, AS_T_OG, AS_T_OUT};
 
 static bool is_stage(AsTensorId id)
 {
@@ -168,6 +169,37 @@ static const uint8_t *applied_mask(Side *c, int64_t n, AsProvenance *from)
 
 /* Recomputes stage id from the checked side's inputs into redo; false when it cannot. *from gets the
  * layer and step of a published input that differs from the reference's (or that an input carries). */
+/* Tensor `out` of the reference's stage run on the checked side's `in` (a projection's output from its own
+ * input: an fp8 projection turns a flip of its input's act_quant code into a whole row's difference). */
+static bool stage_on(Side *c, int (*stage)(const AsStageCtx *, AsRun *), AsTensorId in, AsTensorId out, void *y,
+                     AsProvenance *from)
+{
+    const AsHostTensor *x = input(c, in, from);
+    const AsRun *got = c->got;
+    if (!x)
+        return false;
+    AsLayerPlan p;
+    memset(&p, 0, sizeof p);
+    p.layer = got->layer, p.step = got->step, p.start_pos = got->start_pos, p.s = got->s;
+    p.ratio = c->rm->m->cfg.role[got->layer].ratio;
+    p.prefill = got->start_pos == 0;
+    const AsStageCtx ctx = {.rm = c->rm, .p = &p, .conv = as_ref_convention(c->rm)};
+    AsRun tmp;
+    as_run_init(&tmp);
+    tmp.layer = got->layer, tmp.s = got->s;
+    void *xin = as_run_shape(&tmp, in, x->ndim, x->shape[0], x->shape[1], x->shape[2]);
+    bool fine = xin != NULL;
+    if (fine) {
+        memcpy(xin, x->data, sizeof(float) * (size_t)as_ht_numel(x));
+        const AsHostTensor *r = &tmp.t[out];
+        fine = !stage(&ctx, &tmp) && r->data && as_ht_numel(r) == as_ht_numel(&c->want->t[out]);
+        if (fine)
+            memcpy(y, r->data, sizeof(float) * (size_t)as_ht_numel(r));
+    }
+    as_run_free(&tmp);
+    return fine;
+}
+
 static bool recompute(Side *c, AsTensorId id, AsRun *redo, AsProvenance *from)
 {
     const AsRefModel *rm = c->rm;
@@ -182,6 +214,11 @@ static bool recompute(Side *c, AsTensorId id, AsRun *redo, AsProvenance *from)
     if (!y)
         return false;
     switch (id) {
+    case AS_T_Q: return stage_on(c, as_stage_q, AS_T_QR, AS_T_Q, y, from);
+    case AS_T_KV_PRE:
+    case AS_T_KV: return stage_on(c, as_stage_kv, AS_T_X, id, y, from);
+    case AS_T_IQ_PRE:
+    case AS_T_IQ: return role->index_source && stage_on(c, as_stage_iq, AS_T_QR, id, y, from);
     case AS_T_ISCORE: {
         Rules r;
         const AsHostTensor *iq = input(c, AS_T_IQ, from), *k = input(c, AS_T_KEYS, from), *w = input(c, AS_T_W, from);

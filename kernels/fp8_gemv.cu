@@ -314,11 +314,10 @@ template <int Act, bool Portable> int launch(const Fp8GemvArgs &a, int batch, in
     const int64_t smem = smem_bytes(Act, a.m, a.w.n_in);
     if (smem > kMaxSmem)
         return (int)cudaErrorInvalidValue;
-    if (smem > 48 * 1024) {
-        const int rc = as_allow_dynamic_smem<K>((int)kMaxSmem);
-        if (rc)
-            return rc;
-    }
+    // opted in whatever smem is: the kernel's static reduction buffer counts against the same 48 KiB
+    const int rc = as_allow_dynamic_smem<K>((int)kMaxSmem);
+    if (rc)
+        return rc;
     const int groups = kWarps / w_warps, tiles = (a.n_out + 7) / 8;
     const int64_t sets = (tiles + groups - 1) / groups;
     const int64_t cap = (resident_blocks<K>(smem) - room) / batch;

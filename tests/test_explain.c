@@ -8,6 +8,8 @@
 #include "driver/explain.h"
 #include "ref/candidates.h"
 #include "ref/indexer.h"
+#include "ref/linear.h"
+#include "ref/stage.h"
 #include "model/inputs.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
@@ -278,6 +280,69 @@ TEST(explain_mask_inherited_from_the_candidate_source)
         as_run_free(&ref[l]);
     as_run_free(&got);
     free(diffs), free(mask), free(h0);
+    as_ref_stack_free(&k);
+    as_test_model_free(m);
+}
+
+/* An fp8 projection's output from its own input: qr moved within its tolerance (as a GPU's summation
+ * order moves it, and with it act_quant's codes) moves q, the wq_b projection of it, past q's rule;
+ * recomputed from the checked side's qr, q matches and is explained; a q not derived from that qr is not. */
+TEST(explain_query_inherited_from_its_projection_input)
+{
+    AsModel *m = as_test_model("tiny", NULL, 7);
+    AsRefStack k;
+    AsError err = {0};
+    REQUIRE(as_ref_stack_init(&k, m, &err) == 0, "%s", err.msg);
+    const int s = 3, dim = m->cfg.dim, rank = m->cfg.q_lora_rank, nq = m->cfg.n_heads * m->cfg.head_dim;
+    float *h0 = malloc(sizeof(float) * (size_t)s * dim);
+    float *e = calloc((size_t)rank, sizeof(float)), *col = malloc(sizeof(float) * (size_t)nq);
+    REQUIRE(h0 && e && col, "out of memory");
+    as_inputs_synthetic(1, 0, s, dim, h0);
+    AsRun ref, got;
+    as_run_init(&ref);
+    as_run_init(&got);
+    REQUIRE(as_ref_begin_step(&k, h0, 0, s, &err) == 0 && as_ref_next_layer(&k, NULL, &ref, &err) == 0, "%s", err.msg);
+    AsCompareOptions opt;
+    as_compare_options_default(&opt);
+    AsLayerDiff d;
+    as_compare_layer(&ref, &ref, &opt, &d);
+    const double tol_qr = d.t[AS_T_QR].tol;
+    /* token 0's qr moved by 0.9 of its tolerance, each channel towards q[0][0]'s growth (wq_b's column signs) */
+    REQUIRE(as_run_copy(&got, &ref) == 0, "copy");
+    float *qr = got.t[AS_T_QR].data;
+    const AsWTensor *wq_b = m->layer[0].wq_b;
+    for (int c = 0; c < rank; c++) {
+        e[c] = 1.0f;
+        as_linear(e, 1, wq_b, col, false);
+        e[c] = 0.0f;
+        qr[c] = as_bf16(qr[c] + (float)(col[0] >= 0 ? 0.9 : -0.9) * (float)tol_qr);
+        if (fabsf(qr[c] - ((float *)ref.t[AS_T_QR].data)[c]) > tol_qr)
+            qr[c] = ((float *)ref.t[AS_T_QR].data)[c];
+    }
+    /* a faithful engine: q from its own qr, by the reference's stage */
+    AsLayerPlan p;
+    memset(&p, 0, sizeof p);
+    p.layer = 0, p.s = s, p.start_pos = 0, p.prefill = true, p.ratio = m->cfg.role[0].ratio;
+    const AsStageCtx ctx = {.rm = &k.rm, .p = &p, .conv = AS_CONV_NONE};
+    REQUIRE(as_stage_q(&ctx, &got) == 0, "as_stage_q");
+    as_compare_layer(&got, &ref, &opt, &d);
+    REQUIRE(d.t[AS_T_QR].verdict != AS_V_MISMATCH && d.t[AS_T_Q].verdict == AS_V_MISMATCH,
+            "qr within its rule (%s) and q beyond it (%s, max |diff| %.4g, tol %.4g)",
+            as_verdict_name(d.t[AS_T_QR].verdict), as_verdict_name(d.t[AS_T_Q].verdict), d.t[AS_T_Q].max_abs,
+            d.t[AS_T_Q].tol);
+    as_test_note("qr moved within its rule: q max |diff| %.4g > tol %.4g", d.t[AS_T_Q].max_abs, d.t[AS_T_Q].tol);
+    as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
+    CHECK(d.t[AS_T_Q].explained && d.t[AS_T_Q].verdict != AS_V_MISMATCH, "q explained by its qr: verdict %s",
+          as_verdict_name(d.t[AS_T_Q].verdict));
+    CHECK(d.t[AS_T_Q].explained_max_abs <= d.t[AS_T_Q].tol, "against its own recomputation q is within tolerance");
+
+    /* the same q with qr put back: nothing explains it */
+    memcpy(got.t[AS_T_QR].data, ref.t[AS_T_QR].data, sizeof(float) * (size_t)s * rank);
+    as_compare_layer(&got, &ref, &opt, &d);
+    as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
+    CHECK(d.t[AS_T_Q].verdict == AS_V_MISMATCH && !d.t[AS_T_Q].explained, "a q its qr does not give stays a mismatch");
+    as_run_free(&ref), as_run_free(&got);
+    free(h0), free(e), free(col);
     as_ref_stack_free(&k);
     as_test_model_free(m);
 }
