@@ -3,7 +3,7 @@
  * act_quant (kernels/act_quant.cu) + the fp8 GEMV (decode, up to 8 rows: kernels/fp8_gemv.cu) or the
  * wgmma fp8 GEMM (prefill: kernels/fp8_gemm.cu); a checkpoint's fp8 wo_a (power-of-two scales) streams
  * its codes too, as the bf16 linear of the exactly dequantised weight. Taken on a compute capability 9.0
- * device (the sm_90a code), unless the engine's fp8_qdq knob says otherwise (--fp8-qdq); elsewhere fp8
+ * device (the sm_90a code) when the engine's fp8_form knob asks for it (--fp8-form); otherwise fp8
  * precision keeps act_quant's QDQ and
  * the bf16 kernels (engine/gemm.c, as_dev_qdq_fp8).
  *
@@ -23,7 +23,7 @@ bool as_dev_fp8_form_wanted(const AsEngine *e)
 {
     if (e->m->precision != AS_PREC_FP8)
         return false;
-    if (e->knobs.fp8_qdq)
+    if (!e->knobs.fp8_form)
         return false;
     int major = 0, minor = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, e->device) != cudaSuccess ||

@@ -205,7 +205,7 @@ int as_dev_proj_init(AsEngine *e, AsError *err);
 void as_dev_proj_free(AsEngine *e);
 
 /* engine/fp8_proj.c: fp8 precision in the checkpoint's form (AsEngine.fp8_form). Whether the engine takes
- * it (fp8 precision, a compute capability 9.0 device, the fp8_qdq knob off); whether a wo_a weight
+ * it (fp8 precision, a compute capability 9.0 device, the fp8_form knob on); whether a wo_a weight
  * streams in it (an fp8 file tensor with power-of-two scales: its bf16 linear is then the same numbers);
  * one weight uploaded in it (codes as they lie, scales per 32 x 32 block). */
 bool as_dev_fp8_form_wanted(const AsEngine *e);

@@ -45,8 +45,9 @@ typedef struct {
                             * kept (as_sel_room_default) */
     int gpu_mem_limit_mb;  /* 0: none; else the engine's allocations behave as if the device had this many MiB
                             * above what was in use when it started (tests of the out-of-memory paths) */
-    bool fp8_qdq;          /* fp8 precision through act_quant's QDQ and the bf16 kernels, not the checkpoint's
-                            * fp8 form (engine/fp8_proj.c; the only form off compute capability 9.0) */
+    bool fp8_form;         /* fp8 precision in the checkpoint's fp8 form on the fp8 kernels (engine/fp8_proj.c,
+                            * compute capability 9.0 only), not act_quant's QDQ and the bf16 kernels: off, as
+                            * it measured slower and once out of SPEC 6 at flash (bench/RESULTS.md) */
 } AsEngineKnobs;
 
 /* Every knob at its default. */

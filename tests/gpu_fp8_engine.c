@@ -1,6 +1,6 @@
 /* The engine's fp8 precision in the checkpoint's form (engine/fp8_proj.c, issue 33): taken on a compute
  * capability 9.0 device (the fp8 projections' weights as e4m3 codes and block scales, fewer bytes than the
- * bf16 upload), turned off by the fp8_qdq knob (--fp8-qdq) and on every other device; and in both forms the tiny
+ * bf16 upload), taken with the fp8_form knob (--fp8-form), never on another device; and in both forms the tiny
  * model against the reference layer by layer (SPEC 6 through the driver: 0 mismatches), prefills of 1 to
  * 40 tokens (the fp8 GEMV up to 8 rows, the wgmma GEMM above) and decode steps. tests/gpu_engine.c and
  * tests/gpu_graph.c run fp8 precision in the default form, the flash model and the graph included. */
@@ -22,18 +22,18 @@ static int device_is_sm90(void)
     return major == 9 && minor == 0;
 }
 
-/* An engine on tiny in fp8 precision, with or without the fp8_qdq knob. */
+/* An engine on tiny in fp8 precision, with the fp8_form knob (qdq: without it). */
 static AsEngine *tiny_fp8_engine(AsModel *m, int qdq)
 {
     AsError err = {0};
     REQUIRE(as_model_set_precision(m, AS_PREC_FP8, &err) == 0, "tiny in fp8 precision: %s", err.msg);
     AsEngineKnobs k;
     as_engine_knobs_default(&k);
-    k.fp8_qdq = qdq;
+    k.fp8_form = !qdq;
     AsEngine *e = NULL;
     AsEngineOptions eo = {.device = 0, .knobs = &k};
     const int rc = as_engine_create(m, &eo, &e, &err);
-    REQUIRE(rc == 0, "engine%s: %s", qdq ? " (--fp8-qdq)" : "", err.msg);
+    REQUIRE(rc == 0, "engine%s: %s", qdq ? "" : " (--fp8-form)", err.msg);
     return e;
 }
 
@@ -44,7 +44,7 @@ GPU_TEST(gpu_fp8_engine_form_taken)
     const int sm90 = device_is_sm90();
     CHECK(form->fp8_form == sm90, "fp8 form %d on a device that is %sa compute capability 9.0 one", form->fp8_form,
           sm90 ? "" : "not ");
-    CHECK(!qdq->fp8_form, "--fp8-qdq left the fp8 form on");
+    CHECK(!qdq->fp8_form, "without --fp8-form the fp8 form is on");
     int64_t fp8_weights = 0, wrong = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         const AsDevLayerWeights *a = &form->w[l], *b = &qdq->w[l];
@@ -77,7 +77,7 @@ static int run_vs_reference(const char *name, int qdq, int prefill, int decode)
     setenv("ATTNSCOPE_CACHE", getenv("ATTNSCOPE_GPU_CACHE") ? getenv("ATTNSCOPE_GPU_CACHE") : as_test_tmpdir(), 1);
     AsEngineKnobs k;
     as_engine_knobs_default(&k);
-    k.fp8_qdq = qdq;
+    k.fp8_form = !qdq;
     AsDriverOptions o;
     as_driver_options_default(&o);
     o.knobs = &k;
@@ -108,7 +108,7 @@ GPU_TEST(gpu_fp8_engine_tiny_both_forms_vs_reference)
     for (int qdq = 0; qdq < 2; qdq++)
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
             char name[96];
-            snprintf(name, sizeof name, "tiny fp8 (%s) prefill %d + 5 decode", qdq ? "QDQ form" : "default form",
+            snprintf(name, sizeof name, "tiny fp8 (%s) prefill %d + 5 decode", qdq ? "QDQ form" : "fp8 form",
                      sizes[i]);
             CHECK(run_vs_reference(name, qdq, sizes[i], 5) == 0, "%s: layer runs out of SPEC 6", name);
         }
