@@ -1,4 +1,4 @@
-// bench/kernels_bench.cu's fp8 part (issue 33), included inside its namespace: the fp8 projections'
+// bench/kernels_bench.cu's fp8 part, included inside its namespace: the fp8 projections'
 // kernels at the flash shapes.
 //   decode: act_quant (kernels/act_quant.cu) and the fp8 GEMV (kernels/fp8_gemv.cu) at m = 1 and 8, bytes
 //     against the copy bandwidth and against a read of the same weight bytes (bench_read), with a sweep of
@@ -255,7 +255,7 @@ std::vector<GemvShape> fp8_shapes()
 
 void bench_fp8(bool quick)
 {
-    printf("\n== fp8 projections (issue 33): decode GEMV (floor = codes + scales + x + y bytes / copy bandwidth)\n");
+    printf("\n== fp8 projections: decode GEMV (floor = codes + scales + x + y bytes / copy bandwidth)\n");
     const std::vector<GemvShape> shapes = fp8_shapes();
     for (const GemvShape &g : shapes) {
         bench_fp8_gemv(g, 1, true, quick);

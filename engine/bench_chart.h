@@ -8,7 +8,7 @@
 #include "engine/profile.h"
 
 typedef struct {
-    const char *title;       /* e.g. "bench-engine, 2026-11-29 12:00 UTC, NVIDIA H200, flash" */
+    const char *title;       /* e.g. "bench-engine, DATE UTC, NVIDIA H200, flash" */
     int n_layers;
     const char *kind[AS_MAX_LAYERS];   /* short layer kinds ("r2 kv idx") */
     double decode_ms[AS_MAX_LAYERS];   /* device time of the layer in one decode step */

@@ -1,6 +1,6 @@
-/* The engine's fp8 precision in the checkpoint's form (engine/fp8_proj.c, issue 33): taken on a compute
- * capability 9.0 device (the fp8 projections' weights as e4m3 codes and block scales, fewer bytes than the
- * bf16 upload), taken with the fp8_form knob (--fp8-form), never on another device; and in both forms the tiny
+/* The engine's fp8 precision in the checkpoint's form (engine/fp8_proj.c): taken with the fp8_form
+ * knob (--fp8-form) on a compute capability 9.0 device (the fp8 projections' weights as e4m3 codes and block
+ * scales, fewer bytes than the bf16 upload), never on another device; and in both forms the tiny
  * model against the reference layer by layer (SPEC 6 through the driver: 0 mismatches), prefills of 1 to
  * 40 tokens (the fp8 GEMV up to 8 rows, the wgmma GEMM above) and decode steps. tests/gpu_engine.c and
  * tests/gpu_graph.c run fp8 precision in the default form, the flash model and the graph included. */
