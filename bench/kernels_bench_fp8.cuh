@@ -120,6 +120,26 @@ void bench_fp8_gemv(const GemvShape &g, int m, bool sweep, bool quick)
         }
         printf("\n    best W%d %.2f us (%.1f GB/s) vs auto %.2f us\n", bW, best, bytes / best * 1e-3, us);
     }
+    // the engine's decode form: kernels/gemv.cu on the codes, bf16 x (act_quant's QDQ values: any bf16 time
+    // the same), the bf16 GEMV's W; R swept (R changes no bit)
+    {
+        auto run8 = [&](int R, int i) {
+            AsFp8Weight w = W[i % nset].w;
+            if (bf16x)
+                w.n_out = g.n_out, w.batch = g.batch, w.stride_rows = g.n_out;
+            CKL(as_k_gemv_e4m3_cfg(&w, (const as_bf16_t *)xbf, bf16x ? g.ldx : g.n_in, bf16x ? g.strideX : 0, m, y,
+                                   bf16x ? g.ldy : g.n_out, bf16x ? g.strideY : 0, 0, R, 0, 0));
+        };
+        const double bytes8 = (double)wbytes + sbytes + 2.0 * m * g.batch * g.n_in + 2.0 * m * g.batch * g.n_out;
+        const double u8 = time_us([&](int i) { run8(0, i); }, batch, reps);
+        report("e4m3 gemv auto", shape, u8, bytes8, flops, -1);
+        if (sweep) {
+            printf("    R sweep:");
+            for (int R : {1, 2, 4})
+                printf(" R%d %.2f", R, time_us([&](int i) { run8(R, i); }, batch, quick ? 3 : 7));
+            printf("\n");
+        }
+    }
     for (Fp8Buf &b : W)
         fp8_free(b);
     CK(cudaFree(xbf));

@@ -38,7 +38,7 @@ static int bench_both(AsModel *m, AsEngineBenchOptions *o, AsError *err)
             snprintf(fp8, sizeof fp8, "%.0f / %.0f TFLOP/s (%.0f%%)", s->fp8_proj_tflops, s->fp8_lt_tflops,
                      100.0 * s->fp8_lt_ms / s->fp8_proj_ms);
         printf("| %s%s | %.2f | %.3f | %.0f | %.3f | %.3f | %.2f | %.3f | %.1f | %.1f | %s |\n",
-               as_precision_name(s->precision), s->precision == AS_PREC_FP8 ? (s->fp8_form ? " (fp8 kernels)" : " (QDQ)")
+               as_precision_name(s->precision), s->precision == AS_PREC_FP8 ? (s->fp8_form ? " (e4m3 codes)" : " (bf16 upload)")
                                                                            : "",
                s->weight_gb, s->cache_gb, s->copy_gbs, s->floor_ms, s->graph_ms,
                s->floor_ms > 0 ? s->graph_ms / s->floor_ms : 0.0, s->graph_ms - s->floor_ms, s->prefill_ms, s->proj_ms,

@@ -16,6 +16,6 @@ int as_cli_engine_knobs(const char *cmd, const AsKnobFlags *kf, AsEngineKnobs *k
     k->pdl = !kf->no_pdl;
     k->kv_fork = !kf->no_kv_fork;
     k->gpu_mem_limit_mb = kf->gpu_mem_limit_mb;
-    k->fp8_form = kf->fp8_form;
+    k->fp8_qdq = kf->fp8_qdq;
     return 0;
 }

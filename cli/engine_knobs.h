@@ -10,7 +10,7 @@
 
 typedef struct {
     const char *attn_path, *fusions, *sel_room;
-    bool no_pdl, no_kv_fork, fp8_form;
+    bool no_pdl, no_kv_fork, fp8_qdq;
     int gpu_mem_limit_mb;
 } AsKnobFlags;
 
@@ -20,17 +20,17 @@ typedef struct {
         {"--sel-room", NULL, AS_OPT_STR, &(kf).sel_room, 0, 0}, {"--no-pdl", NULL, AS_OPT_FLAG, &(kf).no_pdl, 0, 0}, \
         {"--no-kv-fork", NULL, AS_OPT_FLAG, &(kf).no_kv_fork, 0, 0},                                             \
         {"--gpu-mem-limit", NULL, AS_OPT_INT, &(kf).gpu_mem_limit_mb, 0, AS_GPU_MEM_LIMIT_MAX_MB},               \
-        {"--fp8-form", NULL, AS_OPT_FLAG, &(kf).fp8_form, 0, 0}
+        {"--fp8-qdq", NULL, AS_OPT_FLAG, &(kf).fp8_qdq, 0, 0}
 
 #define AS_KNOB_USAGE                                                                                           \
     "  [--attn-path auto|warp|mma|wgmma] [--no-pdl] [--no-kv-fork] [--fusions all|none|LIST] [--sel-room auto|N]\n" \
-    "  [--gpu-mem-limit MB] [--fp8-form]\n"                                                                     \
+    "  [--gpu-mem-limit MB] [--fp8-qdq]\n"                                                                     \
     "  The engine's knobs (docs/ENGINE.md, \"Knobs\"; every default the measured winner): --attn-path forces a\n"  \
     "  sparse-attention kernel; --no-pdl launches without programmatic dependent launch; --no-kv-fork keeps a\n" \
     "  decode graph's kv branch on one stream; --fusions names the decode graph's fusions (residual, rope,\n"   \
     "  oback, kvidx, norm, kvsel); --sel-room: wq_b's blocks left free beside an index layer's selection;\n"     \
-    "  --gpu-mem-limit MB: the engine's allocations as if the GPU had MB (0: none); --fp8-form: fp8 precision\n" \
-    "  on the fp8 kernels in the checkpoint's fp8 form (sm_90) instead of act_quant's QDQ and the bf16 kernels.\n"
+    "  --gpu-mem-limit MB: the engine's allocations as if the GPU had MB (0: none); --fp8-qdq: fp8 precision\n"  \
+    "  with the fp8 weights dequantised to bf16 on the device instead of kept as e4m3 codes (the same bits).\n"
 
 /* The knobs the flags set (the defaults for the rest). A bad value: "attnscope CMD: <one line>" on
  * stderr and AS_EBADINPUT. */

@@ -45,11 +45,12 @@ typedef struct {
     as_bf16_t *y;
 } Ours;
 
-/* The engine's fp8 prefill projection: act_quant of the rows, then the fp8 GEMM. */
+/* The engine's fp8 prefill projection: act_quant's QDQ of the rows, then the projection of the codes
+ * (dequantised, then cuBLAS's bf16 GEMM). */
 static int run_ours(void *ctx, AsError *err)
 {
     Ours *o = ctx;
-    TRY(as_dev_act_quant(o->e, o->x, o->w->in, o->tokens, o->w->in, o->act, "bench: fp8 projection", err));
+    TRY(as_dev_qdq_fp8(o->e, o->x, o->w->in, o->tokens, o->w->in, o->act, "bench: fp8 projection", err));
     return as_dev_proj_fp8(o->e, o->act, o->w->in, o->tokens, o->w, o->y, o->w->out, "bench: fp8 projection", err);
 }
 
@@ -147,7 +148,7 @@ int as_bench_fp8_projections(AsEngine *e, int tokens, double *ours_ms, double *l
         Ours o = {e, w, tokens, x, act, y};
         if (!rc)
             rc = time_ms(e, run_ours, &o, &ours, err);
-        if (!rc) /* the activations' codes as act_quant left them: random e4m3 for cuBLASLt */
+        if (!rc) /* the QDQ'd rows' bytes as cuBLASLt's e4m3 operand: any bytes time the same */
             rc = lt_ms(e, w, tokens, act, y, &lt, err);
         cudaFree(x), cudaFree(act), cudaFree(y);
         if (rc)

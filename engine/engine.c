@@ -127,30 +127,30 @@ static int upload_layer(AsEngine *e, int l, AsError *err)
     const AsLayerWeights *lw = &e->m->layer[l];
     AsDevLayerWeights *dw = &e->w[l];
     bool r2 = e->cfg.role[l].ratio >= 2;
-    /* fp8 precision: the five fp8 projections' inputs go through act_quant first; their weights stay in fp8
-     * form where the engine takes it (e->fp8_form), else they are the bf16 upload (bf16(fp8 * scale) exactly)
-     * and the inputs are QDQ'd; GGUF models are always bf16 precision */
+    /* fp8 precision: the five fp8 projections' inputs are act_quant's QDQ; their weights stay e4m3 codes where
+     * the engine takes the fp8 form (e->fp8_form) and the codes give the bf16 upload's values exactly, else
+     * they are the bf16 upload (bf16(fp8 * scale)): the same numbers either way; GGUF models are always bf16
+     * precision */
     const AsWTensor *fp8w[] = {lw->wq_a, lw->wq_b, lw->wkv, lw->wo_b, lw->i_wq_b};
     AsDevWeight *fp8d[] = {&dw->wq_a, &dw->wq_b, &dw->wkv, &dw->wo_b, &dw->i_wq_b};
     bool is_fp8[5];
     for (size_t i = 0; i < 5; i++)
         is_fp8[i] = fp8w[i] && as_proj_fp8(e->m, fp8w[i]);
-    TRY(upload_proj(e, lw->wq_a, &dw->wq_a, is_fp8[0] && e->fp8_form, err));
-    TRY(upload_proj(e, lw->wq_b, &dw->wq_b, is_fp8[1] && e->fp8_form, err));
-    TRY(upload_proj(e, lw->wkv, &dw->wkv, is_fp8[2] && e->fp8_form, err));
+    TRY(upload_proj(e, lw->wq_a, &dw->wq_a, is_fp8[0] && as_dev_codes_form(e, lw->wq_a), err));
+    TRY(upload_proj(e, lw->wq_b, &dw->wq_b, is_fp8[1] && as_dev_codes_form(e, lw->wq_b), err));
+    TRY(upload_proj(e, lw->wkv, &dw->wkv, is_fp8[2] && as_dev_codes_form(e, lw->wkv), err));
     TRY(upload_proj(e, lw->wo_a, &dw->wo_a, lw->wo_a && as_dev_wo_a_fp8_form(e, lw->wo_a), err));
-    TRY(upload_proj(e, lw->wo_b, &dw->wo_b, is_fp8[3] && e->fp8_form, err));
+    TRY(upload_proj(e, lw->wo_b, &dw->wo_b, is_fp8[3] && as_dev_codes_form(e, lw->wo_b), err));
     TRY(upload_weight(e, lw->c_wkv, &dw->c_wkv, r2, err));
     TRY(upload_weight(e, lw->c_wgate, &dw->c_wgate, r2, err));
-    TRY(upload_proj(e, lw->i_wq_b, &dw->i_wq_b, is_fp8[4] && e->fp8_form, err));
+    TRY(upload_proj(e, lw->i_wq_b, &dw->i_wq_b, is_fp8[4] && as_dev_codes_form(e, lw->i_wq_b), err));
     TRY(upload_weight(e, lw->i_weights_proj, &dw->i_wproj, false, err));
     TRY(upload_weight(e, lw->i_wk, &dw->i_wk, false, err));
     for (size_t i = 0; i < sizeof fp8w / sizeof fp8w[0]; i++) {
         fp8d[i]->fp8 = is_fp8[i];
-        const AsDevWType want = e->fp8_form ? AS_DW_FP8 : AS_DW_BF16;
-        if (fp8d[i]->fp8 && (fp8d[i]->type != want || fp8d[i]->in % 32))
-            return as_err(err, AS_EBADINPUT, "%s: an fp8 projection of %d inputs that is not uploaded as %s or "
-                          "not in whole blocks of 32", fp8w[i]->name, fp8d[i]->in, e->fp8_form ? "fp8" : "bf16");
+        if (fp8d[i]->fp8 && ((fp8d[i]->type != AS_DW_FP8 && fp8d[i]->type != AS_DW_BF16) || fp8d[i]->in % 32))
+            return as_err(err, AS_EBADINPUT, "%s: an fp8 projection of %d inputs that is not uploaded as fp8 codes or "
+                          "bf16, or not in whole blocks of 32", fp8w[i]->name, fp8d[i]->in);
         e->fp8 |= fp8d[i]->fp8;
     }
     TRY(upload_vec(e, lw->attn_norm, true, &dw->attn_norm, err));

@@ -111,7 +111,7 @@ int as_decode_graph_layer_meta(const AsDecodeGraph *g, int l, AsRun *out, AsErro
  * checkpoint's codes and scales) plus the cache rows and index keys read, over the copy bandwidth. */
 typedef struct {
     AsPrecision precision;
-    bool fp8_form;         /* fp8 precision on the fp8 kernels (docs/ENGINE.md, Precision) */
+    bool fp8_form;         /* fp8 precision with the fp8 weights as e4m3 codes (docs/ENGINE.md, Precision) */
     double copy_gbs;
     double weight_gb, cache_gb; /* read a decode step */
     double floor_ms;

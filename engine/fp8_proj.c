@@ -1,15 +1,12 @@
-/* fp8 precision's projections in the checkpoint's form: the five fp8 projections' weights
- * stay e4m3 codes with one f32 scale per 32 x 32 block on the device (model/fp8_form.h), and run as
- * act_quant (kernels/act_quant.cu) + the fp8 GEMV (decode, up to 8 rows: kernels/fp8_gemv.cu) or the
- * wgmma fp8 GEMM (prefill: kernels/fp8_gemm.cu); a checkpoint's fp8 wo_a (power-of-two scales) streams
- * its codes too, as the bf16 linear of the exactly dequantised weight. Taken on a compute capability 9.0
- * device (the sm_90a code) when the engine's fp8_form knob asks for it (--fp8-form); otherwise fp8
- * precision keeps act_quant's QDQ and
- * the bf16 kernels (engine/gemm.c, as_dev_qdq_fp8).
- *
- * The fp8 linear's input buffers (AsDevWork.x_q, qr_q, og_q) then hold act_quant's output for s rows of n
- * values in one piece (kernels.h, as_act8_view: codes, then scales) instead of the QDQ'd bf16 rows; the
- * projections that read them are the fp8-form ones, which view them that way. */
+/* fp8 precision's projections in the checkpoint's form: the weights of the five fp8 projections (and a
+ * checkpoint's fp8 wo_a) stay e4m3 codes, one byte a weight, with one f32 scale per 32 x 32 block on the
+ * device (model/fp8_form.h), half the bytes of their bf16 upload. Their inputs are act_quant's QDQ (as
+ * in the bf16 upload's fp8 precision: as_dev_qdq_fp8), and the projections compute exactly what the bf16
+ * upload's do, bit for bit: a decode (up to 8 rows) is kernels/gemv.cu's GEMV reading the codes
+ * (as_k_gemv_e4m3: each weight widened to bf16(code * scale) in the bf16 GEMV's lanes and order), a
+ * prefill dequantises the weight into the scratch and runs the same cuBLAS call as a bf16 weight. A
+ * weight whose codes would not give the bf16 upload's values exactly (as_fp8_codes_exact) is uploaded
+ * in bf16. The fp8_qdq knob (--fp8-qdq) uploads every weight in bf16 instead. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,23 +18,18 @@
 
 bool as_dev_fp8_form_wanted(const AsEngine *e)
 {
-    if (e->m->precision != AS_PREC_FP8)
-        return false;
-    if (!e->knobs.fp8_form)
-        return false;
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, e->device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, e->device) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return major == 9 && minor == 0;
+    return e->m->precision == AS_PREC_FP8 && !e->knobs.fp8_qdq;
+}
+
+bool as_dev_codes_form(const AsEngine *e, const AsWTensor *t)
+{
+    return e->fp8_form && t && as_wt_is_fp8(t) && as_fp8_codes_exact(t);
 }
 
 bool as_dev_wo_a_fp8_form(const AsEngine *e, const AsWTensor *t)
 {
-    return e->fp8_form && as_wt_is_fp8(t) && as_wt_cols(t) % 32 == 0 && e->cfg.o_lora_rank % 8 == 0 &&
-           as_fp8_scales_pow2(t);
+    /* the groups' rows start on a 32-row block of scales */
+    return as_dev_codes_form(e, t) && e->cfg.o_lora_rank % 32 == 0;
 }
 
 int as_dev_upload_fp8(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, AsError *err)
@@ -85,53 +77,41 @@ static AsFp8Weight fp8_weight(const AsDevWeight *w)
                          .batch = 1, .stride_rows = 0};
 }
 
-/* The act_quant view of a projection's input x (s rows of w->in values), with the check that the caller
- * passed one of the fp8 linear's input buffers in its compact layout. */
-static int act_view(const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, AsFp8Act *a, const char *what,
-                    AsError *err)
+/* A prefill's weight: dequantised into the scratch (the bf16 upload's values exactly), which it holds until
+ * the next as_dev_scratch. */
+static int dequant(AsEngine *e, int s, const AsDevWeight *w, AsFp8Weight fw, void **wb, const char *what, AsError *err)
 {
-    if (ldx != w->in)
-        return as_err(err, AS_ERUNTIME, "%s: the fp8 projection's input has rows %lld apart, not %d (act_quant's "
-                      "buffer is compact)", what, (long long)ldx, w->in);
-    *a = as_act8_view(x, s, w->in);
-    return 0;
-}
-
-int as_dev_act_quant(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, as_bf16_t *y, const char *what,
-                     AsError *err)
-{
-    if ((int64_t)as_act8_bytes(s, n) > 2 * (int64_t)s * n)
-        return as_err(err, AS_ERUNTIME, "%s: act_quant of %dx%d does not fit its buffer", what, s, n);
-    const AsFp8Act a = as_act8_view(y, s, n);
-    KL(err, as_k_act_quant(x, ldx, s, n, (uint8_t *)y, a.ldq, (float *)a.s, a.lds, e->st),
-       "%s: act_quant (e4m3 codes and ue8m0 scales, blocks of 32) of the %dx%d input", what, s, n);
+    TRY(as_dev_scratch(e, s, sizeof(as_bf16_t) * (size_t)w->out * (size_t)w->in, wb, what, err));
+    KL(err, as_k_fp8_dequant_bf16(&fw, *wb, w->in, e->st), "%s: dequantising %dx%d fp8 codes", what, w->out, w->in);
     return 0;
 }
 
 int as_dev_proj_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                     int64_t ldy, const char *what, AsError *err)
 {
-    AsFp8Act a;
-    TRY(act_view(x, ldx, s, w, &a, what, err));
     const AsFp8Weight fw = fp8_weight(w);
-    if (s <= 8) {
-        KL(err, as_k_fp8_gemv(&fw, &a, s, y, ldy, 0, 0, e->st), "%s: fp8 gemv %dx%d, %d rows", what, w->out, w->in, s);
+    if (s <= AS_DEV_GEMV_MAX_ROWS) {
+        KL(err, as_k_gemv_e4m3(&fw, x, ldx, 0, s, y, ldy, 0, 0, e->st), "%s: e4m3 gemv %dx%d, %d rows", what, w->out,
+           w->in, s);
         return 0;
     }
-    KL(err, as_k_fp8_gemm(&fw, &a, s, y, ldy, e->st), "%s: fp8 GEMM m=%d n=%d k=%d%s", what, s, w->out, w->in,
-       as_k_fp8_gemm_applies(&fw, &a) ? "" : " (the GEMV fallback)");
+    void *wb;
+    TRY(dequant(e, s, w, fw, &wb, what, err));
+    const float one = 1.0f, zero = 0.0f;
+    CB(err,
+       cublasGemmEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->out, s, w->in, &one, wb, CUDA_R_16BF, w->in, x,
+                    CUDA_R_16BF, (int)ldx, &zero, y, CUDA_R_16BF, (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+       "%s: bf16 GEMM m=%d n=%d k=%d (dequantised fp8 codes)", what, w->out, s, w->in);
     return 0;
 }
 
 int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                              as_bf16_t *h, bool fused, const char *what, AsError *err)
 {
-    if (fused && s <= 8) {
-        AsFp8Act a;
-        TRY(act_view(x, ldx, s, w, &a, what, err));
+    if (fused && s <= AS_DEV_GEMV_MAX_ROWS) {
         const AsFp8Weight fw = fp8_weight(w);
-        KL(err, as_k_fp8_gemv_residual(&fw, &a, s, y, w->out, h, w->out, e->st), "%s: fp8 gemv %dx%d + residual, %d rows",
-           what, w->out, w->in, s);
+        KL(err, as_k_gemv_e4m3_residual(&fw, x, ldx, s, y, w->out, h, w->out, e->st),
+           "%s: e4m3 gemv %dx%d + residual, %d rows", what, w->out, w->in, s);
         return 0;
     }
     TRY(as_dev_proj_fp8(e, x, ldx, s, w, y, w->out, what, err));
@@ -143,14 +123,12 @@ int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
                          int64_t ldy, const AsDevRope *r, bool fused, int room, const char *what, AsError *err)
 {
     const int heads = w->out / r->hd;
-    if (fused && s <= 8 && ldy == w->out) {
-        AsFp8Act a;
-        TRY(act_view(x, ldx, s, w, &a, what, err));
+    if (fused && s <= AS_DEV_GEMV_MAX_ROWS && ldy == w->out) {
         const AsFp8Weight fw = fp8_weight(w);
-        KL(err, as_k_fp8_gemv_rope(&fw, &a, s, y, ldy, heads, r->hd, r->rd, r->pos0, r->pos, r->cos_t, r->sin_t,
-                                   r->inverse, room, e->st),
-           "%s: fp8 gemv %dx%d + rope (%d heads x %d, rd %d, pos %d), %d rows, %d blocks left free", what, w->out, w->in,
-           heads, r->hd, r->rd, r->pos0, s, room);
+        KL(err, as_k_gemv_e4m3_rope(&fw, x, ldx, s, y, ldy, heads, r->hd, r->rd, r->pos0, r->pos, r->cos_t, r->sin_t,
+                                    r->inverse, room, e->st),
+           "%s: e4m3 gemv %dx%d + rope (%d heads x %d, rd %d, pos %d), %d rows, %d blocks left free", what, w->out,
+           w->in, heads, r->hd, r->rd, r->pos0, s, room);
         return 0;
     }
     TRY(as_dev_proj_fp8(e, x, ldx, s, w, y, ldy, what, err));
@@ -162,11 +140,9 @@ int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
 int as_dev_proj_fp8_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
                          const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err)
 {
-    AsFp8Act a;
-    TRY(act_view(x, w->in, 1, w, &a, what, err));
     const AsFp8Weight fw = fp8_weight(w);
-    KL(err, as_k_fp8_gemv_norm(&fw, &a, y, h, norm_w, e->cfg.norm_eps, y_norm, ctr, e->st),
-       "%s: fp8 gemv %dx%d%s + rmsnorm, 1 row", what, w->out, w->in, h ? " + residual" : "");
+    KL(err, as_k_gemv_e4m3_norm(&fw, x, y, h, norm_w, e->cfg.norm_eps, y_norm, ctr, e->st),
+       "%s: e4m3 gemv %dx%d%s + rmsnorm, 1 row", what, w->out, w->in, h ? " + residual" : "");
     return 0;
 }
 
@@ -176,21 +152,19 @@ int as_dev_proj_grouped_fp8(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
     const AsConfig *c = &e->cfg;
     const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
     AsFp8Weight fw = fp8_weight(w);
-    if (s <= 8) {
+    if (s <= AS_DEV_GEMV_MAX_ROWS) {
         fw.n_out = olr, fw.batch = G, fw.stride_rows = olr;
-        KL(err, as_k_fp8_gemv_bf16x(&fw, o, ldo, gw, s, og, (int64_t)G * olr, olr, e->st),
-           "%s: grouped fp8-form gemv %d groups of %dx%d, %d rows", what, G, olr, gw, s);
+        KL(err, as_k_gemv_e4m3(&fw, o, ldo, gw, s, og, (int64_t)G * olr, olr, 0, e->st),
+           "%s: grouped e4m3 gemv %d groups of %dx%d, %d rows", what, G, olr, gw, s);
         return 0;
     }
-    /* a prefill: the weight dequantised into the scratch (the bf16 upload's values exactly), then cuBLAS */
     void *wb;
-    TRY(as_dev_scratch(e, s, sizeof(as_bf16_t) * (size_t)w->out * (size_t)w->in, &wb, what, err));
-    KL(err, as_k_fp8_dequant_bf16(&fw, wb, w->in, e->st), "%s: dequantising %dx%d fp8 codes", what, w->out, w->in);
+    TRY(dequant(e, s, w, fw, &wb, what, err));
     const float one = 1.0f, zero = 0.0f;
     CB(err,
        cublasGemmStridedBatchedEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, olr, s, gw, &one, wb, CUDA_R_16BF, gw,
                                   (long long)olr * gw, o, CUDA_R_16BF, ldo, gw, &zero, og, CUDA_R_16BF, G * olr, olr, G,
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-       "%s: batched bf16 GEMM %d groups m=%d n=%d k=%d (dequantised fp8 form)", what, G, olr, s, gw);
+       "%s: batched bf16 GEMM %d groups m=%d n=%d k=%d (dequantised fp8 codes)", what, G, olr, s, gw);
     return 0;
 }

@@ -14,7 +14,6 @@
 #include "engine/mem_limit.h"
 #include "model/ggml_blocks.h"
 
-#define GEMV_MAX_ROWS 8
 
 /* Row-major y[s][out] = x[s][in] W[out][in]^T is, column-major, Y^T = op_T(W) * X^T. */
 static int proj_f32(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, float *y,
@@ -49,11 +48,11 @@ static int scratch_reserve(AsEngine *e, size_t bytes, const char *what, AsError 
     return 0;
 }
 
-/* Scratch for `bytes` of a projection of s rows: the fixed decode scratch up to GEMV_MAX_ROWS rows
+/* Scratch for `bytes` of a projection of s rows: the fixed decode scratch up to AS_DEV_GEMV_MAX_ROWS rows
  * (sized for every projection at that size), the growable one above. */
 int as_dev_scratch(AsEngine *e, int s, size_t bytes, void **p, const char *what, AsError *err)
 {
-    if (s <= GEMV_MAX_ROWS && bytes <= e->scratch_dec_bytes) {
+    if (s <= AS_DEV_GEMV_MAX_ROWS && bytes <= e->scratch_dec_bytes) {
         *p = e->scratch_dec;
         return 0;
     }
@@ -62,7 +61,7 @@ int as_dev_scratch(AsEngine *e, int s, size_t bytes, void **p, const char *what,
     return 0;
 }
 
-/* The decode scratch: GEMV_MAX_ROWS rows of q8_1 blocks of the widest projection input (the o rows of
+/* The decode scratch: AS_DEV_GEMV_MAX_ROWS rows of q8_1 blocks of the widest projection input (the o rows of
  * wo_a), or of wo_a's f32 output (the f32 path), whichever is larger. */
 int as_dev_proj_init(AsEngine *e, AsError *err)
 {
@@ -72,8 +71,8 @@ int as_dev_proj_init(AsEngine *e, AsError *err)
                            (int64_t)c->o_groups * c->o_lora_rank};
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
         in = ins[i] > in ? ins[i] : in;
-    size_t q8 = sizeof(AsBlockQ8_1) * (size_t)GEMV_MAX_ROWS * (size_t)(in / AS_QK8_1 + 1);
-    size_t f32 = sizeof(float) * (size_t)GEMV_MAX_ROWS * (size_t)c->o_groups * (size_t)c->o_lora_rank;
+    size_t q8 = sizeof(AsBlockQ8_1) * (size_t)AS_DEV_GEMV_MAX_ROWS * (size_t)(in / AS_QK8_1 + 1);
+    size_t f32 = sizeof(float) * (size_t)AS_DEV_GEMV_MAX_ROWS * (size_t)c->o_groups * (size_t)c->o_lora_rank;
     const size_t bytes = q8 > f32 ? q8 : f32;
     cudaError_t rc = as_dev_malloc(&e->mem, &e->scratch_dec, bytes);
     if (rc != cudaSuccess) {
@@ -119,8 +118,6 @@ int as_dev_qdq_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, a
 {
     if (n <= 0 || n % 32)
         return as_err(err, AS_EBADINPUT, "%s: act_quant of rows of %d values (not whole blocks of 32)", what, n);
-    if (e->fp8_form) /* the fp8-form projections read act_quant's codes and scales (engine/fp8_proj.c) */
-        return as_dev_act_quant(e, x, ldx, s, n, y, what, err);
     /* each row as sub-rows of up to 256 values (one a thread), whole quantiser blocks each: the row pipe's
      * blocks are aligned to the sub-row, so this is the flat quantiser's result, spread over more blocks */
     int sub = n < 256 ? n : 256;
@@ -144,7 +141,7 @@ int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
         as_prof_end(e, slot);
         return rc;
     }
-    if (fused && w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS) {
+    if (fused && w->type == AS_DW_BF16 && s <= AS_DEV_GEMV_MAX_ROWS) {
         int slot = prof_proj(e, s, w);
         int rc = as_k_gemv_bf16_residual(w->d, w->out, w->in, x, ldx, s, y, w->out, h, w->out, e->st);
         as_prof_end(e, slot);
@@ -184,7 +181,7 @@ int as_dev_proj_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const 
         as_prof_end(e, slot);
         return rc;
     }
-    if (fused && w->type == AS_DW_BF16 && s <= GEMV_MAX_ROWS && ldy == w->out) {
+    if (fused && w->type == AS_DW_BF16 && s <= AS_DEV_GEMV_MAX_ROWS && ldy == w->out) {
         int slot = prof_proj(e, s, w);
         int rc = as_k_gemv_bf16_rope(w->d, w->out, w->in, x, ldx, s, y, ldy, heads, r->hd, r->rd, r->pos0, r->pos,
                                      r->cos_t, r->sin_t, r->inverse, room, e->st);
@@ -208,7 +205,7 @@ static int proj_q2k(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const A
     void *xq;
     TRY(as_dev_scratch(e, s, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, &xq, what, err));
     KL(err, as_k_quantize_q8_1(x, ldx, s, w->in, xq, nq, e->st), "%s: q8_1 of the %dx%d input", what, s, w->in);
-    if (s <= GEMV_MAX_ROWS)
+    if (s <= AS_DEV_GEMV_MAX_ROWS)
         KL(err, as_k_q2k_mmvq(w->d, ldw, 0, w->out, w->in, xq, nq, 0, s, y, ldy, 0, 0, 1, e->st),
            "%s: Q2_K mmvq %dx%d, %d rows", what, w->out, w->in, s);
     else
@@ -236,7 +233,7 @@ static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const 
         cudaFreeAsync(yf, e->st);
         return rc;
     }
-    if (s <= GEMV_MAX_ROWS) {
+    if (s <= AS_DEV_GEMV_MAX_ROWS) {
         KL(err, as_k_gemv_bf16(w->d, w->in, 0, w->out, w->in, x, ldx, 0, s, y, ldy, 0, 0, 1, e->st),
            "%s: gemv %dx%d, %d rows", what, w->out, w->in, s);
         return 0;
@@ -265,7 +262,7 @@ static int proj_f32(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const A
 {
     if (w->type != AS_DW_F32)
         return as_err(err, AS_EBADINPUT, "%s: the f32 projection path needs f32 weights", what);
-    if (s <= GEMV_MAX_ROWS) {
+    if (s <= AS_DEV_GEMV_MAX_ROWS) {
         KL(err, as_k_gemv_f32w(w->d, w->in, w->out, w->in, x, ldx, s, y, w->out, e->st), "%s: f32 gemv %dx%d",
            what, w->out, w->in);
         return 0;
@@ -299,11 +296,11 @@ static int proj_grouped_f32(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
 {
     const AsConfig *c = &e->cfg;
     const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
-    const size_t ny = (size_t)s * G * olr, nx = s > GEMV_MAX_ROWS ? (size_t)s * ldo : 0;
+    const size_t ny = (size_t)s * G * olr, nx = s > AS_DEV_GEMV_MAX_ROWS ? (size_t)s * ldo : 0;
     void *buf;
     TRY(as_dev_scratch(e, s, sizeof(float) * (ny + nx), &buf, "wo_a (f32 weights)", err));
     float *yf = buf, *xf = yf + ny;
-    if (s <= GEMV_MAX_ROWS) {
+    if (s <= AS_DEV_GEMV_MAX_ROWS) {
         for (int g = 0; g < G; g++)
             KL(err,
                as_k_gemv_f32w((const float *)w->d + (size_t)g * olr * gw, gw, olr, gw, o + (size_t)g * gw, ldo, s,
@@ -336,7 +333,7 @@ static int proj_grouped_q2k(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
     void *xq;
     TRY(as_dev_scratch(e, s, sizeof(AsBlockQ8_1) * (size_t)s * (size_t)nq, &xq, "wo_a", err));
     KL(err, as_k_quantize_q8_1(o, ldo, s, ldo, xq, nq, e->st), "%s: q8_1 of the %dx%d o rows", what, s, ldo);
-    if (s <= GEMV_MAX_ROWS)
+    if (s <= AS_DEV_GEMV_MAX_ROWS)
         KL(err, as_k_q2k_mmvq(w->d, ldw, strideW, olr, gw, xq, nq, strideX, s, og, (int64_t)G * olr, olr, 0, G, e->st),
            "%s: Q2_K mmvq, %d groups of %dx%d, %d rows", what, G, olr, gw, s);
     else
@@ -355,7 +352,7 @@ static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeigh
         return as_dev_proj_grouped_fp8(e, o, s, w, og, what, err);
     if (w->type == AS_DW_F32)
         return proj_grouped_f32(e, o, s, w, og, what, err);
-    if (s <= GEMV_MAX_ROWS) {
+    if (s <= AS_DEV_GEMV_MAX_ROWS) {
         KL(err,
            as_k_gemv_bf16(w->d, gw, (int64_t)olr * gw, olr, gw, o, ldo, gw, s, og, (int64_t)G * olr, olr, 0, G, e->st),
            "%s: grouped gemv %d groups of %dx%d, %d rows", what, G, olr, gw, s);

@@ -20,6 +20,9 @@
 /* A projection weight on the device: bf16 (bf16 / fp8 files), f32 (the ratio-2 compressor; f32 / f16
  * files; GGUF Q8_0, dequantised exactly), raw GGUF Q2_K blocks [out][in / 256], or in fp8 form
  * (engine/fp8_proj.c): e4m3 codes [out][in] in d and f32 scales of 32 x 32 blocks in ws. */
+/* a projection of up to this many rows runs as a GEMV, above as a GEMM */
+#define AS_DEV_GEMV_MAX_ROWS 8
+
 typedef enum { AS_DW_BF16, AS_DW_F32, AS_DW_Q2K, AS_DW_FP8 } AsDevWType;
 typedef struct {
     void *d;
@@ -134,8 +137,8 @@ struct AsEngine {
     bool x_ready;
     /* some projection runs as the fp8 linear (AsDevWeight.fp8): the work buffers hold the QDQ'd inputs */
     bool fp8;
-    /* fp8 precision in the checkpoint's form (engine/fp8_proj.c): the fp8 projections' weights are
-     * AS_DW_FP8 and their input buffers hold act_quant's codes and scales instead of the QDQ'd rows */
+    /* fp8 precision in the checkpoint's form (engine/fp8_proj.c): the fp8 weights whose codes give the bf16
+     * upload's values exactly are AS_DW_FP8 (e4m3 codes and block scales) */
     bool fp8_form;
     cudaEvent_t ev_x, ev_kv, ev_qr; /* ev_qr: q_norm done, the kv branch's indexer may start (decode_schedule.c) */
     cublasHandle_t cublas;
@@ -204,19 +207,16 @@ int as_dev_proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeigh
 int as_dev_proj_init(AsEngine *e, AsError *err);
 void as_dev_proj_free(AsEngine *e);
 
-/* engine/fp8_proj.c: fp8 precision in the checkpoint's form (AsEngine.fp8_form). Whether the engine takes
- * it (fp8 precision, a compute capability 9.0 device, the fp8_form knob on); whether a wo_a weight
- * streams in it (an fp8 file tensor with power-of-two scales: its bf16 linear is then the same numbers);
- * one weight uploaded in it (codes as they lie, scales per 32 x 32 block). */
+/* engine/fp8_proj.c: fp8 precision in the checkpoint's form (AsEngine.fp8_form): whether the engine takes it
+ * (fp8 precision, the fp8_qdq knob off); whether a weight streams its codes (as_fp8_codes_exact: the bf16
+ * upload's values exactly; wo_a's groups on whole blocks of scales); one weight uploaded in it (codes as they
+ * lie, scales per 32 x 32 block). */
 bool as_dev_fp8_form_wanted(const AsEngine *e);
+bool as_dev_codes_form(const AsEngine *e, const AsWTensor *t);
 bool as_dev_wo_a_fp8_form(const AsEngine *e, const AsWTensor *t);
 int as_dev_upload_fp8(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, AsError *err);
-/* act_quant of the s rows of n values of x (rows ldx apart) into y as kernels.h's act8 layout (y: one of
- * the fp8 linear's input buffers, 2 s n bytes at least). */
-int as_dev_act_quant(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, int n, as_bf16_t *y, const char *what,
-                     AsError *err);
-/* as_dev_proj and its fused forms for an AS_DW_FP8 weight, x being act_quant's buffer (as_dev_act_quant, rows
- * of w->in): the fp8 GEMV up to 8 rows, the fp8 GEMM above; the epilogues as the bf16 GEMV's. */
+/* as_dev_proj and its fused forms for an AS_DW_FP8 weight, x the QDQ'd input (bf16): the e4m3 GEMV up to
+ * 8 rows, above the weight dequantised into the scratch and cuBLAS; bit for bit the bf16 upload's results. */
 int as_dev_proj_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                     int64_t ldy, const char *what, AsError *err);
 int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
@@ -225,8 +225,7 @@ int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
                          int64_t ldy, const AsDevRope *r, bool fused, int room, const char *what, AsError *err);
 int as_dev_proj_fp8_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
                          const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
-/* wo_a in fp8 form, x the bf16 o rows: the grouped GEMV of the codes up to 8 rows; above, the weight
- * dequantised into the scratch (exactly the bf16 upload's values) and cuBLAS. */
+/* wo_a in fp8 form, x the bf16 o rows: the grouped e4m3 GEMV up to 8 rows; above, dequantised and cuBLAS. */
 int as_dev_proj_grouped_fp8(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
                             const char *what, AsError *err);
 

@@ -143,6 +143,6 @@ void as_engine_knobs_flags(const AsEngineKnobs *k, char *buf, size_t n)
         snprintf(word, sizeof word, "--gpu-mem-limit %d", k->gpu_mem_limit_mb);
         flag(buf, n, &at, word);
     }
-    if (k->fp8_form)
-        flag(buf, n, &at, "--fp8-form");
+    if (k->fp8_qdq)
+        flag(buf, n, &at, "--fp8-qdq");
 }

@@ -1,8 +1,9 @@
 /* The engine's knobs (docs/ENGINE.md, "Knobs"): the choices that remain real, each default the
  * measured winner, given to an engine through AsEngineOptions.knobs and set by the flags of
  * bench-engine, run and tui (cli/engine_knobs.c). The fusions, PDL, the kv fork and the selection's
- * room leave every output bit as it is; the attention path and the fp8 form choose other kernels (the
- * same numbers up to the f32 summation order); the memory limit only where allocations fail. A test
+ * room leave every output bit as it is, and so does the fp8 weights' form; the attention path chooses
+ * other kernels (the same numbers up to the f32 summation order); the memory limit only where
+ * allocations fail. A test
  * process can run several settings (one engine each). Host code, in every build. */
 #ifndef AS_ENGINE_KNOBS_H
 #define AS_ENGINE_KNOBS_H
@@ -45,9 +46,8 @@ typedef struct {
                             * kept (as_sel_room_default) */
     int gpu_mem_limit_mb;  /* 0: none; else the engine's allocations behave as if the device had this many MiB
                             * above what was in use when it started (tests of the out-of-memory paths) */
-    bool fp8_form;         /* fp8 precision in the checkpoint's fp8 form on the fp8 kernels (engine/fp8_proj.c,
-                            * compute capability 9.0 only), not act_quant's QDQ and the bf16 kernels: off, as
-                            * it measured slower and once out of SPEC 6 at flash (bench/RESULTS.md) */
+    bool fp8_qdq;          /* fp8 precision with the fp8 weights uploaded dequantised to bf16, not as their e4m3
+                            * codes (engine/fp8_proj.c): the same bits, twice the bytes */
 } AsEngineKnobs;
 
 /* Every knob at its default. */

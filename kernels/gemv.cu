@@ -27,6 +27,7 @@
 #include <stdlib.h>
 
 #include "kernels/common.cuh"
+#include "kernels/fp8.cuh"
 #include "kernels/gemv_epilogue.cuh"
 #include "kernels/kernels.h"
 #include "kernels/rmsnorm_row.cuh"
@@ -37,7 +38,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 2;
 
-// 8 weights of one chunk, widened to f32.
+// 8 weights of one chunk, widened to f32 (widen: s is the chunk's block scale, e4m3 codes only).
 template <typename TW> struct WChunk;
 
 template <> struct WChunk<uint16_t> {
@@ -47,6 +48,67 @@ template <> struct WChunk<uint16_t> {
     {
         uint32_t u = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
         return (e & 1) ? __uint_as_float(u & 0xffff0000u) : __uint_as_float(u << 16);
+    }
+    __device__ __forceinline__ void widen(float, float (&f)[8]) const
+    {
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            f[e] = get(e);
+    }
+};
+
+__device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t sel)
+{
+#ifdef __CUDA_ARCH__
+    return __byte_perm(x, 0u, sel);
+#else
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) {
+        const uint32_t n = (sel >> (4 * i)) & 7u;
+        r |= (n < 4 ? (x >> (8 * n)) & 0xffu : 0u) << (8 * i);
+    }
+    return r;
+#endif
+}
+
+// Two f16 (bits, the lower in the low half) as f32, exactly.
+__device__ __forceinline__ float2 f16x2_to_float2(uint32_t p)
+{
+#ifdef __CUDA_ARCH__
+    __half2_raw r;
+    r.x = (unsigned short)(p & 0xffffu), r.y = (unsigned short)(p >> 16);
+    return __half22float2(__half2(r));
+#else
+    auto one = [](uint32_t h) { // sign, then the value: the 15 bits are a subnormal's or a normal's
+        const float v = (h & 0x7c00u) ? ldexpf((float)(1024 + (h & 0x3ffu)), (int)((h >> 10) & 0x1fu) - 25)
+                                      : ldexpf((float)(h & 0x3ffu), -24);
+        return (h & 0x8000u) ? -v : v;
+    };
+    return float2{one(p & 0xffffu), one(p >> 16)};
+#endif
+}
+
+// Four e4m3 codes (the bytes of u, the lowest first) times s256 / 256, exactly: a code's f16 bits are its
+// sign and its seven exponent-mantissa bits one place lower (f16's exponent bias is 8 more than e4m3's, so
+// the f16 is the code's value times 2^-8, subnormals included), and s256 carries the 2^8 back. With s256
+// the block scale times 256 (a power of two), each weight is bf16(code * scale), the bf16 upload's value.
+__device__ __forceinline__ void e4m3x4_scaled(uint32_t u, float s256, float *f)
+{
+    const uint32_t h0 = byte_perm(u, 0x1404u), h1 = byte_perm(u, 0x3424u); // [0 b0 0 b1], [0 b2 0 b3]
+    const uint32_t p0 = (h0 & 0x80008000u) | ((h0 >> 1) & 0x3f803f80u);
+    const uint32_t p1 = (h1 & 0x80008000u) | ((h1 >> 1) & 0x3f803f80u);
+    const float2 a = f16x2_to_float2(p0), b = f16x2_to_float2(p1);
+    f[0] = a.x * s256, f[1] = a.y * s256, f[2] = b.x * s256, f[3] = b.y * s256;
+}
+
+// e4m3 codes of a fp8-form weight (one byte a weight), 8 a chunk.
+template <> struct WChunk<uint8_t> {
+    uint2 v;
+    __device__ __forceinline__ void load(const uint8_t *p) { v = asfp8::ld_stream8(p); }
+    __device__ __forceinline__ void widen(float s256, float (&f)[8]) const
+    {
+        e4m3x4_scaled(v.x, s256, f);
+        e4m3x4_scaled(v.y, s256, f + 4);
     }
 };
 
@@ -62,6 +124,12 @@ template <> struct WChunk<float> {
         uint32_t u = e == 0 ? a.x : e == 1 ? a.y : e == 2 ? a.z : e == 3 ? a.w : e == 4 ? b.x : e == 5 ? b.y : e == 6 ? b.z : b.w;
         return __uint_as_float(u);
     }
+    __device__ __forceinline__ void widen(float, float (&f)[8]) const
+    {
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            f[e] = get(e);
+    }
 };
 
 // 8 bf16 activations of one chunk (16 bytes, cached: x is tiny and reused by every row), widened.
@@ -76,8 +144,9 @@ __device__ __forceinline__ void x_chunk(const uint16_t *p, float (&xf)[8])
     }
 }
 
-__device__ __forceinline__ float w_scalar(const uint16_t *p) { return as_d_bf16_to_f32(*p); }
-__device__ __forceinline__ float w_scalar(const float *p) { return *p; }
+__device__ __forceinline__ float w_scalar(const uint16_t *p, float) { return as_d_bf16_to_f32(*p); }
+__device__ __forceinline__ float w_scalar(const float *p, float) { return *p; }
+__device__ __forceinline__ float w_scalar(const uint8_t *p, float scale) { return asfp8::e4m3_value(*p) * scale; }
 
 struct GemvArgs {
     const void *W;
@@ -101,7 +170,22 @@ struct GemvArgs {
         float eps;
         unsigned *ctr;
     } norm;
+    // e4m3 weights (TW uint8_t): the f32 scale of each 32 x 32 block, ws[o / 32][i / 32] rows ldws apart,
+    // batch b's at ws + b * stride_ws (a power of two each: the launcher's caller checks)
+    const float *ws;
+    int64_t ldws, stride_ws;
 };
+
+// The block scale of rows row0.. (one 32-row block: R divides 32) at chunk c, times 256 for
+// e4m3x4_scaled; 1 for the other weight types.
+template <typename TW>
+__device__ __forceinline__ float chunk_scale(const float *srow, int c)
+{
+    if constexpr (sizeof(TW) == 1)
+        return srow[c >> 2] * 256.0f;
+    else
+        return (void)srow, (void)c, 1.0f;
+}
 
 // One block computes the row sets blockIdx.x, blockIdx.x + gridDim.x, ... of batch blockIdx.y (a row
 // set: groups_per_block row groups of R rows; the launch makes at most as many blocks as fit on the
@@ -109,8 +193,11 @@ struct GemvArgs {
 // loads is issued before the PDL wait: the weights stream in while the previous
 // kernel finishes (they must not be what that kernel writes; the model's weights never are).
 template <typename TW, int R, int M>
-__global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) gemv_vec_kernel(GemvArgs a, int w_warps)
+__global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) <= 2 ? 3 : 1) gemv_vec_kernel(GemvArgs a, int w_warps)
 {
+    // e4m3 chunks are 8 bytes, not 16: twice the chunks in flight for the same bytes (the order of the
+    // sum is the lane's chunks in turn either way, so the unroll changes no bit)
+    constexpr int kU = sizeof(TW) == 1 ? 2 * kUnroll : kUnroll;
     __shared__ float red[kWarps][R * M];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int groups_per_block = kWarps / w_warps;
@@ -119,26 +206,32 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
     const int64_t b = blockIdx.y;
     const int row_sets = (a.n_out + R * groups_per_block - 1) / (R * groups_per_block);
     const int nchunks = a.n_in >> 3;
-    const bool unrolled = li + (kUnroll - 1) * L < nchunks; // at least one pass of the unrolled loop
+    const bool unrolled = li + (kU - 1) * L < nchunks; // at least one pass of the unrolled loop
     const TW *Wb = (const TW *)a.W + b * a.strideW;
     const uint16_t *xb = a.x + b * a.strideX;
 
     int set = blockIdx.x;
     const TW *wrow[R];
+    const float *srow = nullptr; // e4m3: the group's row of block scales
     auto point_rows = [&](int row0) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
             int o = row0 + r < a.n_out ? row0 + r : a.n_out - 1; // clamped: loaded, never stored
             wrow[r] = Wb + (int64_t)o * a.ldw;
         }
+        if constexpr (sizeof(TW) == 1)
+            srow = a.ws + b * a.stride_ws + (int64_t)(row0 >> 5) * a.ldws;
     };
-    WChunk<TW> w[kUnroll][R]; // one pass's weights; the first pass's may be loaded before the wait
+    WChunk<TW> w[kU][R]; // one pass's weights; the first pass's may be loaded before the wait
+    float ws[kU];        // their block scales (e4m3)
     auto load_pass = [&](int c) {
 #pragma unroll
-        for (int u = 0; u < kUnroll; u++)
+        for (int u = 0; u < kU; u++) {
 #pragma unroll
             for (int r = 0; r < R; r++)
                 w[u][r].load(wrow[r] + (int64_t)(c + u * L) * 8);
+            ws[u] = chunk_scale<TW>(srow, c + u * L);
+        }
     };
     bool loaded = unrolled && set < row_sets;
     if (loaded) {
@@ -164,12 +257,16 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
                 acc[r][t] = 0.0f;
 
         int c = li;
-        for (; c + (kUnroll - 1) * L < nchunks; c += kUnroll * L) {
+        for (; c + (kU - 1) * L < nchunks; c += kU * L) {
             if (!loaded)
                 load_pass(c);
             loaded = false;
 #pragma unroll
-            for (int u = 0; u < kUnroll; u++) {
+            for (int u = 0; u < kU; u++) {
+                float wf[R][8];
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    w[u][r].widen(ws[u], wf[r]);
 #pragma unroll
                 for (int t = 0; t < M; t++) {
                     float xf[8];
@@ -178,15 +275,18 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
                     for (int r = 0; r < R; r++)
 #pragma unroll
                         for (int e = 0; e < 8; e++)
-                            acc[r][t] = fmaf(w[u][r].get(e), xf[e], acc[r][t]);
+                            acc[r][t] = fmaf(wf[r][e], xf[e], acc[r][t]);
                 }
             }
         }
-        for (; c < nchunks; c += L) { // at most kUnroll - 1 chunks left for this lane
-            WChunk<TW> wl[R];
+        for (; c < nchunks; c += L) { // at most kU - 1 chunks left for this lane
+            float wf[R][8];
 #pragma unroll
-            for (int r = 0; r < R; r++)
-                wl[r].load(wrow[r] + (int64_t)c * 8);
+            for (int r = 0; r < R; r++) {
+                WChunk<TW> wl;
+                wl.load(wrow[r] + (int64_t)c * 8);
+                wl.widen(chunk_scale<TW>(srow, c), wf[r]);
+            }
 #pragma unroll
             for (int t = 0; t < M; t++) {
                 float xf[8];
@@ -195,16 +295,17 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) == 2 ? 3 : 1) g
                 for (int r = 0; r < R; r++)
 #pragma unroll
                     for (int e = 0; e < 8; e++)
-                        acc[r][t] = fmaf(wl[r].get(e), xf[e], acc[r][t]);
+                        acc[r][t] = fmaf(wf[r][e], xf[e], acc[r][t]);
             }
         }
-        // Scalar tail: the n_in % 8 last elements, one per lane.
+        // Scalar tail: the n_in % 8 last elements, one per lane (bf16 and f32 weights: e4m3 rows are whole
+        // 32-wide blocks).
         const int tail0 = nchunks << 3;
         if (li < a.n_in - tail0) {
             const int i = tail0 + li;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                float wv = w_scalar(wrow[r] + i);
+                float wv = w_scalar(wrow[r] + i, 1.0f);
 #pragma unroll
                 for (int t = 0; t < M; t++)
                     acc[r][t] = fmaf(wv, as_d_bf16_to_f32(xrow[t][i]), acc[r][t]);
@@ -234,8 +335,9 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
 #pragma unroll
     for (int t = 0; t < 8; t++)
         acc[t] = 0.0f;
+    const float *srow = sizeof(TW) == 1 ? a.ws + b * a.stride_ws + (int64_t)(o >> 5) * a.ldws : nullptr;
     for (int i = lane; i < a.n_in; i += 32) {
-        float wv = w_scalar(wr + i);
+        float wv = w_scalar(wr + i, sizeof(TW) == 1 ? srow[i >> 5] : 1.0f);
 #pragma unroll
         for (int t = 0; t < 8; t++)
             if (t < a.m)
@@ -390,6 +492,8 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st, int
         return (int)cudaErrorInvalidValue;
     if (W != 0 && W != 1 && W != 2 && W != 4 && W != 8)
         return (int)cudaErrorInvalidValue;
+    if (sizeof(TW) == 1 && (!a.ws || a.n_in % 32 || a.ldws < a.n_in / 32 || (batch > 1 && a.stride_ws < 0)))
+        return (int)cudaErrorInvalidValue; // e4m3 rows are whole 32-wide blocks, each with its scale
     if (a.rope.rd && (batch != 1 || a.y_f32 || !vector_rows(a, batch)))
         return (int)cudaErrorInvalidValue; // the caller rotates with as_k_rope instead
     if (a.norm.ctr && (batch != 1 || a.m != 1 || a.y_f32 || a.rope.rd || !vector_rows(a, batch)))
@@ -402,7 +506,12 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st, int
     int r = R, w = W;
     if (!r || !w) {
         int pr, pw;
-        pick_config(a.n_out, a.n_in, batch, sizeof(TW) == 2 && a.m == 1 ? resident_blocks_bf16_m1() : 0, &pr, &pw);
+        // e4m3 weights take the bf16 weights' W (the same lanes sum the same chunks: the same bits as the
+        // bf16 GEMV of the dequantised weight) and the one-wave rule on their own kernel's occupancy
+        const int64_t resident = a.m != 1 ? 0
+                               : sizeof(TW) == 2 ? resident_blocks_bf16_m1()
+                               : sizeof(TW) == 1 ? resident_blocks<gemv_vec_kernel<uint8_t, 4, 1>>() : 0;
+        pick_config(a.n_out, a.n_in, batch, resident, &pr, &pw);
         if (!r)
             r = pr;
         if (!w)
@@ -427,14 +536,14 @@ extern "C" int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strid
                                   const as_bf16_t *x, int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy,
                                   int64_t strideY, int y_f32, int batch, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, nullptr, 0, {}, {}};
+    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, nullptr, 0, {}, {}, nullptr, 0, 0};
     return gemv_launch<uint16_t>(a, batch, R, Wn, st);
 }
 
 extern "C" int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx,
                                   int m, float *y, int64_t ldy, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, nullptr, 0, {}, {}};
+    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, nullptr, 0, {}, {}, nullptr, 0, 0};
     return gemv_launch<float>(a, 1, R, Wn, st);
 }
 
@@ -452,48 +561,126 @@ extern "C" int as_k_gemv_bf16(const as_bf16_t *W, int64_t ldw, int64_t strideW, 
                               st);
 }
 
-extern "C" int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
-                                       as_bf16_t *y, int64_t ldy, as_bf16_t *h, int64_t ldh, cudaStream_t st)
+namespace {
+// The fused forms, for bf16 and e4m3 weights alike (a: the plain GEMV's arguments, batch 1).
+template <typename TW> int gemv_residual(GemvArgs a, as_bf16_t *h, int64_t ldh, cudaStream_t st)
 {
     if (!h)
         return (int)cudaErrorInvalidValue;
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, h, ldh, {}, {}};
-    return gemv_launch<uint16_t>(a, 1, 0, 0, st);
+    a.res = h, a.ldres = ldh;
+    return gemv_launch<TW>(a, 1, 0, 0, st);
+}
+
+template <typename TW>
+int gemv_rope(GemvArgs a, int heads, int hd, int rd, int pos0, const int32_t *pos, const float *cos_t,
+              const float *sin_t, int inverse, int room, cudaStream_t st)
+{
+    // as_k_rope's refusals, and the rotated rows must be the GEMV's outputs, pairs of rows (hd even)
+    if (!as_rope_shape_ok(a.m, heads, hd, rd, pos0, pos) || hd % 2 || (int64_t)heads * hd != a.n_out || !cos_t ||
+        !sin_t || room < 0)
+        return (int)cudaErrorInvalidValue;
+    a.rope = AsDRope{cos_t, sin_t, hd, rd, pos0, pos, inverse ? 1 : 0};
+    if (a.W && a.x && vector_rows(a, 1))
+        return gemv_launch<TW>(a, 1, 0, 0, st, room);
+    a.rope = AsDRope{}; // rows the vector kernel cannot read: the GEMV, then rope.cu
+    const int rc = gemv_launch<TW>(a, 1, 0, 0, st, room);
+    if (rc || a.m == 0 || a.n_out == 0)
+        return rc;
+    return as_k_rope((as_bf16_t *)a.y, a.ldy, a.m, heads, hd, rd, pos0, pos, cos_t, sin_t, inverse, st);
+}
+
+template <typename TW>
+int gemv_norm(GemvArgs a, as_bf16_t *h, const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr,
+              cudaStream_t st)
+{
+    if (!norm_w || !y_norm || !ctr || a.n_out <= 0 || a.n_in <= 0)
+        return (int)cudaErrorInvalidValue;
+    a.res = h, a.ldres = a.n_out;
+    a.norm = {norm_w, y_norm, eps, ctr};
+    if (a.W && a.x && vector_rows(a, 1) && a.n_out <= kRmsCached * kRmsThreads)
+        return gemv_launch<TW>(a, 1, 0, 0, st);
+    a.norm = {}; // rows the vector kernel cannot read (or too long to cache): the GEMV, then rmsnorm.cu
+    const int rc = gemv_launch<TW>(a, 1, 0, 0, st);
+    if (rc)
+        return rc;
+    return as_k_rmsnorm(h ? h : (as_bf16_t *)a.y, a.n_out, norm_w, y_norm, a.n_out, 1, a.n_out, eps, st);
+}
+
+// An fp8-form weight's GEMV arguments: its codes as W, its block scales, batch b's rows b * stride_rows on.
+GemvArgs e4m3_args(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int64_t stride_x, int m, void *y,
+                   int64_t ldy, int64_t stride_y, int y_f32)
+{
+    GemvArgs a{w->w, w->ldw, w->stride_rows * w->ldw, w->n_out, w->n_in, x, ldx, stride_x, m, y, ldy, stride_y,
+               y_f32 ? 1 : 0, nullptr, 0, {}, {}, w->ws, w->ldws, w->stride_rows / 32 * w->ldws};
+    return a;
+}
+
+// e4m3 weights: batch groups start on a 32-row block (their scales' rows), scales powers of two (the
+// caller's promise, model/fp8_form.h)
+bool e4m3_ok(const AsFp8Weight *w) { return w && w->batch >= 1 && (w->batch == 1 || w->stride_rows % 32 == 0); }
+} // namespace
+
+extern "C" int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
+                                       as_bf16_t *y, int64_t ldy, as_bf16_t *h, int64_t ldh, cudaStream_t st)
+{
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0};
+    return gemv_residual<uint16_t>(a, h, ldh, st);
 }
 
 extern "C" int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                                    as_bf16_t *y, int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
                                    const float *cos_t, const float *sin_t, int inverse, int room, cudaStream_t st)
 {
-    // as_k_rope's refusals, and the rotated rows must be the GEMV's outputs, pairs of rows (hd even)
-    if (!as_rope_shape_ok(m, heads, hd, rd, pos0, pos) || hd % 2 || (int64_t)heads * hd != n_out || !cos_t || !sin_t ||
-        room < 0)
-        return (int)cudaErrorInvalidValue;
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, nullptr, 0, {cos_t, sin_t, hd, rd, pos0, pos,
-                                                                                   inverse ? 1 : 0}, {}};
-    if (W && x && vector_rows(a, 1))
-        return gemv_launch<uint16_t>(a, 1, 0, 0, st, room);
-    a.rope = AsDRope{}; // rows the vector kernel cannot read: the GEMV, then rope.cu
-    const int rc = gemv_launch<uint16_t>(a, 1, 0, 0, st, room);
-    if (rc || m == 0 || n_out == 0)
-        return rc;
-    return as_k_rope(y, ldy, m, heads, hd, rd, pos0, pos, cos_t, sin_t, inverse, st);
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0};
+    return gemv_rope<uint16_t>(a, heads, hd, rd, pos0, pos, cos_t, sin_t, inverse, room, st);
 }
 
 extern "C" int as_k_gemv_bf16_norm(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, as_bf16_t *y,
                                    as_bf16_t *h, const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr,
                                    cudaStream_t st)
 {
-    if (!norm_w || !y_norm || !ctr || n_out <= 0 || n_in <= 0)
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, n_in, 0, 1, y, n_out, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0};
+    return gemv_norm<uint16_t>(a, h, norm_w, eps, y_norm, ctr, st);
+}
+
+extern "C" int as_k_gemv_e4m3_cfg(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int64_t stride_x, int m,
+                                  void *y, int64_t ldy, int64_t stride_y, int y_f32, int R, int Wn, cudaStream_t st)
+{
+    if (!e4m3_ok(w))
         return (int)cudaErrorInvalidValue;
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, n_in, 0, 1, y, n_out, 0, 0, h, n_out, {}, {norm_w, y_norm, eps, ctr}};
-    if (W && x && vector_rows(a, 1) && n_out <= kRmsCached * kRmsThreads)
-        return gemv_launch<uint16_t>(a, 1, 0, 0, st);
-    a.norm = {}; // rows the vector kernel cannot read (or too long to cache): the GEMV, then rmsnorm.cu
-    const int rc = gemv_launch<uint16_t>(a, 1, 0, 0, st);
-    if (rc)
-        return rc;
-    return as_k_rmsnorm(h ? h : y, n_out, norm_w, y_norm, n_out, 1, n_out, eps, st);
+    return gemv_launch<uint8_t>(e4m3_args(w, x, ldx, stride_x, m, y, ldy, stride_y, y_f32), w->batch, R, Wn, st);
+}
+
+extern "C" int as_k_gemv_e4m3(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int64_t stride_x, int m, void *y,
+                              int64_t ldy, int64_t stride_y, int y_f32, cudaStream_t st)
+{
+    return as_k_gemv_e4m3_cfg(w, x, ldx, stride_x, m, y, ldy, stride_y, y_f32, 0, 0, st);
+}
+
+extern "C" int as_k_gemv_e4m3_residual(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int m, as_bf16_t *y,
+                                       int64_t ldy, as_bf16_t *h, int64_t ldh, cudaStream_t st)
+{
+    if (!e4m3_ok(w) || w->batch != 1)
+        return (int)cudaErrorInvalidValue;
+    return gemv_residual<uint8_t>(e4m3_args(w, x, ldx, 0, m, y, ldy, 0, 0), h, ldh, st);
+}
+
+extern "C" int as_k_gemv_e4m3_rope(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int m, as_bf16_t *y,
+                                   int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
+                                   const float *cos_t, const float *sin_t, int inverse, int room, cudaStream_t st)
+{
+    if (!e4m3_ok(w) || w->batch != 1)
+        return (int)cudaErrorInvalidValue;
+    return gemv_rope<uint8_t>(e4m3_args(w, x, ldx, 0, m, y, ldy, 0, 0), heads, hd, rd, pos0, pos, cos_t, sin_t,
+                              inverse, room, st);
+}
+
+extern "C" int as_k_gemv_e4m3_norm(const AsFp8Weight *w, const as_bf16_t *x, as_bf16_t *y, as_bf16_t *h,
+                                   const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr, cudaStream_t st)
+{
+    if (!e4m3_ok(w) || w->batch != 1)
+        return (int)cudaErrorInvalidValue;
+    return gemv_norm<uint8_t>(e4m3_args(w, x, w->n_in, 0, 1, y, w->n_out, 0, 0), h, norm_w, eps, y_norm, ctr, st);
 }
 
 extern "C" int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,

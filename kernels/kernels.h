@@ -360,6 +360,24 @@ typedef struct {
     int n_out, n_in, batch;
     int64_t stride_rows;
 } AsFp8Weight;
+/* The decode GEMV of kernels/gemv.cu on an fp8-form weight, reading one byte a weight: y_b[t][o] =
+ * sum_i x_b[t][i] bf16(e4m3(W_b[o][i]) ws[o / 32][i / 32]), bit for bit as_k_gemv_bf16 on the dequantised
+ * weight (the same lanes sum the same chunks in the same order, and every weight widens to exactly the
+ * bf16 upload's value), for x the fp8 linear's QDQ'd input (act_quant's values) or wo_a's bf16 o. The
+ * scales must be powers of two (model/fp8_form.h: as_fp8_scales_pow2) and batch groups start on a block
+ * (stride_rows a multiple of 32); the fused forms as as_k_gemv_bf16_residual, _rope and _norm (batch 1).
+ * _cfg: an explicit (R, W) for the micro-benchmark (0: the automatic choice). */
+int as_k_gemv_e4m3(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int64_t stride_x, int m, void *y,
+                   int64_t ldy, int64_t stride_y, int y_f32, cudaStream_t st);
+int as_k_gemv_e4m3_cfg(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int64_t stride_x, int m, void *y,
+                       int64_t ldy, int64_t stride_y, int y_f32, int R, int Wn, cudaStream_t st);
+int as_k_gemv_e4m3_residual(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int m, as_bf16_t *y,
+                            int64_t ldy, as_bf16_t *h, int64_t ldh, cudaStream_t st);
+int as_k_gemv_e4m3_rope(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int m, as_bf16_t *y, int64_t ldy,
+                        int heads, int hd, int rd, int pos0, const int32_t *pos, const float *cos_t,
+                        const float *sin_t, int inverse, int room, cudaStream_t st);
+int as_k_gemv_e4m3_norm(const AsFp8Weight *w, const as_bf16_t *x, as_bf16_t *y, as_bf16_t *h, const float *norm_w,
+                        float eps, as_bf16_t *y_norm, unsigned *ctr, cudaStream_t st);
 /* act_quant's output (the fp8 linear's input): e4m3 codes [rows][n] (rows ldq bytes apart) and their
  * scales [rows][lds] (entries past n / 32 are 0); batch b at q + b * stride_q, s + b * stride_s. */
 typedef struct {

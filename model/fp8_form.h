@@ -24,4 +24,10 @@ int as_fp8_form_scales(const AsWTensor *t, float *ws);
  * the bf16 linear's dequantised weight, is e4m3 * scale exactly, and streaming the codes computes it. */
 bool as_fp8_scales_pow2(const AsWTensor *t);
 
+/* Whether streaming t's codes gives exactly the bf16 upload's weights, bf16(e4m3 * scale) = e4m3 * scale in
+ * f32, with every intermediate of the engine's widening (kernels/gemv.cu) a normal f32: cols a multiple of
+ * 32, every scale a power of two in [2^-100, 2^100], and no NaN code (S.1111.111), whose dequantised
+ * value is NaN. */
+bool as_fp8_codes_exact(const AsWTensor *t);
+
 #endif

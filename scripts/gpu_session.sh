@@ -16,7 +16,7 @@
 #               (a before / after in one call: calls land on different H200s)
 #     trace     bench-engine --trace: one decode step kernel by kernel on the device's timeline (CUPTI), per
 #               layer kind and for one layer of each kind; $OUT/decode_trace.json.xz (a Chrome trace)
-#     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases), then
+#     sanitize  compute-sanitizer memcheck / racecheck / initcheck on the GPU tests (small cases; AS_SAN_TESTS: other patterns), then
 #               on a whole tiny engine run
 #     q2kflash  flash as a Q2_K GGUF: convert, engine vs reference (prefill 512 + 16 decode), bench-engine
 #     tui       the TUI on flash with the engine, screens captured through tmux
@@ -119,10 +119,13 @@ for p in "$@"; do
         cat "$(logf bench_engine)" ;;
     benchprec)
         need_flash
-        for prec in fp8 bf16; do
-            phase "bench_$prec" 180 "$B/attnscope" bench-engine "$FLASH" --precision "$prec" --context 4096 --steps 20 \
-                --prefill 4096 --json "$OUT/bench_$prec.json"
-            grep -E "all 40 layers|\*\*graph\*\*|^\| \*\*all\*\*" "$(logf "bench_$prec")" | tee -a "$SUM"
+        # fp8 twice: its weights as e4m3 codes (the default) and as the bf16 upload (--fp8-qdq: the same bits)
+        for prec in fp8 fp8qdq bf16; do
+            more=()
+            [ "$prec" = fp8qdq ] && more=(--fp8-qdq)
+            phase "bench_$prec" 180 "$B/attnscope" bench-engine "$FLASH" --precision "${prec%qdq}" --context 4096 \
+                --steps 20 --prefill 4096 --json "$OUT/bench_$prec.json" "${more[@]}"
+            grep -E "all 40 layers|\*\*graph\*\*|^\| \*\*all\*\*|fp8 projections alone" "$(logf "bench_$prec")" | tee -a "$SUM"
         done
         if [ -n "${AS_BIN_B:-}" ]; then
             FLASH_BF16=${FLASH}-bf16
@@ -145,10 +148,16 @@ for p in "$@"; do
         xz -6 "$OUT/decode_trace.json" 2>/dev/null
         cat "$(logf trace)" ;;
     sanitize)
-        sanitized sanitize 150 'gpu_*kernels*' 'gpu_rmsnorm*' 'gpu_rope*' 'gpu_quant*' 'gpu_window*' \
-            'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*' \
-            'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*' 'gpu_q2k*' 'gpu_build_idx*' 'gpu_convert*' \
-            'gpu_topk*' 'gpu_act_quant*' 'gpu_fp8*'
+        # AS_SAN_TESTS: other GPU test patterns (e.g. the kernels a change touched); the engine runs after them
+        if [ -n "${AS_SAN_TESTS:-}" ]; then
+            # shellcheck disable=SC2086
+            sanitized sanitize 150 $AS_SAN_TESTS
+        else
+            sanitized sanitize 150 'gpu_*kernels*' 'gpu_rmsnorm*' 'gpu_rope*' 'gpu_quant*' 'gpu_window*' \
+                'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*' \
+                'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*' 'gpu_q2k*' 'gpu_build_idx*' 'gpu_convert*' \
+                'gpu_topk*' 'gpu_act_quant*' 'gpu_fp8*'
+        fi
         # then a whole engine run (every kernel, the selection, prefill and decode) under each tool: memcheck
         # and racecheck with a 16-token prefill (cuBLAS GEMMs included), initcheck with an 8-token one
         # (every projection through attnscope's own GEMV); then initcheck at 16 tokens again, reported
@@ -211,7 +220,9 @@ print('o max |engine - ref| =', float(np.max(np.abs(e - r))), ' verdict:', lay['
 "
         cat "$(logf h5py)" ;;
     kbench)
-        LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 150 "$B/bin/attnscope_kbench"
+        # AS_KBENCH_ARGS: e.g. --fp8 (the ceilings and the fp8 projections only)
+        # shellcheck disable=SC2086
+        LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase kbench 150 "$B/bin/attnscope_kbench" ${AS_KBENCH_ARGS:-}
         sed -n '/== summary/,$p' "$(logf kbench)" | tee -a "$SUM" ;;
     boundary)
         LD_LIBRARY_PATH=/usr/local/cuda/lib64 phase boundary 120 "$B/bin/attnscope_boundary"

@@ -16,7 +16,7 @@ TEST(engine_knobs_defaults_are_the_winners)
     memset(&k, 0x5a, sizeof k);
     as_engine_knobs_default(&k);
     CHECK(k.attn_path == AS_ATTN_AUTO && k.pdl && k.kv_fork && k.fusions == AS_FUSE_ALL &&
-              k.sel_room == AS_SEL_ROOM_AUTO && k.gpu_mem_limit_mb == 0 && !k.fp8_form,
+              k.sel_room == AS_SEL_ROOM_AUTO && k.gpu_mem_limit_mb == 0 && !k.fp8_qdq,
           "defaults: path %d pdl %d fork %d fusions %#x room %d limit %d", (int)k.attn_path, k.pdl, k.kv_fork,
           k.fusions, k.sel_room, k.gpu_mem_limit_mb);
     char buf[256] = "junk";
@@ -140,11 +140,11 @@ TEST(engine_knobs_flags_reproduce_a_setting)
     k.fusions = AS_FUSE_ROPE | AS_FUSE_NORM;
     k.sel_room = 0;
     k.gpu_mem_limit_mb = 512;
-    k.fp8_form = true;
+    k.fp8_qdq = true;
     char buf[256];
     as_engine_knobs_flags(&k, buf, sizeof buf);
     CHECK(!strcmp(buf, "--attn-path warp --no-pdl --no-kv-fork --fusions rope,norm --sel-room 0 --gpu-mem-limit 512 "
-                       "--fp8-form"),
+                       "--fp8-qdq"),
           "every knob set: '%s'", buf);
     as_engine_knobs_default(&k);
     k.fusions = 0;

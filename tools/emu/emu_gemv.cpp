@@ -1,4 +1,5 @@
-// kernels/gemv.cu on the emulator, every (R, W, M) configuration, against ref/gemv.c.
+// kernels/gemv.cu on the emulator, every (R, W, M) configuration, against ref/gemv.c; its e4m3 weights
+// against its bf16 weights dequantised (the same bits).
 #include "emu.h"
 #include "emu_rand.h"
 
@@ -43,7 +44,7 @@ static void run(const AsProjShape &s, int m, int wwarps, bool yf32)
     std::vector<uint16_t> yb((size_t)m * ldy, 0x7f7f);
     const bool f32w = sizeof(TW) == 4;
     GemvArgs a{f32w ? (const void *)W.data() : (const void *)Wb.data(), ldw, strideW, n_out, n_in, xb.data() + s.x_off, ldx,
-               strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0, nullptr, 0, {}, {}};
+               strideX, m, yf32 ? (void *)yo.data() : (void *)yb.data(), ldy, strideY, yf32 ? 1 : 0, nullptr, 0, {}, {}, nullptr, 0, 0};
     if (scalar) {
         emu::launch(dim3((unsigned)((n_out + kWarps - 1) / kWarps), (unsigned)batch), dim3(kThreads),
                     [&] { gemv_scalar_kernel<TW>(a); });
@@ -109,7 +110,7 @@ static void run_rope(int heads, int hd, int rd, int n_in, int m, int wwarps, boo
     std::vector<float> cs((size_t)maxpos * half), sn((size_t)maxpos * half);
     for (size_t i = 0; i < cs.size(); i++) cs[i] = urnd(1.0f), sn[i] = urnd(1.0f);
     const int32_t pos[3] = {17, -1, 63};
-    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, m, y0.data(), n_out, 0, 0, nullptr, 0, {}, {}};
+    GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, m, y0.data(), n_out, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0};
     const int gpb = kWarps / wwarps, sets = ((n_out + R - 1) / R + gpb - 1) / gpb;
     emu::launch(dim3((unsigned)sets, 1), dim3(kThreads), [&] { gemv_vec_kernel<uint16_t, R, M>(a, wwarps); });
     a.y = y1.data();
@@ -150,7 +151,7 @@ static void run_norm(int n_out, int n_in, int wwarps, bool with_res, bool in_pla
     std::vector<uint16_t> h1 = h0, y1 = y0, want((size_t)n_out, 0x7f7f), got((size_t)n_out, 0x7f7f);
     const int gpb = kWarps / wwarps, sets = ((n_out + R - 1) / R + gpb - 1) / gpb;
     GemvArgs a{Wb.data(), n_in, 0, n_out, n_in, xb.data(), n_in, 0, 1, y0.data(), n_out, 0, 0,
-               with_res ? h0.data() : nullptr, n_out, {}, {}};
+               with_res ? h0.data() : nullptr, n_out, {}, {}, nullptr, 0, 0};
     emu::launch(dim3((unsigned)sets, 1), dim3(kThreads), [&] { gemv_vec_kernel<uint16_t, R, 1>(a, wwarps); });
     const uint16_t *src = with_res ? h0.data() : y0.data();
     emu::launch(dim3(1), dim3(kRmsThreads), [&] { as_d_rmsnorm_row(src, nw.data(), want.data(), n_out, 1e-6f); });
@@ -170,6 +171,56 @@ static void run_norm(int n_out, int n_in, int wwarps, bool with_res, bool in_pla
     }
     printf("%s norm R%d W%d %dx%d%s%s: %ld wrong\n", bad ? "FAIL" : "ok  ", R, wwarps, n_out, n_in,
            with_res ? " + residual" : "", in_place ? ", in place" : "", bad);
+    g_fail += bad != 0;
+}
+
+// e4m3 codes with block scales against the bf16 GEMV of their dequantised values, bf16(code * scale):
+// the same bits, batch groups, both kernels (vector and scalar: x rows unaligned), the epilogues'
+// residual. Codes over the whole e4m3 range but NaN (subnormals and negatives included), scales 2^-20..2^6.
+template <int R, int M>
+static void run_e4m3(int n_out, int n_in, int batch, int m, int wwarps, bool scalar, bool residual)
+{
+    const int64_t ldws = (n_in / 32 + 3) / 4 * 4, srows = (n_out + 31) / 32;
+    const int64_t ldx = scalar ? n_in + 1 : n_in, strideX = (int64_t)m * ldx, ldy = (int64_t)batch * n_out;
+    std::vector<uint8_t> q((size_t)batch * n_out * n_in);
+    std::vector<float> ws((size_t)batch * srows * ldws, 0.0f);
+    std::vector<uint16_t> wb(q.size()), xb((size_t)batch * strideX + 8), y8((size_t)m * ldy, 0x7f7f),
+        y16((size_t)m * ldy, 0x7f7f), h8((size_t)m * n_out), h16;
+    for (auto &v : ws) v = ldexpf(1.0f, (int)(urnd(1.0f) * 13.0f) - 7);
+    for (size_t i = 0; i < q.size(); i++) {
+        uint8_t b = (uint8_t)(urnd(1.0f) * 127.0f + 128.0f);
+        q[i] = (b & 0x7f) == 0x7f ? (uint8_t)(b - 1) : b;
+    }
+    for (int b = 0; b < batch; b++)
+        for (int o = 0; o < n_out; o++)
+            for (int i = 0; i < n_in; i++) {
+                const size_t at = ((size_t)b * n_out + o) * n_in + i;
+                wb[at] = as_bf16_bits(as_e4m3_from_bits(q[at]) * ws[((size_t)b * srows + o / 32) * ldws + i / 32]);
+            }
+    for (auto &v : xb) v = as_bf16_bits(urnd(2.0f));
+    for (auto &v : h8) v = as_bf16_bits(urnd(8.0f));
+    h16 = h8;
+    GemvArgs a8{q.data(), n_in, (int64_t)n_out * n_in, n_out, n_in, xb.data(), ldx, strideX, m, y8.data(), ldy, n_out,
+                0, residual ? h8.data() : nullptr, n_out, {}, {}, ws.data(), ldws, srows * ldws};
+    GemvArgs a16{wb.data(), n_in, (int64_t)n_out * n_in, n_out, n_in, xb.data(), ldx, strideX, m, y16.data(), ldy,
+                 n_out, 0, residual ? h16.data() : nullptr, n_out, {}, {}, nullptr, 0, 0};
+    if (scalar) {
+        const dim3 grid((unsigned)((n_out + kWarps - 1) / kWarps), (unsigned)batch);
+        emu::launch(grid, dim3(kThreads), [&] { gemv_scalar_kernel<uint8_t>(a8); });
+        emu::launch(grid, dim3(kThreads), [&] { gemv_scalar_kernel<uint16_t>(a16); });
+    } else {
+        const int gpb = kWarps / wwarps, sets = ((n_out + R - 1) / R + gpb - 1) / gpb;
+        const dim3 grid((unsigned)(sets > 2 ? sets / 2 : 1), (unsigned)batch);
+        emu::launch(grid, dim3(kThreads), [&] { gemv_vec_kernel<uint8_t, R, M>(a8, wwarps); });
+        emu::launch(grid, dim3(kThreads), [&] { gemv_vec_kernel<uint16_t, R, M>(a16, wwarps); });
+    }
+    long bad = 0;
+    for (size_t i = 0; i < y8.size(); i++)
+        bad += y8[i] != y16[i];
+    for (size_t i = 0; i < h8.size(); i++)
+        bad += h8[i] != h16[i];
+    printf("%s e4m3 R%d M%d W%d %dx%d batch %d m %d %s%s: %ld outputs not the bf16 GEMV's bits\n", bad ? "FAIL" : "ok  ",
+           R, M, wwarps, n_out, n_in, batch, m, scalar ? "scalar" : "vec", residual ? " + residual" : "", bad);
     g_fail += bad != 0;
 }
 
@@ -198,6 +249,12 @@ int main()
     run_norm<2>(1280, 64, 1, false, true);
     run_norm<4>(520, 96, 2, true, false);
     run_norm<1>(37, 203 + 5, 1, true, true);
+    run_e4m3<4, 1>(96, 256, 1, 1, 2, false, true);
+    run_e4m3<1, 2>(64, 1280, 1, 2, 8, false, false);
+    run_e4m3<2, 4>(40, 96, 1, 3, 1, false, false);
+    run_e4m3<4, 8>(32, 64, 3, 8, 4, false, false);
+    run_e4m3<2, 1>(64, 64, 4, 1, 1, false, false);
+    run_e4m3<1, 1>(33, 160, 2, 1, 1, true, false);
     printf("%d failed\n", g_fail);
     return g_fail != 0;
 }
