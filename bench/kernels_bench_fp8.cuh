@@ -65,6 +65,8 @@ AsFp8Act fp8_act(int rows, int n, void **buf, void **xbf)
     return a;
 }
 
+#include "bench/e4m3_gemv_variants.cuh"
+
 void bench_fp8_gemv(const GemvShape &g, int m, bool sweep, bool quick)
 {
     const size_t wbytes = (size_t)g.batch * g.n_out * g.n_in, sbytes = 4 * (size_t)g.batch * ((g.n_out + 31) / 32) *
@@ -133,6 +135,8 @@ void bench_fp8_gemv(const GemvShape &g, int m, bool sweep, bool quick)
         const double bytes8 = (double)wbytes + sbytes + 2.0 * m * g.batch * g.n_in + 2.0 * m * g.batch * g.n_out;
         const double u8 = time_us([&](int i) { run8(0, i); }, batch, reps);
         report("e4m3 gemv auto", shape, u8, bytes8, flops, -1);
+        if (sweep && !bf16x)
+            bench_e4m3_variants(g, W, xbf, quick);
         if (sweep) {
             printf("    R sweep:");
             for (int R : {1, 2, 4})

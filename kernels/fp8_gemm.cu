@@ -188,19 +188,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_gemm_kernel(GemmArgs a)
 #endif // AS_WGMMA
 }
 
-#ifndef AS_EMU
-// out[o][i] = bf16(e4m3(w[o][i]) * ws[o / 32][i / 32]): exact (4 significant bits times a scale).
-__global__ void fp8_dequant_kernel(AsFp8Weight w, int64_t rows, uint16_t *out, int64_t ldo)
-{
-    as_d_pdl_wait();
-    const int64_t n = rows * w.n_in;
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t o = e / w.n_in, i = e % w.n_in;
-        const float v = asfp8::e4m3_value(w.w[o * w.ldw + i]) * w.ws[(o / 32) * w.ldws + i / 32];
-        out[o * ldo + i] = as_d_f32_to_bf16(v);
-    }
-}
-#endif
 
 } // namespace
 
@@ -251,15 +238,4 @@ extern "C" int as_k_fp8_gemm(const AsFp8Weight *w, const AsFp8Act *x, int s, as_
     return as_k_fp8_gemm_cfg(w, x, s, y, ldy, 0, st);
 }
 
-extern "C" int as_k_fp8_dequant_bf16(const AsFp8Weight *w, as_bf16_t *out, int64_t ldo, cudaStream_t st)
-{
-    if (!w || !w->w || !w->ws || !out || w->n_out < 0 || w->n_in < 0 || w->n_in % 32 || w->batch < 1 ||
-        ldo < w->n_in || (w->batch > 1 && w->stride_rows < w->n_out))
-        return (int)cudaErrorInvalidValue;
-    const int64_t rows = (int64_t)(w->batch - 1) * w->stride_rows + w->n_out;
-    if (rows == 0 || w->n_in == 0)
-        return 0;
-    as_launch(fp8_dequant_kernel, as_grid_1d(rows * w->n_in, 256), 256, 0, st, *w, rows, out, ldo);
-    return AS_LAUNCH_RESULT();
-}
 #endif // AS_EMU

@@ -297,3 +297,29 @@ GPU_TEST(gpu_gemv_e4m3_refusals)
     as_gpu_free(dy);
     pair_free(&p);
 }
+
+/* kernels/fp8_dequant.cu against its twin, as_wt_rows_f32 (the bf16 upload's values): bit for bit, 32- and
+ * 128-blocks of scales, rows off a block, into rows wider than the weight. */
+GPU_TEST(gpu_gemv_e4m3_dequant_exact)
+{
+    const Shape cs[] = {{"flash wq_a", 1280, 5120, 32}, {"tiny wq_b", 256, 32, 32}, {"rows off a block", 37, 96, 32},
+                        {"128-blocks over 200 rows", 200, 256, 128}};
+    for (size_t s = 0; s < sizeof cs / sizeof cs[0]; s++) {
+        Pair p;
+        pair_init(&p, cs[s].n_out, cs[s].n_in, cs[s].B, 1, 700 + s);
+        const int64_t ldo = cs[s].n_in + 8, n = (int64_t)cs[s].n_out * ldo;
+        uint16_t *dout = as_gpu_alloc(2 * (size_t)n);
+        as_gpu_poison(dout, 2 * (size_t)n);
+        as_gpu_check_launch(as_k_fp8_dequant_bf16(&p.d.w, (as_bf16_t *)dout, ldo, 0), cs[s].name);
+        uint16_t *out = as_test_xmalloc(2 * (size_t)n);
+        as_gpu_get_bytes(out, dout, 2 * (size_t)n);
+        int64_t bad = 0;
+        for (int o = 0; o < cs[s].n_out; o++)
+            for (int i = 0; i < cs[s].n_in; i++)
+                bad += out[(int64_t)o * ldo + i] != as_bf16_bits(p.wdq[(int64_t)o * cs[s].n_in + i]);
+        CHECK(bad == 0, "%s: %lld dequantised values are not bf16(e4m3 * scale)", cs[s].name, (long long)bad);
+        free(out);
+        as_gpu_free(dout);
+        pair_free(&p);
+    }
+}
