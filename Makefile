@@ -171,8 +171,7 @@ bundle-tar: bundle
 # flash shapes against the measured copy bandwidth, bf16 GEMM rate and cuBLAS; needs only CUDA.
 KBENCH_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,bench/kernels_bench.cu kernels/gemv.cu kernels/index_scores.cu \
               kernels/sparse_attn.cu kernels/sparse_attn_wgmma.cu kernels/attn_decode.cu kernels/topk_select.cu kernels/pdl.cu kernels/q8_1.cu \
-              kernels/q2k_mmvq.cu kernels/q2k_mmq.cu kernels/row_pipe.cu kernels/rope.cu kernels/rmsnorm.cu \
-              kernels/act_quant.cu kernels/fp8_gemv.cu kernels/fp8_gemm.cu)
+              kernels/q2k_mmvq.cu kernels/q2k_mmq.cu kernels/row_pipe.cu kernels/rope.cu kernels/rmsnorm.cu)
 .PHONY: kbench
 kbench: $(BUILD)/attnscope_kbench
 $(BUILD)/attnscope_kbench: $(KBENCH_OBJ)
@@ -188,7 +187,7 @@ $(BUILD)/attnscope_boundary: $(BUILD)/obj/bench/boundary_bench.cu.o
 # The CPU emulator (tools/emu/README.md): the kernels' own source run on the CPU against their
 # CPU twins on small shapes, without a GPU (their logic, not timing or races); needs CUDA's headers.
 # emu_q2k_test is tests/gpu_q2k.c's kernel tests on the emulator (its refusal test needs the device).
-EMU_RUN := attn scores gemv decode decode_attn decode_scores topk attn1 q2k q2k_test fp8_quant fp8_gemv fp8_gemm
+EMU_RUN := attn scores gemv decode decode_attn decode_scores topk attn1 q2k q2k_test
 EMU_Q2K_TESTS := gpu_q2k_quantize_q8_1 gpu_q2k_mmvq_flash_shapes gpu_q2k_mmq_flash_shapes gpu_q2k_odd_sizes \
                  gpu_q2k_mmvq_every_config
 EMU_CXX ?= g++

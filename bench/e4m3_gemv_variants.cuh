@@ -1,15 +1,15 @@
 // Variants of the e4m3 decode GEMV (kernels/gemv.cu's TW = uint8_t form), m = 1, to find what holds it
 // at half the copy bandwidth: V bit 0, 16-byte chunks (16 codes a load) instead of 8; bit 1, the codes
 // widened to f32 by integer operations (byte to the top, arithmetic shift, mask: the value times 2^-120,
-// scaled back with the block scale) instead of f16 bits and a conversion; bit 2, the next pass's loads
-// issued before the current pass is computed. Same structure otherwise (groups of W warps, lane li takes
+// scaled back with the block scale) instead of f16 bits and a conversion; bit 2, a ring: each chunk's
+// registers refilled with the next pass's chunk as soon as it is consumed (no more registers). Same structure otherwise (groups of W warps, lane li takes
 // chunks li, li + L, ..., one wave, the group's partials through shared memory). Included by
 // kernels_bench.cu inside its namespace.
 
 template <int CW> struct VChunk;
 template <> struct VChunk<8> {
     uint2 v;
-    __device__ __forceinline__ void load(const uint8_t *p) { v = asfp8::ld_stream8(p); }
+    __device__ __forceinline__ void load(const uint8_t *p) { v = ase4m3::ld_stream8(p); }
     __device__ __forceinline__ uint32_t word(int i) const { return i ? v.y : v.x; }
 };
 template <> struct VChunk<16> {
@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(256, 3) e4m3_variant_kernel(const uint8_t *W, 
                                                             int n_in, const uint16_t *x, float *y, int w_warps)
 {
     constexpr int CW = (V & 1) ? 16 : 8, kU = (V & 1) ? 2 : 4;
-    constexpr bool kInt = V & 2, kPipe = V & 4;
+    constexpr bool kInt = V & 2, kRing = V & 4;
     __shared__ float red[8][R];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gpb = 8 / w_warps;
     const int group = warp / w_warps, wig = warp % w_warps, li = wig * 32 + lane, L = 32 * w_warps;
@@ -47,26 +47,25 @@ __global__ void __launch_bounds__(256, 3) e4m3_variant_kernel(const uint8_t *W, 
             wrow[r] = W + (int64_t)(row0 + r < n_out ? row0 + r : n_out - 1) * n_in;
         const float *srow = ws + (int64_t)(row0 >> 5) * ldws;
         float acc[R] = {};
-        VChunk<CW> w[kU][R], nx[kU][R];
-        float s[kU], ns[kU];
-        auto load = [&](VChunk<CW>(&d)[kU][R], float (&ds)[kU], int c) {
+        VChunk<CW> w[kU][R];
+        float s[kU];
+        auto load_slot = [&](int u, int c) {
 #pragma unroll
-            for (int u = 0; u < kU; u++) {
-#pragma unroll
-                for (int r = 0; r < R; r++)
-                    d[u][r].load(wrow[r] + (int64_t)(c + u * L) * CW);
-                ds[u] = srow[(c + u * L) * CW / 32] * sx;
-            }
+            for (int r = 0; r < R; r++)
+                w[u][r].load(wrow[r] + (int64_t)c * CW);
+            s[u] = srow[c * CW / 32] * sx;
         };
         int c = li;
-        if (kPipe && c + (kU - 1) * L < nchunks)
-            load(w, s, c);
+        if (kRing && c + (kU - 1) * L < nchunks)
+#pragma unroll
+            for (int u = 0; u < kU; u++)
+                load_slot(u, c + u * L);
         for (; c + (kU - 1) * L < nchunks; c += kU * L) {
-            if (!kPipe)
-                load(w, s, c);
-            const bool more = kPipe && c + kU * L + (kU - 1) * L < nchunks;
-            if (more)
-                load(nx, ns, c + kU * L);
+            if (!kRing)
+#pragma unroll
+                for (int u = 0; u < kU; u++)
+                    load_slot(u, c + u * L);
+            const bool more = kRing && c + kU * L + (kU - 1) * L < nchunks;
 #pragma unroll
             for (int u = 0; u < kU; u++) {
                 float xf[CW];
@@ -92,15 +91,8 @@ __global__ void __launch_bounds__(256, 3) e4m3_variant_kernel(const uint8_t *W, 
                     for (int e = 0; e < CW; e++)
                         acc[r] = fmaf(wf[e], xf[e], acc[r]);
                 }
-            }
-            if (more) {
-#pragma unroll
-                for (int u = 0; u < kU; u++) {
-                    s[u] = ns[u];
-#pragma unroll
-                    for (int r = 0; r < R; r++)
-                        w[u][r] = nx[u][r];
-                }
+                if (more)
+                    load_slot(u, c + kU * L + u * L);
             }
         }
         // the rest of the chunks one at a time (fewer than kU a lane)

@@ -30,7 +30,6 @@
 
 #include "kernels/common.cuh"
 #include "kernels/e4m3.cuh"
-#include "kernels/fp8.cuh"
 #include "kernels/kernels.h"
 #include "model/ggml_blocks.h"
 #include "tests/lib/kernel_shapes.h"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <string.h>
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 #endif
@@ -53,6 +54,24 @@ __device__ __forceinline__ void e4m3x4_scaled(uint32_t u, float s256, float *f)
     const uint32_t p1 = (h1 & 0x80008000u) | ((h1 >> 1) & 0x3f803f80u);
     const float2 a = f16x2_to_float2(p0), b = f16x2_to_float2(p1);
     f[0] = a.x * s256, f[1] = a.y * s256, f[2] = b.x * s256, f[3] = b.y * s256;
+}
+
+// 8 bytes of a stream read once (weights), as as_d_ld_stream16: not kept in L1.
+__device__ __forceinline__ uint2 ld_stream8(const void *p)
+{
+    uint2 v;
+#ifdef __CUDA_ARCH__
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+#else
+    memcpy(&v, p, 8);
+#endif
+    return v;
+}
+
+// One code's value times s256 / 256 (e4m3x4_scaled's widening, for one code).
+__device__ __forceinline__ float e4m3_scaled(uint8_t b, float s256)
+{
+    return f16x2_to_float2(((uint32_t)(b & 0x80u) << 8) | ((uint32_t)(b & 0x7fu) << 7)).x * s256;
 }
 
 } // namespace ase4m3

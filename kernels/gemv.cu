@@ -28,7 +28,6 @@
 
 #include "kernels/common.cuh"
 #include "kernels/e4m3.cuh"
-#include "kernels/fp8.cuh"
 #include "kernels/gemv_epilogue.cuh"
 #include "kernels/kernels.h"
 #include "kernels/rmsnorm_row.cuh"
@@ -61,7 +60,7 @@ template <> struct WChunk<uint16_t> {
 // e4m3 codes of a fp8-form weight (one byte a weight), 8 a chunk.
 template <> struct WChunk<uint8_t> {
     uint2 v;
-    __device__ __forceinline__ void load(const uint8_t *p) { v = asfp8::ld_stream8(p); }
+    __device__ __forceinline__ void load(const uint8_t *p) { v = ase4m3::ld_stream8(p); }
     __device__ __forceinline__ void widen(float s256, float (&f)[8]) const
     {
         ase4m3::e4m3x4_scaled(v.x, s256, f);
@@ -103,7 +102,7 @@ __device__ __forceinline__ void x_chunk(const uint16_t *p, float (&xf)[8])
 
 __device__ __forceinline__ float w_scalar(const uint16_t *p, float) { return as_d_bf16_to_f32(*p); }
 __device__ __forceinline__ float w_scalar(const float *p, float) { return *p; }
-__device__ __forceinline__ float w_scalar(const uint8_t *p, float scale) { return asfp8::e4m3_value(*p) * scale; }
+__device__ __forceinline__ float w_scalar(const uint8_t *p, float scale) { return ase4m3::e4m3_scaled(*p, 256.0f * scale); }
 
 struct GemvArgs {
     const void *W;

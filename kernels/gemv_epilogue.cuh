@@ -91,7 +91,7 @@ __device__ __forceinline__ void as_d_group_sum_store(float (&acc)[R][M], float (
 }
 
 // The last block of a GEMV launch to finish normalises the output row (as_k_gemv_bf16_norm,
-// as_k_fp8_gemv_norm): each block's stores are fenced before it counts itself, so the last one counted
+// as_k_gemv_e4m3_norm): each block's stores are fenced before it counts itself, so the last one counted
 // sees every row. Every thread of every block calls it once, after its last store (Args: the GEMV's
 // arguments, with res, y, n_out and norm {w, y, eps, ctr}).
 template <typename Args> __device__ __forceinline__ void as_d_gemv_norm_after(const Args &a)

@@ -345,13 +345,12 @@ int as_k_q2k_mmq(const void *W, int64_t ldw, int64_t strideW, int n_out, int n_i
                  int64_t strideX, int m, void *y, int64_t ldy, int64_t strideY, int y_f32, int batch, cudaStream_t st);
 
 
-/* ---- fp8 precision's projections: kernels/act_quant.cu, fp8_gemv.cu, fp8_gemm.cu; twin
- * ref/fp8_linear.c (the fp8 linear of SPEC 2) and ref/linear.c (the bf16 linear of fp8-form weights);
- * tests tests/gpu_act_quant.c, gpu_fp8_gemv.c, gpu_fp8_gemm.c. ----
+/* ---- fp8 precision's weights in the checkpoint's form: kernels/gemv.cu (the e4m3 GEMV), fp8_dequant.cu;
+ * twin ref/gemv.c, ref/linear.c on the dequantised weight; test tests/gpu_gemv_e4m3.c. ----
  * An fp8-form weight: e4m3 codes [n_out][n_in] (n_in a multiple of 32), rows ldw bytes apart, and one
  * f32 scale per 32 x 32 block, ws[o / 32][k] (ldws >= n_in / 32; a 128 x 128 scale is spread over its
  * 16 blocks), so that W[o][i] = e4m3(code) * ws exactly. batch > 1 (the grouped wo_a): group b is rows
- * [b * stride_rows, + n_out) of the same arrays (stride_rows a multiple of 8). */
+ * [b * stride_rows, + n_out) of the same arrays. */
 typedef struct {
     const uint8_t *w;
     int64_t ldw;
@@ -378,70 +377,9 @@ int as_k_gemv_e4m3_rope(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, i
                         const float *sin_t, int inverse, int room, cudaStream_t st);
 int as_k_gemv_e4m3_norm(const AsFp8Weight *w, const as_bf16_t *x, as_bf16_t *y, as_bf16_t *h, const float *norm_w,
                         float eps, as_bf16_t *y_norm, unsigned *ctr, cudaStream_t st);
-/* act_quant's output (the fp8 linear's input): e4m3 codes [rows][n] (rows ldq bytes apart) and their
- * scales [rows][lds] (entries past n / 32 are 0); batch b at q + b * stride_q, s + b * stride_s. */
-typedef struct {
-    const uint8_t *q;
-    int64_t ldq, stride_q;
-    const float *s;
-    int64_t lds, stride_s;
-} AsFp8Act;
-/* One buffer for act_quant of `rows` rows of n values: the codes [rows][n], then (16-byte aligned) the
- * scales [rows][as_act8_lds(n)], a row of scales a multiple of 16 bytes. */
-static inline int64_t as_act8_lds(int64_t n) { return (n / 32 + 3) / 4 * 4; }
-static inline int64_t as_act8_scale_offset(int64_t rows, int64_t n) { return (rows * n + 15) / 16 * 16; }
-static inline int64_t as_act8_bytes(int64_t rows, int64_t n)
-{
-    return as_act8_scale_offset(rows, n) + 4 * rows * as_act8_lds(n);
-}
-/* The AsFp8Act view of such a buffer (16-byte aligned). */
-static inline AsFp8Act as_act8_view(const void *buf, int64_t rows, int64_t n)
-{
-    AsFp8Act a = {(const uint8_t *)buf, n, 0, (const float *)((const uint8_t *)buf + as_act8_scale_offset(rows, n)),
-                  as_act8_lds(n), 0};
-    return a;
-}
-
-/* as_act_quant of each of `rows` rows of n bf16 values (x rows ldx apart): per block of 32, s =
- * pow2_ceil(max(amax, 1e-4) / 448) into sx[r][k] (rows lds apart; entries n / 32 .. lds - 1 set to 0, at
- * most 256 of them) and the e4m3 codes of clamp(x / s, -448, 448) into xq[r] (rows ldq bytes apart). */
-int as_k_act_quant(const as_bf16_t *x, int64_t ldx, int rows, int n, uint8_t *xq, int64_t ldq, float *sx, int64_t lds,
-                   cudaStream_t st);
-
-/* Decode GEMV, batched (m <= 8 token rows): y_b[t][o] = bf16 or f32 of sum_k (sum_{i in k} e4m3(xq[t][i])
- * e4m3(W_b[o][i])) * sx[t][k] * ws[o / 32][k], the fp8 linear of ref/fp8_linear.c up to the f32 order of
- * the terms (each 32-wide block one tensor-core product: e4m3 values exact, summed in the hardware's
- * accumulation, then scaled and added in k order). y_b = y + b * stride_y, rows ldy apart. */
-int as_k_fp8_gemv(const AsFp8Weight *w, const AsFp8Act *x, int m, void *y, int64_t ldy, int64_t stride_y, int y_f32,
-                  cudaStream_t st);
-/* The bf16 linear of an fp8-form weight (the grouped wo_a of a checkpoint that stores it in fp8):
- * y_b[t][o] = bf16(sum_i x_b[t][i] bf16(W_b[o][i] ws)), x_b = x + b * stride_x (16-byte aligned rows
- * ldx apart): the same numbers as as_k_gemv_bf16 on the dequantised weight, up to the f32 order. */
-int as_k_fp8_gemv_bf16x(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int64_t stride_x, int m, as_bf16_t *y,
-                        int64_t ldy, int64_t stride_y, cudaStream_t st);
-/* as_k_fp8_gemv (batch 1, bf16 y) with the epilogues of the bf16 GEMV: the residual h = bf16(h + y)
- * (as_k_gemv_bf16_residual); q's RoPE (as_k_gemv_bf16_rope, room likewise); and, one row, the RMSNorm
- * of h or y into y_norm by the last block (as_k_gemv_bf16_norm: ctr a device counter at 0, left at 0). */
-int as_k_fp8_gemv_residual(const AsFp8Weight *w, const AsFp8Act *x, int m, as_bf16_t *y, int64_t ldy, as_bf16_t *h,
-                           int64_t ldh, cudaStream_t st);
-int as_k_fp8_gemv_rope(const AsFp8Weight *w, const AsFp8Act *x, int m, as_bf16_t *y, int64_t ldy, int heads, int hd,
-                       int rd, int pos0, const int32_t *pos, const float *cos_t, const float *sin_t, int inverse,
-                       int room, cudaStream_t st);
-int as_k_fp8_gemv_norm(const AsFp8Weight *w, const AsFp8Act *x, as_bf16_t *y, as_bf16_t *h, const float *norm_w,
-                       float eps, as_bf16_t *y_norm, unsigned *ctr, cudaStream_t st);
-
-/* Prefill GEMM (batch 1, any s): y[t][o] = bf16 of the fp8 linear as as_k_fp8_gemv, on Hopper's fp8
- * tensor cores (wgmma m64n128k32: one instruction a 32-wide K block, its sum scaled by sx[t][k] ws[o/32][k]
- * and added to the f32 accumulators in k order); the codes of x 16-byte aligned (ldq a multiple of 16),
- * the weight's rows likewise, ws and sx rows 16-byte aligned (ldws, lds multiples of 4). _applies: the
- * sm_90a kernel runs here (a compute capability 9.0 device, those alignments); elsewhere as_k_fp8_gemm
- * runs the GEMV's portable form over 8 rows at a time (correct, slow: the engine takes act_quant's QDQ
- * and cuBLAS there instead). */
-int as_k_fp8_gemm_applies(const AsFp8Weight *w, const AsFp8Act *x);
-int as_k_fp8_gemm(const AsFp8Weight *w, const AsFp8Act *x, int s, as_bf16_t *y, int64_t ldy, cudaStream_t st);
-
 /* The fp8-form weight dequantised, out[o][i] = bf16(e4m3(w[o][i]) * ws[o / 32][i / 32]) (exact), rows
- * ldo apart: a prefill's grouped wo_a through cuBLAS on the same bf16 weights as the bf16 upload. */
+ * ldo apart (w's rows and out 16-byte aligned, ldw a multiple of 16, ldo of 8): a prefill's projection
+ * through cuBLAS on the same bf16 weights as the bf16 upload. */
 int as_k_fp8_dequant_bf16(const AsFp8Weight *w, as_bf16_t *out, int64_t ldo, cudaStream_t st);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* The fp8 kernels' test plumbing (tests/lib/gpu_fp8.h). */
+/* The fp8-form weights' test plumbing (tests/lib/gpu_fp8.h). */
 #include "tests/lib/gpu_fp8.h"
 
 #include <math.h>
@@ -30,36 +30,6 @@ void as_test_fp8_dev_free(AsTestFp8Dev *d)
     as_gpu_free(d->codes);
     as_gpu_free(d->ws);
     memset(d, 0, sizeof *d);
-}
-
-AsFp8Act as_test_act_quant_dev(const float *x, int64_t s, int64_t n, void **buf)
-{
-    as_bf16_t *dx = as_gpu_bf16(x, s * n);
-    *buf = as_gpu_alloc((size_t)as_act8_bytes(s, n));
-    as_gpu_poison(*buf, (size_t)as_act8_bytes(s, n));
-    AsFp8Act a = as_act8_view(*buf, s, n);
-    char what[96];
-    snprintf(what, sizeof what, "act_quant %lldx%lld", (long long)s, (long long)n);
-    as_gpu_check_launch(as_k_act_quant(dx, n, (int)s, (int)n, (uint8_t *)*buf, a.ldq, (float *)a.s, a.lds, 0), what);
-    as_gpu_free(dx);
-    return a;
-}
-
-void as_test_fp8_case(AsTestFp8Case *c, int64_t rows, int64_t cols, int B, int64_t s, int grid, uint64_t seed)
-{
-    as_test_fp8w_make(&c->f, rows, cols, B, grid, seed);
-    c->x = as_test_xmalloc(sizeof(float) * (size_t)(s * cols));
-    as_test_fp8_x(c->x, s, cols, grid, seed + 11);
-    as_test_fp8_upload(&c->f, &c->d);
-    c->xa = as_test_act_quant_dev(c->x, s, cols, &c->xbuf);
-}
-
-void as_test_fp8_case_free(AsTestFp8Case *c)
-{
-    free(c->x);
-    as_gpu_free(c->xbuf);
-    as_test_fp8_dev_free(&c->d);
-    as_test_fp8w_free(&c->f);
 }
 
 static int64_t ordered16(uint16_t b) { return b & 0x8000 ? -(int64_t)(b & 0x7fff) : (int64_t)b; }
