@@ -6,6 +6,7 @@
 #   bash scripts/gpu_session.sh [PHASE ...]
 #     info      nvidia-smi, attnscope devices / --version / info on tiny
 #     tests     every GPU test at tiny (kernel twins, engine vs reference, faults) + examples with the engine
+#               (AS_TESTS_TIMEOUT: seconds for the tests, default 240)
 #     flash     generate the flash model there, engine vs reference at flash (prefill 512 + 64 decode),
 #               then the decode graph against the uncaptured decode at flash (bit for bit, 64 steps)
 #               in both precisions (the fp8 model as released, and its bf16 precision)
@@ -101,7 +102,7 @@ for p in "$@"; do
         phase info 60 sh -c "nvidia-smi; '$B/attnscope' --version; '$B/attnscope' devices; '$B/attnscope' gen --preset tiny -o $AS/tiny >/dev/null; '$B/attnscope' info $AS/tiny"
         grep -E "H200|CUDA|attnscope |Driver" "$(logf info)" | head -8 | tee -a "$SUM" ;;
     tests)
-        phase gpu_tests 240 "$B/attnscope_tests" 'gpu_*' 'hardening_gpu_*'
+        phase gpu_tests "${AS_TESTS_TIMEOUT:-240}" "$B/attnscope_tests" 'gpu_*' 'hardening_gpu_*'
         for f in examples/0*.json; do
             phase "example_$(basename "$f" .json)" 40 "$B/attnscope" run -q "$f"
         done ;;
