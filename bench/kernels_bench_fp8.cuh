@@ -1,8 +1,8 @@
 // bench/kernels_bench.cu's fp8 part, included inside its namespace: the decode GEMV of fp8-form weights
 // (kernels/gemv.cu on e4m3 codes, as_k_gemv_e4m3) at the flash shapes of the fp8 projections and the
 // grouped wo_a, m = 1 and 8, bytes against the copy bandwidth and a plain read of the same codes, with a
-// sweep of the rows per group (R: no bit changes with it) and, at m = 1, the variants of
-// bench/e4m3_gemv_variants.cuh. (The prefill's fp8 projections against cuBLASLt's fp8 GEMM: bench-engine.)
+// sweep of the rows per group (R: no bit changes with it). (The prefill's fp8 projections against
+// cuBLASLt's fp8 GEMM: bench-engine.)
 // Weights: random e4m3 codes (no NaN code) and scales 2^-7; activations random bf16.
 
 __global__ void fill_e4m3_kernel(uint8_t *p, int64_t n, uint64_t seed)
@@ -42,8 +42,6 @@ void fp8_free(Fp8Buf &b)
     CK(cudaFree(b.ws));
 }
 
-#include "bench/e4m3_gemv_variants.cuh"
-
 void bench_fp8_gemv(const GemvShape &g, int m, bool sweep, bool quick)
 {
     const size_t wbytes = (size_t)g.batch * g.n_out * g.n_in, sbytes = 4 * (size_t)g.batch * ((g.n_out + 31) / 32) *
@@ -77,8 +75,6 @@ void bench_fp8_gemv(const GemvShape &g, int m, bool sweep, bool quick)
         for (int R : {1, 2, 4})
             printf(" R%d %.2f", R, time_us([&](int i) { run(R, i); }, batch, quick ? 3 : 7));
         printf("\n");
-        if (!grouped)
-            bench_e4m3_variants(g, W, xbf, quick);
     }
     for (Fp8Buf &b : W)
         fp8_free(b);

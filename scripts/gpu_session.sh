@@ -157,7 +157,7 @@ for p in "$@"; do
             sanitized sanitize 150 'gpu_*kernels*' 'gpu_rmsnorm*' 'gpu_rope*' 'gpu_quant*' 'gpu_window*' \
                 'gpu_compress*' 'gpu_gemv*' 'gpu_index*' 'gpu_sparse*' 'gpu_engine_tiny_prefill*' 'gpu_engine_faults*' \
                 'gpu_row_pipe*' 'gpu_decode_*' 'gpu_graph_tiny_mixed*' 'gpu_q2k*' 'gpu_build_idx*' 'gpu_convert*' \
-                'gpu_topk*' 'gpu_act_quant*' 'gpu_fp8*'
+                'gpu_topk*' 'gpu_fp8*'
         fi
         # then a whole engine run (every kernel, the selection, prefill and decode) under each tool: memcheck
         # and racecheck with a 16-token prefill (cuBLAS GEMMs included), initcheck with an 8-token one
@@ -202,7 +202,7 @@ JSON
         need_flash
         TUI_LATENCY_TIMEOUT=480 phase tui_latency_flash 560 bash "$ROOT/scripts/tui_latency.sh" "$B/attnscope" "$FLASH" \
             4096 200x60 "$LOGS/tui_screens_flash"
-        grep -hE "median|first frame|prefill of|open q|go to" "$(logf tui_latency_tiny)" "$(logf tui_latency_flash)" |
+        grep -hE "median|start-up|prefill of|open q|go to|stopped|did not finish" "$(logf tui_latency_tiny)" "$(logf tui_latency_flash)" |
             tee -a "$SUM" ;;
     h5py)
         # a dump written with the engine on, opened with h5py (the dump format's promise)

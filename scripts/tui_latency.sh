@@ -1,7 +1,8 @@
 #!/bin/bash
 # How fast the TUI answers, measured the way a user meets it: the real program in a tmux
 # terminal, keys sent with send-keys, the time until the screen shows their effect (the pane is
-# polled until it changes). Measures the start-up (first frame, the --prefill), the redraw of
+# polled until it changes). Measures the start-up (first frame, the layer list's keys while the
+# --prefill runs, its progress every 30 s, its end), the redraw of
 # each kind of key (layer list, the tensor view's cursor and zoom on q, view switches; target
 # 50 ms a key), the cancel of a running prefill (Esc until "cancelled"; target 200 ms), and
 # saves every view's screen. A benchmark, not a test: it prints numbers and always exits 0 once
@@ -138,11 +139,37 @@ if wait_for "attnscope" 30; then
 else
     say "start-up: no frame within 30 s"
 fi
-if ! wait_for "prefill of $PREFILL tokens" "$TIMEOUT"; then
-    say "the start-up prefill did not finish within $TIMEOUT s"
-    screen >"$OUTDIR/screen_failed.txt"
-    exit 1
+# while the start-up prefill runs: the layer list's keys (they work meanwhile), then the progress line
+# and screen every 30 s (a run cut short still shows how far it got)
+if ! screen | grep -qF "prefill of $PREFILL tokens"; then
+    v=()
+    for _ in $(seq "$REPS"); do
+        v+=("$(press j)")
+        v+=("$(press k)")
+    done
+    stats "layers: down / up during the prefill" "${v[@]}"
 fi
+t_wait=$(date +%s)
+next=0
+until screen | grep -qF "prefill of $PREFILL tokens"; do
+    el=$(($(date +%s) - t_wait))
+    if [ "$el" -ge "$next" ]; then
+        say "start-up: $(($(now_ms) - t0)) ms in: $(screen | sed -n 2p | tr -s ' ')"
+        screen >"$OUTDIR/screen_startup.txt"
+        next=$((next + 30))
+    fi
+    if [ "$el" -ge 2 ] && ! screen | sed -n 2p | grep -q 'busy' && ! screen | grep -qF "prefill of $PREFILL tokens"; then
+        say "the start-up prefill stopped: $(screen | sed -n 2p | tr -s ' ')"
+        screen >"$OUTDIR/screen_failed.txt"
+        exit 1
+    fi
+    if [ "$el" -ge "$TIMEOUT" ]; then
+        say "the start-up prefill did not finish within $TIMEOUT s"
+        screen >"$OUTDIR/screen_failed.txt"
+        exit 1
+    fi
+    sleep 0.2
+done
 say "start-up: prefill of $PREFILL tokens done after $(($(now_ms) - t0)) ms ($(screen | sed -n 2p | grep -o '([0-9.]* s)'))"
 screen | sed -n 1p | tee -a "$REPORT"
 
