@@ -1,6 +1,7 @@
 /* The fp8 form of a weight (model/fp8_form.h). */
 #include "model/fp8_form.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +26,9 @@ int as_fp8_form_scales(const AsWTensor *t, float *ws)
     return 0;
 }
 
-bool as_fp8_scales_pow2(const AsWTensor *t)
+/* Every value of the f32-readable scale tensor sc a power of two 2^e with lo <= e <= hi. */
+static bool scales_pow2_in(const AsWTensor *sc, int lo, int hi)
 {
-    const AsWTensor *sc = t->scale;
-    if (!sc)
-        return false;
-    if (sc->dtype == AS_DT_F8_E8M0)
-        return true;
     const int64_t n = as_wt_cols(sc);
     float *row = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     if (!row)
@@ -41,37 +38,32 @@ bool as_fp8_scales_pow2(const AsWTensor *t)
         as_wt_rows_f32(sc, r, 1, row);
         for (int64_t k = 0; k < n && ok; k++) {
             int e;
-            ok = isfinite(row[k]) && row[k] > 0.0f && frexpf(row[k], &e) == 0.5f;
+            ok = isfinite(row[k]) && row[k] > 0.0f && frexpf(row[k], &e) == 0.5f && e - 1 >= lo && e - 1 <= hi;
         }
     }
     free(row);
     return ok;
 }
 
+bool as_fp8_scales_pow2(const AsWTensor *t)
+{
+    const AsWTensor *sc = t->scale;
+    if (!sc)
+        return false;
+    return sc->dtype == AS_DT_F8_E8M0 || scales_pow2_in(sc, INT_MIN, INT_MAX);
+}
+
 /* Every scale a power of two in [2^-100, 2^100] (an e8m0 scale: its exponent byte, 2^(e - 127)). */
 static bool scales_moderate(const AsWTensor *sc)
 {
-    const int64_t n = as_wt_cols(sc);
     if (sc->dtype == AS_DT_F8_E8M0) {
         const uint8_t *b = sc->data;
-        for (int64_t i = 0; i < as_wt_rows(sc) * n; i++)
+        for (int64_t i = 0; i < as_wt_rows(sc) * as_wt_cols(sc); i++)
             if (b[i] < 27 || b[i] > 227)
                 return false;
         return true;
     }
-    float *row = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    if (!row)
-        return false;
-    bool ok = true;
-    for (int64_t r = 0; r < as_wt_rows(sc) && ok; r++) {
-        as_wt_rows_f32(sc, r, 1, row);
-        for (int64_t k = 0; k < n && ok; k++) {
-            int e;
-            ok = isfinite(row[k]) && row[k] > 0.0f && frexpf(row[k], &e) == 0.5f && e - 1 >= -100 && e - 1 <= 100;
-        }
-    }
-    free(row);
-    return ok;
+    return scales_pow2_in(sc, -100, 100);
 }
 
 bool as_fp8_codes_exact(const AsWTensor *t)

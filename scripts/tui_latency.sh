@@ -110,6 +110,15 @@ stats() {
     max=$(echo "$sorted" | tail -1)
     say "$(printf '%-34s n %3d   median %5s ms   p90 %5s ms   max %5s ms' "$name" "$n" "$med" "$p90" "$max")"
 }
+# updown NAME: REPS times down and up in the layer list (a list of a few layers ends soon)
+updown() {
+    local v=()
+    for _ in $(seq "$REPS"); do
+        v+=("$(press j)")
+        v+=("$(press k)")
+    done
+    stats "$1" "${v[@]}"
+}
 # keyrun NAME KEY...: REPS presses of the key sequence, one measurement each
 keyrun() {
     local name=$1 v=()
@@ -141,14 +150,7 @@ else
 fi
 # while the start-up prefill runs: the layer list's keys (they work meanwhile), then the progress line
 # and screen every 30 s (a run cut short still shows how far it got)
-if ! screen | grep -qF "prefill of $PREFILL tokens"; then
-    v=()
-    for _ in $(seq "$REPS"); do
-        v+=("$(press j)")
-        v+=("$(press k)")
-    done
-    stats "layers: down / up during the prefill" "${v[@]}"
-fi
+screen | grep -qF "prefill of $PREFILL tokens" || updown "layers: down / up during the prefill"
 t_wait=$(date +%s)
 next=0
 until screen | grep -qF "prefill of $PREFILL tokens"; do
@@ -182,13 +184,7 @@ done
 tm send-keys -t "$T" 1
 
 # redraw: a key in each place, time to the changed screen
-# the layer list: down and up in turn (a list of a few layers ends soon)
-v=()
-for _ in $(seq "$REPS"); do
-    v+=("$(press j)")
-    v+=("$(press k)")
-done
-stats "layers: down / up (layer list)" "${v[@]}"
+updown "layers: down / up (layer list)"
 # switch VIEW: REPS times into the view and back to the layers, the way into it measured
 switch() {
     local v=()
