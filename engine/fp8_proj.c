@@ -97,12 +97,7 @@ int as_dev_proj_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const A
     }
     void *wb;
     TRY(dequant(e, s, w, fw, &wb, what, err));
-    const float one = 1.0f, zero = 0.0f;
-    CB(err,
-       cublasGemmEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->out, s, w->in, &one, wb, CUDA_R_16BF, w->in, x,
-                    CUDA_R_16BF, (int)ldx, &zero, y, CUDA_R_16BF, (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-       "%s: bf16 GEMM m=%d n=%d k=%d (dequantised fp8 codes)", what, w->out, s, w->in);
-    return 0;
+    return as_dev_gemm_bf16(e, wb, w, x, ldx, s, y, ldy, " (dequantised fp8 codes)", what, err);
 }
 
 int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
@@ -160,11 +155,5 @@ int as_dev_proj_grouped_fp8(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
     }
     void *wb;
     TRY(dequant(e, s, w, fw, &wb, what, err));
-    const float one = 1.0f, zero = 0.0f;
-    CB(err,
-       cublasGemmStridedBatchedEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, olr, s, gw, &one, wb, CUDA_R_16BF, gw,
-                                  (long long)olr * gw, o, CUDA_R_16BF, ldo, gw, &zero, og, CUDA_R_16BF, G * olr, olr, G,
-                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-       "%s: batched bf16 GEMM %d groups m=%d n=%d k=%d (dequantised fp8 codes)", what, G, olr, s, gw);
-    return 0;
+    return as_dev_gemm_grouped_bf16(e, wb, o, s, og, " (dequantised fp8 codes)", what, err);
 }

@@ -238,11 +238,17 @@ static int proj_bf16(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const 
            "%s: gemv %dx%d, %d rows", what, w->out, w->in, s);
         return 0;
     }
+    return as_dev_gemm_bf16(e, w->d, w, x, ldx, s, y, ldy, "", what, err);
+}
+
+int as_dev_gemm_bf16(AsEngine *e, const void *wd, const AsDevWeight *w, const as_bf16_t *x, int64_t ldx, int s,
+                     as_bf16_t *y, int64_t ldy, const char *note, const char *what, AsError *err)
+{
     const float one = 1.0f, zero = 0.0f;
     CB(err,
-       cublasGemmEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->out, s, w->in, &one, w->d, CUDA_R_16BF, w->in, x,
+       cublasGemmEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, w->out, s, w->in, &one, wd, CUDA_R_16BF, w->in, x,
                     CUDA_R_16BF, (int)ldx, &zero, y, CUDA_R_16BF, (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-       "%s: bf16 GEMM m=%d n=%d k=%d", what, w->out, s, w->in);
+       "%s: bf16 GEMM m=%d n=%d k=%d%s", what, w->out, s, w->in, note);
     return 0;
 }
 
@@ -358,11 +364,19 @@ static int proj_grouped(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeigh
            "%s: grouped gemv %d groups of %dx%d, %d rows", what, G, olr, gw, s);
         return 0;
     }
+    return as_dev_gemm_grouped_bf16(e, w->d, o, s, og, "", what, err);
+}
+
+int as_dev_gemm_grouped_bf16(AsEngine *e, const void *wd, const as_bf16_t *o, int s, as_bf16_t *og, const char *note,
+                             const char *what, AsError *err)
+{
+    const AsConfig *c = &e->cfg;
+    const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
     const float one = 1.0f, zero = 0.0f;
     CB(err,
-       cublasGemmStridedBatchedEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, olr, s, gw, &one, w->d, CUDA_R_16BF, gw,
+       cublasGemmStridedBatchedEx(e->cublas, CUBLAS_OP_T, CUBLAS_OP_N, olr, s, gw, &one, wd, CUDA_R_16BF, gw,
                                   (long long)olr * gw, o, CUDA_R_16BF, ldo, gw, &zero, og, CUDA_R_16BF, G * olr, olr, G,
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-       "%s: batched bf16 GEMM %d groups m=%d n=%d k=%d", what, G, olr, s, gw);
+       "%s: batched bf16 GEMM %d groups m=%d n=%d k=%d%s", what, G, olr, s, gw, note);
     return 0;
 }

@@ -225,6 +225,13 @@ int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
                          int64_t ldy, const AsDevRope *r, bool fused, int room, const char *what, AsError *err);
 int as_dev_proj_fp8_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
                          const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
+/* engine/gemm.c's cuBLAS calls of a bf16 weight wd (w's shape; the bf16 upload's, or fp8 codes dequantised
+ * into the scratch: the same call, the same bits): y = x wd^T, and wo_a's grouped form; note ends the
+ * error message. */
+int as_dev_gemm_bf16(AsEngine *e, const void *wd, const AsDevWeight *w, const as_bf16_t *x, int64_t ldx, int s,
+                     as_bf16_t *y, int64_t ldy, const char *note, const char *what, AsError *err);
+int as_dev_gemm_grouped_bf16(AsEngine *e, const void *wd, const as_bf16_t *o, int s, as_bf16_t *og, const char *note,
+                             const char *what, AsError *err);
 /* wo_a in fp8 form, x the bf16 o rows: the grouped e4m3 GEMV up to 8 rows; above, dequantised and cuBLAS. */
 int as_dev_proj_grouped_fp8(AsEngine *e, const as_bf16_t *o, int s, const AsDevWeight *w, as_bf16_t *og,
                             const char *what, AsError *err);

@@ -38,7 +38,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 2;
 
-// 8 weights of one chunk, widened to f32 (widen: s is the chunk's block scale, e4m3 codes only).
+// 8 weights of one chunk, widened to f32 (widen below).
 template <typename TW> struct WChunk;
 
 template <> struct WChunk<uint16_t> {
@@ -49,23 +49,12 @@ template <> struct WChunk<uint16_t> {
         uint32_t u = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
         return (e & 1) ? __uint_as_float(u & 0xffff0000u) : __uint_as_float(u << 16);
     }
-    __device__ __forceinline__ void widen(float, float (&f)[8]) const
-    {
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-            f[e] = get(e);
-    }
 };
 
 // e4m3 codes of a fp8-form weight (one byte a weight), 8 a chunk.
 template <> struct WChunk<uint8_t> {
     uint2 v;
     __device__ __forceinline__ void load(const uint8_t *p) { v = ase4m3::ld_stream8(p); }
-    __device__ __forceinline__ void widen(float s256, float (&f)[8]) const
-    {
-        ase4m3::e4m3x4_scaled(v.x, s256, f);
-        ase4m3::e4m3x4_scaled(v.y, s256, f + 4);
-    }
 };
 
 template <> struct WChunk<float> {
@@ -80,13 +69,21 @@ template <> struct WChunk<float> {
         uint32_t u = e == 0 ? a.x : e == 1 ? a.y : e == 2 ? a.z : e == 3 ? a.w : e == 4 ? b.x : e == 5 ? b.y : e == 6 ? b.z : b.w;
         return __uint_as_float(u);
     }
-    __device__ __forceinline__ void widen(float, float (&f)[8]) const
-    {
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-            f[e] = get(e);
-    }
 };
+
+// A chunk's 8 weights as f32: bf16 and f32 weights as they are; e4m3 codes times s256 / 256 (s256: the
+// chunk's block scale times 256, chunk_scale).
+template <typename TW> __device__ __forceinline__ void widen(const WChunk<TW> &c, float, float (&f)[8])
+{
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        f[e] = c.get(e);
+}
+__device__ __forceinline__ void widen(const WChunk<uint8_t> &c, float s256, float (&f)[8])
+{
+    ase4m3::e4m3x4_scaled(c.v.x, s256, f);
+    ase4m3::e4m3x4_scaled(c.v.y, s256, f + 4);
+}
 
 // 8 bf16 activations of one chunk (16 bytes, cached: x is tiny and reused by every row), widened.
 __device__ __forceinline__ void x_chunk(const uint16_t *p, float (&xf)[8])
@@ -222,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) <= 2 ? 3 : 1) g
                 float wf[R][8];
 #pragma unroll
                 for (int r = 0; r < R; r++)
-                    w[u][r].widen(ws[u], wf[r]);
+                    widen(w[u][r], ws[u], wf[r]);
 #pragma unroll
                 for (int t = 0; t < M; t++) {
                     float xf[8];
@@ -241,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) <= 2 ? 3 : 1) g
             for (int r = 0; r < R; r++) {
                 WChunk<TW> wl;
                 wl.load(wrow[r] + (int64_t)c * 8);
-                wl.widen(chunk_scale<TW>(srow, c), wf[r]);
+                widen(wl, chunk_scale<TW>(srow, c), wf[r]);
             }
 #pragma unroll
             for (int t = 0; t < M; t++) {
@@ -572,8 +569,11 @@ GemvArgs e4m3_args(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int64_
 }
 
 // e4m3 weights: batch groups start on a 32-row block (their scales' rows), scales powers of two (the
-// caller's promise, model/fp8_form.h)
-bool e4m3_ok(const AsFp8Weight *w) { return w && w->batch >= 1 && (w->batch == 1 || w->stride_rows % 32 == 0); }
+// caller's promise, model/fp8_form.h); single: the fused forms' one batch
+bool e4m3_ok(const AsFp8Weight *w, bool single = false)
+{
+    return w && w->batch >= 1 && (w->batch == 1 || (!single && w->stride_rows % 32 == 0));
+}
 } // namespace
 
 extern "C" int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
@@ -616,7 +616,7 @@ extern "C" int as_k_gemv_e4m3(const AsFp8Weight *w, const as_bf16_t *x, int64_t 
 extern "C" int as_k_gemv_e4m3_residual(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int m, as_bf16_t *y,
                                        int64_t ldy, as_bf16_t *h, int64_t ldh, cudaStream_t st)
 {
-    if (!e4m3_ok(w) || w->batch != 1)
+    if (!e4m3_ok(w, true))
         return (int)cudaErrorInvalidValue;
     return gemv_residual<uint8_t>(e4m3_args(w, x, ldx, 0, m, y, ldy, 0, 0), h, ldh, st);
 }
@@ -625,7 +625,7 @@ extern "C" int as_k_gemv_e4m3_rope(const AsFp8Weight *w, const as_bf16_t *x, int
                                    int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
                                    const float *cos_t, const float *sin_t, int inverse, int room, cudaStream_t st)
 {
-    if (!e4m3_ok(w) || w->batch != 1)
+    if (!e4m3_ok(w, true))
         return (int)cudaErrorInvalidValue;
     return gemv_rope<uint8_t>(e4m3_args(w, x, ldx, 0, m, y, ldy, 0, 0), heads, hd, rd, pos0, pos, cos_t, sin_t,
                               inverse, room, st);
@@ -634,7 +634,7 @@ extern "C" int as_k_gemv_e4m3_rope(const AsFp8Weight *w, const as_bf16_t *x, int
 extern "C" int as_k_gemv_e4m3_norm(const AsFp8Weight *w, const as_bf16_t *x, as_bf16_t *y, as_bf16_t *h,
                                    const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr, cudaStream_t st)
 {
-    if (!e4m3_ok(w) || w->batch != 1)
+    if (!e4m3_ok(w, true))
         return (int)cudaErrorInvalidValue;
     return gemv_norm<uint8_t>(e4m3_args(w, x, w->n_in, 0, 1, y, w->n_out, 0, 0), h, norm_w, eps, y_norm, ctr, st);
 }
