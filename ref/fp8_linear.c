@@ -3,11 +3,12 @@
  *   s == 1 (decode): threads take chunks of rows; per row and 32-wide block a vector dot product
  *     (AVX2 + FMA where the CPU has it: the order inside a block is free), then the block's partial
  *     times both scales added to the row's accumulator in block order.
- *   s > 1 (prefill): threads take panels of W rows decoded to f32; per block k one serial sgemm
- *     P_k = Xq[:, k] . Wq[panel, k]^T (K = 32) and acc += P_k * sx[t][k] * Ws[o][k], in order. */
+ *   s > 1 (prefill): threads take work items of up to 128 W rows (decoded to f32 in tile order)
+ *     by 256 tokens; per tile of 6 tokens x 16 rows and block k the block's products P_k in
+ *     registers (AVX2 + FMA where the CPU has it), then acc += (P_k * sx[t][k]) * Ws[o][k], in
+ *     block order. */
 #include "ref/fp8_linear.h"
 
-#include <cblas.h>
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,7 +17,6 @@
 
 #include "ref/alloc.h"
 #include "ref/cancel.h"
-#include "ref/gemm.h"
 #include "ref/gemv.h"
 #include "ref/linear.h"
 #include "ref/numerics.h"
@@ -161,14 +161,128 @@ static void fp8_gemv(const float *xq, const float *sx, const AsWTensor *w, const
     }
 }
 
-/* ---- prefill: panels of W rows, one sgemm per K block ---- */
+/* ---- prefill: tiles of 6 tokens x 16 outputs, every K block in order ---- */
 
-/* W rows per panel: wide panels repack each K block of x fewer times (one sgemm per panel and
- * block), but every thread needs a panel: at least two panels a thread where the rows allow. */
-static int64_t panel_rows(int64_t nout, int nt)
+enum {
+    MR = 6,   /* tokens a tile: 12 accumulators of 8 lanes, with the weights and x in 16 registers */
+    NR = 16,  /* outputs a tile */
+    TB = 256, /* tokens a work item: the panel's decode costs about 1/(2 TB) of its products */
+    PR = 128, /* W rows a work item at most: a tile's weights (16 x cols) stay in L2 */
+};
+
+/* The per-thread buffers of one work item: the panel's values in tile order (for each 16-row
+ * tile, [cols][16], rows past the panel zero) and their block scales ([nk][16]). */
+typedef struct {
+    float *wt, *wst, *scale_row, *ws;
+} Panel;
+
+static void decode_panel(const AsWTensor *w, const AsFp8Way *way, int64_t o, int64_t np, Panel *pn)
 {
-    int64_t p = (nout / (2 * (int64_t)nt) + 15) & ~(int64_t)15;
-    return p < 64 ? 64 : p > 512 ? 512 : p;
+    const int64_t cols = as_wt_cols(w), nk = cols / KB, ntile = (np + NR - 1) / NR;
+    for (int64_t r = 0; r < ntile * NR; r++) {
+        float *wt = pn->wt + (r / NR) * cols * NR + r % NR, *wst = pn->wst + (r / NR) * nk * NR + r % NR;
+        if (r >= np) {
+            for (int64_t i = 0; i < cols; i++)
+                wt[i * NR] = 0.0f;
+            for (int64_t k = 0; k < nk; k++)
+                wst[k * NR] = 0.0f;
+            continue;
+        }
+        const uint8_t *codes = (const uint8_t *)w->data + (o + r) * cols;
+        for (int64_t i = 0; i < cols; i++)
+            wt[i * NR] = e4m3_lut[codes[i]];
+        row_scales(w, way, o + r, pn->scale_row, pn->ws);
+        for (int64_t k = 0; k < nk; k++)
+            wst[k * NR] = pn->ws[k];
+    }
+}
+
+/* acc[m][n] = sum over blocks k, in order, of (P_k[m][n] * sx[m][k]) * ws[k][n], P_k the block's
+ * dot product of token m's row xr[m] and tile row n of wt ([cols][16]). */
+static void tile_portable(const float *const *xr, const float *const *sxr, const float *wt, const float *wst,
+                          int64_t nk, float acc[MR][NR])
+{
+    memset(acc, 0, sizeof(float) * MR * NR);
+    for (int64_t k = 0; k < nk; k++) {
+        float p[MR][NR] = {{0}};
+        for (int i = 0; i < KB; i++) {
+            const float *wi = wt + (k * KB + i) * NR;
+            for (int m = 0; m < MR; m++) {
+                const float xv = xr[m][k * KB + i];
+                for (int n = 0; n < NR; n++)
+                    p[m][n] += xv * wi[n];
+            }
+        }
+        for (int m = 0; m < MR; m++)
+            for (int n = 0; n < NR; n++)
+                acc[m][n] += p[m][n] * sxr[m][k] * wst[k * NR + n];
+    }
+}
+
+AVX2 static void tile_avx2(const float *const *xr, const float *const *sxr, const float *wt, const float *wst,
+                           int64_t nk, float acc[MR][NR])
+{
+    memset(acc, 0, sizeof(float) * MR * NR);
+    for (int64_t k = 0; k < nk; k++) {
+        __m256 p[MR][2];
+#pragma GCC unroll 6
+        for (int m = 0; m < MR; m++)
+            p[m][0] = p[m][1] = _mm256_setzero_ps();
+        const float *wk = wt + k * KB * NR;
+        for (int i = 0; i < KB; i++) {
+            const __m256 w0 = _mm256_loadu_ps(wk + i * NR), w1 = _mm256_loadu_ps(wk + i * NR + 8);
+#pragma GCC unroll 6
+            for (int m = 0; m < MR; m++) {
+                const __m256 xv = _mm256_broadcast_ss(xr[m] + k * KB + i);
+                p[m][0] = _mm256_fmadd_ps(xv, w0, p[m][0]);
+                p[m][1] = _mm256_fmadd_ps(xv, w1, p[m][1]);
+            }
+        }
+        const __m256 s0 = _mm256_loadu_ps(wst + k * NR), s1 = _mm256_loadu_ps(wst + k * NR + 8);
+#pragma GCC unroll 6
+        for (int m = 0; m < MR; m++) {
+            const __m256 st = _mm256_set1_ps(sxr[m][k]);
+            _mm256_storeu_ps(acc[m], _mm256_add_ps(_mm256_loadu_ps(acc[m]), _mm256_mul_ps(_mm256_mul_ps(p[m][0], st), s0)));
+            _mm256_storeu_ps(acc[m] + 8,
+                             _mm256_add_ps(_mm256_loadu_ps(acc[m] + 8), _mm256_mul_ps(_mm256_mul_ps(p[m][1], st), s1)));
+        }
+    }
+}
+
+/* W rows a work item: PR, halved while the items would not give every thread two. */
+static int64_t panel_rows(int64_t nout, int64_t ntb, int nt)
+{
+    int64_t p = PR;
+    while (p > NR && ((nout + p - 1) / p) * ntb < 2 * (int64_t)nt)
+        p /= 2;
+    return p;
+}
+
+/* One work item: tokens t0 .. t0 + ntok - 1 against the decoded panel's np rows (outputs p ..). */
+static void gemm_item(const float *xq, const float *sx, int64_t t0, int64_t ntok, int64_t cols, const Panel *pn,
+                      int64_t np, bool avx2, float *y, int64_t ldy)
+{
+    const int64_t nk = cols / KB, ntile = (np + NR - 1) / NR;
+    float acc[MR][NR];
+    for (int64_t rt = 0; rt < ntile; rt++) {
+        const float *wt = pn->wt + rt * cols * NR, *wst = pn->wst + rt * nk * NR;
+        const int64_t n0 = rt * NR, nn = np - n0 < NR ? np - n0 : NR;
+        for (int64_t m0 = 0; m0 < ntok; m0 += MR) {
+            const float *xr[MR], *sxr[MR];
+            for (int m = 0; m < MR; m++) { /* rows past the item repeat its last: computed, not stored */
+                const int64_t t = t0 + (m0 + m < ntok ? m0 + m : ntok - 1);
+                xr[m] = xq + t * cols;
+                sxr[m] = sx + t * nk;
+            }
+            if (avx2)
+                tile_avx2(xr, sxr, wt, wst, nk, acc);
+            else
+                tile_portable(xr, sxr, wt, wst, nk, acc);
+            for (int64_t m = 0; m < MR && m0 + m < ntok; m++)
+                for (int64_t n = 0; n < nn; n++)
+                    y[(t0 + m0 + m) * ldy + n0 + n] = as_bf16(acc[m][n]);
+        }
+    }
 }
 
 static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTensor *w, const AsFp8Way *way, int64_t o0,
@@ -176,45 +290,36 @@ static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTenso
 {
     const int64_t cols = as_wt_cols(w), nk = cols / KB;
     const int nt = as_ref_threads();
-    const int64_t prow = panel_rows(nout, nt), npanel = (nout + prow - 1) / prow;
-    as_blas_serial();
+    const bool avx2 = as_gemv_isa() != AS_ISA_PORTABLE;
+    const int64_t ntb = (s + TB - 1) / TB, prow = panel_rows(nout, ntb, nt), npanel = (nout + prow - 1) / prow;
 #pragma omp parallel num_threads(nt)
     {
-        float *panel = as_ref_xmalloc(sizeof(float) * (size_t)(prow * cols), "fp8 linear");
-        float *ws = as_ref_xmalloc(sizeof(float) * (size_t)(prow * nk), "fp8 linear");
-        float *scale_row = as_ref_xmalloc(sizeof(float) * (size_t)as_wt_cols(w->scale), "fp8 linear");
-        float *pk = as_ref_xmalloc(sizeof(float) * (size_t)(s * prow), "fp8 linear");
+        Panel pn = {
+            .wt = as_ref_xmalloc(sizeof(float) * (size_t)(prow * cols), "fp8 linear"),
+            .wst = as_ref_xmalloc(sizeof(float) * (size_t)(prow * nk), "fp8 linear"),
+            .scale_row = as_ref_xmalloc(sizeof(float) * (size_t)as_wt_cols(w->scale), "fp8 linear"),
+            .ws = as_ref_xmalloc(sizeof(float) * (size_t)nk, "fp8 linear"),
+        };
+        int64_t decoded = -1; /* the panel pn holds */
 #pragma omp for schedule(dynamic)
-        for (int64_t j = 0; j < npanel; j++) {
-            const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
-            for (int64_t t = 0; t < s; t++)
-                memset(y + t * ldy + p, 0, sizeof(float) * (size_t)np);
-            if (as_ref_cancelled())
+        for (int64_t j = 0; j < npanel * ntb; j++) {
+            const int64_t panel = j / ntb, p = panel * prow, np = nout - p < prow ? nout - p : prow;
+            const int64_t t0 = (j % ntb) * TB, ntok = s - t0 < TB ? s - t0 : TB;
+            if (as_ref_cancelled()) { /* zeros: what follows in the cancelled layer stays finite */
+                for (int64_t t = t0; t < t0 + ntok; t++)
+                    memset(y + t * ldy + p, 0, sizeof(float) * (size_t)np);
                 continue;
-            for (int64_t r = 0; r < np; r++) {
-                const uint8_t *wr = (const uint8_t *)w->data + (o0 + p + r) * cols;
-                for (int64_t i = 0; i < cols; i++)
-                    panel[r * cols + i] = e4m3_lut[wr[i]];
-                row_scales(w, way, o0 + p + r, scale_row, ws + r * nk);
             }
-            for (int64_t k = 0; k < nk && !as_ref_cancelled(); k++) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s, (int)np, KB, 1.0f, xq + k * KB,
-                            (int)cols, panel + k * KB, (int)cols, 0.0f, pk, (int)np);
-                for (int64_t t = 0; t < s; t++) {
-                    float *yt = y + t * ldy + p;
-                    const float st = sx[t * nk + k];
-                    for (int64_t r = 0; r < np; r++)
-                        yt[r] += pk[t * np + r] * st * ws[r * nk + k];
-                }
+            if (decoded != panel) {
+                decode_panel(w, way, o0 + p, np, &pn);
+                decoded = panel;
             }
-            for (int64_t t = 0; t < s; t++)
-                for (int64_t r = 0; r < np; r++)
-                    y[t * ldy + p + r] = as_bf16(y[t * ldy + p + r]);
+            gemm_item(xq, sx, t0, ntok, cols, &pn, np, avx2, y + p, ldy);
         }
-        free(panel);
-        free(ws);
-        free(scale_row);
-        free(pk);
+        free(pn.wt);
+        free(pn.wst);
+        free(pn.scale_row);
+        free(pn.ws);
     }
 }
 

@@ -147,8 +147,9 @@ static int compare(const char *what, const float *got, const float *want, int64_
 
 TEST(fp8_linear_vs_literal)
 {
-    /* 133 rows: blocks of 32 and 128 rows plus a tail; 320 columns: 10 K blocks, 2.5 blocks of 128 */
-    enum { ROWS = 133, COLS = 320, S = 37 };
+    /* 133 rows: blocks of 32 and 128 rows plus a tail; 320 columns: 10 K blocks, 2.5 blocks of 128;
+     * 300 tokens: two of the prefill's work items */
+    enum { ROWS = 133, COLS = 320, S = 300 };
     float *x = malloc(sizeof(float) * S * COLS), *y = malloc(sizeof(float) * S * ROWS);
     float *want = malloc(sizeof(float) * S * ROWS);
     g_mag = malloc(sizeof(float) * S * ROWS);
@@ -180,16 +181,21 @@ TEST(fp8_linear_vs_literal)
             fp8_literal(x, 1, &f.w, 31, 70, want);
             compare(what, y, want, 70);
         }
-        as_gemv_force_isa(AS_ISA_AUTO);
-        const int ss[] = {2, 5, S};
-        for (int k = 0; k < 3; k++) {
-            char what[64];
-            snprintf(what, sizeof what, "block %d, s %d", blocks[b], ss[k]);
-            as_fp8_linear(x, ss[k], &f.w, y);
-            fp8_literal(x, ss[k], &f.w, 0, ROWS, want);
-            compare(what, y, want, (int64_t)ss[k] * ROWS);
-            cases++;
+        /* the prefill's tiles: 6 tokens (s 5, 7), work items of 256 tokens (S), 16 rows (133) */
+        const int ss[] = {2, 5, 7, 37, S};
+        for (size_t i = 0; i < 3; i++) {
+            if (as_gemv_force_isa(isas[i]) != 0)
+                continue;
+            for (int k = 0; k < 5; k++) {
+                char what[64];
+                snprintf(what, sizeof what, "block %d, s %d, %s", blocks[b], ss[k], as_isa_name(isas[i]));
+                as_fp8_linear(x, ss[k], &f.w, y);
+                fp8_literal(x, ss[k], &f.w, 0, ROWS, want);
+                compare(what, y, want, (int64_t)ss[k] * ROWS);
+                cases++;
+            }
         }
+        as_gemv_force_isa(AS_ISA_AUTO);
         /* a row subset with a wider output stride */
         float *ys = calloc((size_t)S * 80, sizeof(float));
         as_fp8_linear_rows(x, 5, &f.w, 60, 70, ys, 80);
@@ -204,7 +210,7 @@ TEST(fp8_linear_vs_literal)
         free(ys);
         free(f.codes), free(f.scale_bytes);
     }
-    as_test_note("%d shapes (blocks 32 and 128; s 1 on every GEMV variant, 2, 5, 37; row subsets)", cases);
+    as_test_note("%d shapes (blocks 32 and 128; s 1, 2, 5, 7, 37, 300 on every variant; row subsets)", cases);
     free(x), free(y), free(want), free(g_mag);
 }
 
