@@ -21,9 +21,10 @@
 #               on a whole tiny engine run
 #     q2kflash  flash as a Q2_K GGUF: convert, engine vs reference (prefill 512 + 16 decode), bench-engine
 #     tui       the TUI on flash with the engine, screens captured through tmux
-#     tuilat    the TUI's latency (scripts/tui_latency.sh): tiny at 80x24, then flash with the engine and a
-#               4096-token start-up prefill at 200x60: redraw a key, cancel a prefill; the screens travel in
-#               phase_logs.tar.xz (tui_screens_tiny/, tui_screens_flash/) for docs/screens
+#     tuilat    the TUI's latency (scripts/tui_latency.sh), tiny at 80x24; its screens travel in
+#               phase_logs.tar.xz (tui_screens_tiny/) for docs/screens
+#     tuilatflash  the same on flash with the engine and a 4096-token start-up prefill at 200x60: redraw a
+#               key, cancel a prefill (tui_screens_flash/); a call of its own (AS_TUILAT_SECS, default 500)
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/README.md)
 #     boundary  what a dependency between two stages costs: graph edges with and without PDL, a grid barrier and
@@ -197,13 +198,17 @@ JSON
         need_flash
         phase tui_flash 300 sh "$ROOT/tests/tui_tmux.sh" "$B/attnscope" --flash "$FLASH" ;;
     tuilat)
-        # redraw a key (target 50 ms) and cancel (target 200 ms) through tmux, and the screens
+        # redraw a key (target 50 ms) and the screens, tiny at 80x24
         phase tui_latency_tiny 120 bash "$ROOT/scripts/tui_latency.sh" "$B/attnscope" tiny 64 80x24 "$LOGS/tui_screens_tiny"
+        grep -hE "median|start-up|prefill of|open q|go to|stopped|did not finish" "$(logf tui_latency_tiny)" | tee -a "$SUM" ;;
+    tuilatflash)
+        # flash with the engine and a 4096-token start-up prefill at 200x60: redraw a key (target
+        # 50 ms), cancel a prefill (target 200 ms); AS_TUILAT_SECS bounds it (default 500)
         need_flash
-        TUI_LATENCY_TIMEOUT=480 phase tui_latency_flash 560 bash "$ROOT/scripts/tui_latency.sh" "$B/attnscope" "$FLASH" \
-            4096 200x60 "$LOGS/tui_screens_flash"
-        grep -hE "median|start-up|prefill of|open q|go to|stopped|did not finish" "$(logf tui_latency_tiny)" "$(logf tui_latency_flash)" |
-            tee -a "$SUM" ;;
+        secs=${AS_TUILAT_SECS:-500}
+        TUI_LATENCY_TIMEOUT=$((secs - 60)) phase tui_latency_flash "$secs" bash "$ROOT/scripts/tui_latency.sh" "$B/attnscope" \
+            "$FLASH" 4096 200x60 "$LOGS/tui_screens_flash"
+        grep -hE "median|start-up|prefill of|open q|go to|stopped|did not finish" "$(logf tui_latency_flash)" | tee -a "$SUM" ;;
     h5py)
         # a dump written with the engine on, opened with h5py (the dump format's promise)
         phase h5py 60 python3 -c "
