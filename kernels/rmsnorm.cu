@@ -6,27 +6,35 @@
 
 namespace {
 
-__global__ void rmsnorm_kernel(const uint16_t *x, int64_t ldx, const float *w, uint16_t *y, int64_t ldy, int n,
-                               float eps)
+__global__ void rmsnorm_kernel(const uint16_t *x, int64_t ldx, const float *w, uint16_t *y, int64_t ldy, uint16_t *yq,
+                               int64_t ldq, int n, float eps)
 {
     as_d_pdl_wait();
-    as_d_rmsnorm_row(x + (int64_t)blockIdx.x * ldx, w, y + (int64_t)blockIdx.x * ldy, n, eps);
+    const int64_t r = blockIdx.x;
+    as_d_rmsnorm_row(x + r * ldx, w, y + r * ldy, yq ? yq + r * ldq : nullptr, n, eps);
 }
 
 } // namespace
 
-extern "C" int as_k_rmsnorm(const as_bf16_t *x, int64_t ldx, const float *w, as_bf16_t *y, int64_t ldy, int rows,
-                            int n, float eps, cudaStream_t st)
+extern "C" int as_k_rmsnorm_qdq(const as_bf16_t *x, int64_t ldx, const float *w, as_bf16_t *y, int64_t ldy,
+                                as_bf16_t *yq, int64_t ldq, int rows, int n, float eps, cudaStream_t st)
 {
-    if (rows < 0 || n <= 0 || ldx < n || ldy < n)
+    if (rows < 0 || n <= 0 || ldx < n || ldy < n || (yq && (n % 32 || ldq < n)))
         return (int)cudaErrorInvalidValue;
     if (rows == 0)
         return 0;
     if (!x || !w || !y)
         return (int)cudaErrorInvalidValue;
-    // y aliasing x is only meaningful row for row (same rows, same stride).
-    if ((const void *)x == (const void *)y && ldx != ldy)
+    // y aliasing x is only meaningful row for row (same rows, same stride); yq is a buffer of its own.
+    if (((const void *)x == (const void *)y && ldx != ldy) || (const void *)yq == (const void *)x ||
+        (const void *)yq == (const void *)y)
         return (int)cudaErrorInvalidValue;
-    as_launch(rmsnorm_kernel, rows, kRmsThreads, 0, st, x, ldx, w, y, ldy, n, eps);
+    as_launch(rmsnorm_kernel, rows, kRmsThreads, 0, st, x, ldx, w, y, ldy, yq, ldq, n, eps);
     return AS_LAUNCH_RESULT();
+}
+
+extern "C" int as_k_rmsnorm(const as_bf16_t *x, int64_t ldx, const float *w, as_bf16_t *y, int64_t ldy, int rows,
+                            int n, float eps, cudaStream_t st)
+{
+    return as_k_rmsnorm_qdq(x, ldx, w, y, ldy, nullptr, 0, rows, n, eps, st);
 }

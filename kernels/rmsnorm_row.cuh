@@ -7,10 +7,13 @@
 // Each thread strides over the row's channels, a warp-shuffle then shared-memory reduction gives the
 // sum. y may alias x: every thread reuses (or reads again) its x_i after the reduction and writes
 // y_i itself. x is read through L2 (ld.cg): in a GEMV's last block, other blocks wrote the row, and
-// this SM's L1 may hold older copies of its lines.
+// this SM's L1 may hold older copies of its lines. yq (when not null; n a multiple of 32) gets the fp8
+// act_quant's QDQ of y as well (quant.cuh's, bit for bit: a block of 32 channels is a warp's lanes),
+// for the fp8 linears that read the normalised row.
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/quant.cuh"
 
 constexpr int kRmsThreads = 256;
 constexpr int kRmsCached = 24; // values per thread kept in registers (rows up to 6144: dim 5120, q_lora 1280)
@@ -32,7 +35,8 @@ __device__ __forceinline__ float as_d_rms_inv(float acc, float *part, int n, flo
     return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
 }
 
-__device__ __forceinline__ void as_d_rmsnorm_row(const uint16_t *xr, const float *w, uint16_t *yr, int n, float eps)
+__device__ __forceinline__ void as_d_rmsnorm_row(const uint16_t *xr, const float *w, uint16_t *yr, uint16_t *yq, int n,
+                                                 float eps)
 {
     __shared__ float part[kRmsThreads / 32];
     const int tid = (int)threadIdx.x;
@@ -64,13 +68,20 @@ __device__ __forceinline__ void as_d_rmsnorm_row(const uint16_t *xr, const float
 #pragma unroll
         for (int k = 0; k < kRmsCached; k++) {
             const int i = tid + k * kRmsThreads;
-            if (i < n)
-                yr[i] = as_d_f32_to_bf16(__fmul_rn(wv[k], __fmul_rn(xv[k], inv)));
+            if (i < n) { // whole warps (n a multiple of 32 with yq): the quantiser's shuffles see every lane
+                const uint16_t o = as_d_f32_to_bf16(__fmul_rn(wv[k], __fmul_rn(xv[k], inv)));
+                yr[i] = o;
+                if (yq)
+                    yq[i] = as_d_quant_elem<AS_KQ_FP8>(o);
+            }
         }
         return;
     }
     for (int i = tid; i < n; i += kRmsThreads) {
         float r = __fmul_rn(as_d_bf16_to_f32(__ldcg(xr + i)), inv);
-        yr[i] = as_d_f32_to_bf16(__fmul_rn(w[i], r));
+        const uint16_t o = as_d_f32_to_bf16(__fmul_rn(w[i], r));
+        yr[i] = o;
+        if (yq)
+            yq[i] = as_d_quant_elem<AS_KQ_FP8>(o);
     }
 }

@@ -121,8 +121,9 @@ for p in "$@"; do
         cat "$(logf bench_engine)" ;;
     benchprec)
         need_flash
-        # fp8 twice: its weights as e4m3 codes (the default) and as the bf16 upload (--fp8-qdq: the same bits)
-        for prec in fp8 fp8qdq bf16; do
+        # fp8 twice: its weights as e4m3 codes (the default) and as the bf16 upload (--fp8-qdq: the same bits);
+        # AS_BENCH_PRECS picks some of them
+        for prec in ${AS_BENCH_PRECS:-fp8 fp8qdq bf16}; do
             more=()
             [ "$prec" = fp8qdq ] && more=(--fp8-qdq)
             phase "bench_$prec" 180 "$B/attnscope" bench-engine "$FLASH" --precision "${prec%qdq}" --context 4096 \

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ref/numerics.h"
+#include "ref/quant.h"
 #include "ref/rmsnorm.h"
 #include "tests/lib/gpu_util.h"
 #include "tests/lib/harness.h"
@@ -225,4 +226,67 @@ GPU_TEST(gpu_rmsnorm_refuses_bad_sizes)
     CHECK(as_k_rmsnorm(NULL, 8, NULL, NULL, 4, 1, 8, 1e-6f, 0) == (int)cudaErrorInvalidValue, "ldy < n refused");
     CHECK(as_k_rmsnorm(NULL, 8, NULL, NULL, 8, -1, 8, 1e-6f, 0) == (int)cudaErrorInvalidValue, "rows < 0 refused");
     CHECK(as_k_rmsnorm(NULL, 8, NULL, NULL, 8, 0, 8, 1e-6f, 0) == 0, "rows = 0 is a no-op");
+}
+
+/* as_k_rmsnorm_qdq: y as as_k_rmsnorm (the kernel-order emulation, bit for bit) and yq its fp8 QDQ as the
+ * reference's act_quant gives it (bf16(xq * s) per block of 32), at the flash x and qr rows, rows the
+ * block does not keep in registers, a row stride on yq; then its refusals. */
+static void check_qdq(int rows, int n, int64_t ldq, Data data, uint64_t seed)
+{
+    char what[120];
+    snprintf(what, sizeof what, "rmsnorm + fp8 QDQ rows=%d n=%d ldq=%lld %s", rows, n, (long long)ldq, data_name(data));
+    const int64_t cnt = (int64_t)rows * n;
+    float *x = as_test_xmalloc(sizeof(float) * (size_t)cnt), *w = as_test_xmalloc(sizeof(float) * (size_t)n);
+    float *emu = as_test_xmalloc(sizeof(float) * (size_t)cnt), *xq = as_test_xmalloc(sizeof(float) * (size_t)n);
+    float *sx = as_test_xmalloc(sizeof(float) * (size_t)(n / 32));
+    fill_rows(x, rows, n, data, seed);
+    as_fill_uniform(w, n, 0.5f, seed + 1, 0);
+    for (int i = 0; i < n; i++)
+        w[i] += 1.0f;
+    as_bf16_t *dx = as_gpu_bf16(x, cnt), *dy = as_gpu_alloc(2 * (size_t)cnt), *dq = as_gpu_alloc(2 * (size_t)(rows * ldq));
+    float *dw = as_gpu_f32(w, n);
+    as_gpu_poison(dq, 2 * (size_t)(rows * ldq));
+    as_gpu_check_launch(as_k_rmsnorm_qdq(dx, n, dw, dy, n, dq, ldq, rows, n, 1e-20f, 0), what);
+    uint16_t *hy = as_test_xmalloc(2 * (size_t)cnt), *hq = as_test_xmalloc(2 * (size_t)(rows * ldq));
+    as_gpu_get_bytes(hy, dy, 2 * (size_t)cnt);
+    as_gpu_get_bytes(hq, dq, 2 * (size_t)(rows * ldq));
+    int64_t bad_y = 0, bad_q = 0, pad = 0;
+    for (int r = 0; r < rows; r++) {
+        float *er = emu + (int64_t)r * n;
+        emulate_row(x + (int64_t)r * n, w, er, n, 1e-20f);
+        as_act_quant(er, n, xq, sx);
+        for (int i = 0; i < n; i++) {
+            bad_y += hy[(int64_t)r * n + i] != as_bf16_bits(er[i]);
+            bad_q += hq[(int64_t)r * ldq + i] != as_bf16_bits(as_bf16(xq[i] * sx[i / 32]));
+        }
+        for (int64_t i = n; i < ldq; i++)
+            pad += hq[(int64_t)r * ldq + i] != 0xffff;
+    }
+    CHECK(bad_y == 0, "%s: %lld of %lld normalised values differ from the kernel-order emulation", what,
+          (long long)bad_y, (long long)cnt);
+    CHECK(bad_q == 0, "%s: %lld of %lld QDQ values differ from act_quant's", what, (long long)bad_q, (long long)cnt);
+    CHECK(pad == 0, "%s: %lld values written past n in yq's rows", what, (long long)pad);
+    free(x), free(w), free(emu), free(xq), free(sx), free(hy), free(hq);
+    as_gpu_free(dx), as_gpu_free(dy), as_gpu_free(dq), as_gpu_free(dw);
+}
+
+GPU_TEST(gpu_rmsnorm_qdq)
+{
+    check_qdq(1, 4096, 4096, DATA_UNIFORM, 901);  /* flash x, one decode row */
+    check_qdq(7, 1024, 1024 + 64, DATA_UNIFORM, 902); /* flash qr, a stride on yq */
+    check_qdq(3, 6400, 6400, DATA_UNIFORM, 903);  /* past the values a thread keeps in registers */
+    check_qdq(4, 64, 64, DATA_HUGE, 904);
+    check_qdq(4, 64, 64, DATA_ONE_HOT, 905);
+    as_bf16_t *d = as_gpu_alloc(4096);
+    float *w = as_gpu_alloc(256);
+    CHECK(as_k_rmsnorm_qdq(d, 48, w, d + 64, 48, d + 128, 48, 1, 48, 1e-6f, 0) == (int)cudaErrorInvalidValue,
+          "a QDQ of rows not whole blocks of 32 refused");
+    CHECK(as_k_rmsnorm_qdq(d, 64, w, d + 64, 64, d + 128, 32, 1, 64, 1e-6f, 0) == (int)cudaErrorInvalidValue,
+          "ldq < n refused");
+    CHECK(as_k_rmsnorm_qdq(d, 64, w, d + 64, 64, d + 64, 64, 1, 64, 1e-6f, 0) == (int)cudaErrorInvalidValue,
+          "yq onto y refused");
+    CHECK(as_k_rmsnorm_qdq(d, 64, w, d, 64, d, 64, 1, 64, 1e-6f, 0) == (int)cudaErrorInvalidValue,
+          "yq onto x refused");
+    as_gpu_sync("rmsnorm + QDQ refusals");
+    as_gpu_free(d), as_gpu_free(w);
 }
