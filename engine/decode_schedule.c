@@ -275,10 +275,11 @@ int as_dev_layer_scheduled(AsEngine *e, int l, AsError *err)
     if (!f.cap)
         return as_err(err, AS_ERUNTIME, "layer %d: the decode schedule runs inside a graph capture only", l);
     const Schedule sc = schedule_of(&f);
-    const bool x_ready = e->x_ready; /* the previous layer's wo_b made x and x_q (a fused attn_norm) */
+    const bool x_ready = e->x_ready; /* the previous layer's wo_b made x (a fused attn_norm) */
     e->x_ready = false;
     if (!x_ready)
         TRY(as_fwd_attn_norm(&f, err));
+    TRY(as_fwd_act_quant_x(&f, err));
     if (sc.fork)
         TRY(on_kv_branch(&f, &sc, e->ev_x,
                          BRANCH_KV | (sc.room ? BRANCH_X_PART : 0) |

@@ -62,18 +62,33 @@ static int rmsnorm_rows(AsFwd *f, as_bf16_t *x, int64_t ld, const float *w, as_b
     return 0;
 }
 
-/* fp8 precision: x's QDQ (x_q, for wq_a and wkv; the kv branch reads it too) in the launch that makes x */
+/* fp8 precision: x's QDQ, x_q, for wq_a and wkv (the kv branch reads it too) */
 static as_bf16_t *x_q_of(AsEngine *e, const AsDevLayerWeights *W) { return W->wq_a.fp8 || W->wkv.fp8 ? e->wk.x_q : NULL; }
+
+/* A prefill's rows are normalised and QDQ'd in one launch (a block a row); a decode row's QDQ is a
+ * launch of its own (as_k_rmsnorm_qdq says why). */
+static bool qdq_in_norm(const AsFwd *f) { return f->s > 1; }
 
 int as_fwd_attn_norm(AsFwd *f, AsError *err)
 {
     const AsConfig *c = &f->e->cfg;
     AsDevWork *wk = &f->e->wk;
-    as_bf16_t *xq = x_q_of(f->e, f->W);
+    as_bf16_t *xq = qdq_in_norm(f) ? x_q_of(f->e, f->W) : NULL;
     KL(err, as_k_rmsnorm_qdq(wk->h, c->dim, f->W->attn_norm, wk->x, c->dim, xq, c->dim, f->s, c->dim, c->norm_eps,
                              f->e->st),
        "layer %d: rmsnorm(h, attn_norm)%s %dx%d", f->l, xq ? " + fp8 QDQ" : "", f->s, c->dim);
     return 0;
+}
+
+int as_fwd_act_quant_x(AsFwd *f, AsError *err)
+{
+    as_bf16_t *xq = x_q_of(f->e, f->W);
+    if (!xq || qdq_in_norm(f)) /* none, or made with x */
+        return 0;
+    const int dim = f->e->cfg.dim;
+    char what[64];
+    snprintf(what, sizeof what, "layer %d wq_a + wkv input", f->l);
+    return as_dev_qdq_fp8(f->e, f->e->wk.x, dim, f->s, dim, xq, what, err);
 }
 
 int as_fwd_q_lora(AsFwd *f, bool fuse_norm, AsError *err)
@@ -85,13 +100,18 @@ int as_fwd_q_lora(AsFwd *f, bool fuse_norm, AsError *err)
     const as_bf16_t *x = f->W->wq_a.fp8 ? wk->x_q : wk->x;
     char what[64];
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
-    /* qr's QDQ once for wq_b and indexer.wq_b, in the launch that normalises qr */
+    /* qr's QDQ once for wq_b and indexer.wq_b: a prefill's with the norm, a decode row's after it */
     as_bf16_t *qr_q = f->W->wq_b.fp8 || f->W->i_wq_b.fp8 ? wk->qr_q : NULL;
-    if (fuse_norm)
-        return as_dev_proj_norm(e, x, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, qr_q, f->cap->norm_ctr, what,
-                                err);
-    TRY(as_dev_proj(e, x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
-    return rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, qr_q, s, qlr, "qr", err);
+    if (fuse_norm) {
+        TRY(as_dev_proj_norm(e, x, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, f->cap->norm_ctr, what, err));
+    } else {
+        TRY(as_dev_proj(e, x, c->dim, s, &f->W->wq_a, wk->qr, qlr, what, err));
+        TRY(rmsnorm_rows(f, wk->qr, qlr, f->W->q_norm, qdq_in_norm(f) ? qr_q : NULL, s, qlr, "qr", err));
+    }
+    if (!qr_q || (!fuse_norm && qdq_in_norm(f)))
+        return 0;
+    snprintf(what, sizeof what, "layer %d wq_b input", f->l);
+    return as_dev_qdq_fp8(e, wk->qr, qlr, s, qlr, qr_q, what, err);
 }
 
 int as_fwd_queries(AsFwd *f, bool fuse_rope, int room, AsError *err)
@@ -397,7 +417,7 @@ int as_fwd_project_out(AsFwd *f, bool fuse_residual, bool fuse_next_norm, AsErro
     snprintf(what, sizeof what, "layer %d wo_b", f->l);
     if (fuse_next_norm) /* the next layer's x = rmsnorm(h, its attn_norm), made by this GEMV's last block */
         return as_dev_proj_norm(e, og, &f->W->wo_b, wk->out, wk->h, e->w[f->l + 1].attn_norm, wk->x,
-                                x_q_of(e, &e->w[f->l + 1]), f->cap->norm_ctr + 1, what, err);
+                                f->cap->norm_ctr + 1, what, err);
     return as_dev_proj_residual(e, og, ogw, f->s, &f->W->wo_b, wk->out, wk->h, fuse_residual, what, err);
 }
 
@@ -407,6 +427,7 @@ int as_dev_layer_forward(AsEngine *e, int l, AsError *err)
     TRY(as_fwd_begin(e, l, &f, err));
     int slot = as_prof_begin(e, AS_OP_LAYER, l, 0, 0);
     TRY(as_fwd_attn_norm(&f, err));
+    TRY(as_fwd_act_quant_x(&f, err));
     TRY(as_fwd_q_lora(&f, false, err));       /* step 1 */
     TRY(as_fwd_queries(&f, false, 0, err));
     TRY(as_fwd_kv(&f, err));                  /* step 2, and step 3's ring store */

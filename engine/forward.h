@@ -31,10 +31,12 @@ int as_fwd_begin(AsEngine *e, int l, AsFwd *f, AsError *err);
 void as_fwd_end(AsFwd *f);
 
 /* The layer's input: x = rmsnorm(h, attn_norm); in fp8 precision x's act_quant (QDQ) for wq_a and wkv,
- * x_q, in the same launch (the previous layer's wo_b makes both when it fuses this norm). */
+ * x_q: a prefill's in the norm's launch, a decode row's by as_fwd_act_quant_x (a no-op otherwise). */
 int as_fwd_attn_norm(AsFwd *f, AsError *err);
-/* Step 1: qr = rmsnorm(x wq_a^T, q_norm) (fuse_norm: by the GEMV's last block), with its act_quant for
- * wq_b and indexer.wq_b in the same launch; q = rope(qr wq_b^T) (fuse_rope: in the GEMV's store, room blocks left free). */
+int as_fwd_act_quant_x(AsFwd *f, AsError *err);
+/* Step 1: qr = rmsnorm(x wq_a^T, q_norm) (fuse_norm: by the GEMV's last block), then its act_quant for
+ * wq_b and indexer.wq_b (a prefill's in the norm's launch); q = rope(qr wq_b^T) (fuse_rope: in the
+ * GEMV's store, room blocks left free). */
 int as_fwd_q_lora(AsFwd *f, bool fuse_norm, AsError *err);
 int as_fwd_queries(AsFwd *f, bool fuse_rope, int room, AsError *err);
 /* Steps 2-3: kv = fp8(rope(rmsnorm(x wkv^T))) and its ring store; the window selection of a prefill (a

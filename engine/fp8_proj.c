@@ -133,13 +133,11 @@ int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
 }
 
 int as_dev_proj_fp8_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
-                         const float *norm_w, as_bf16_t *y_norm, as_bf16_t *y_norm_q, unsigned *ctr, const char *what,
-                         AsError *err)
+                         const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err)
 {
     const AsFp8Weight fw = fp8_weight(w);
-    KL(err, as_k_gemv_e4m3_norm(&fw, x, y, h, norm_w, e->cfg.norm_eps, y_norm, y_norm_q, ctr, e->st),
-       "%s: e4m3 gemv %dx%d%s + rmsnorm%s, 1 row", what, w->out, w->in, h ? " + residual" : "",
-       y_norm_q ? " + fp8 QDQ" : "");
+    KL(err, as_k_gemv_e4m3_norm(&fw, x, y, h, norm_w, e->cfg.norm_eps, y_norm, ctr, e->st),
+       "%s: e4m3 gemv %dx%d%s + rmsnorm, 1 row", what, w->out, w->in, h ? " + residual" : "");
     return 0;
 }
 

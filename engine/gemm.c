@@ -154,19 +154,17 @@ int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
 }
 
 int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
-                     const float *norm_w, as_bf16_t *y_norm, as_bf16_t *y_norm_q, unsigned *ctr, const char *what,
-                     AsError *err)
+                     const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err)
 {
     int slot = prof_proj(e, 1, w);
     if (w->type == AS_DW_FP8) {
-        int rc = as_dev_proj_fp8_norm(e, x, w, y, h, norm_w, y_norm, y_norm_q, ctr, what, err);
+        int rc = as_dev_proj_fp8_norm(e, x, w, y, h, norm_w, y_norm, ctr, what, err);
         as_prof_end(e, slot);
         return rc;
     }
-    int rc = as_k_gemv_bf16_norm(w->d, w->out, w->in, x, y, h, norm_w, e->cfg.norm_eps, y_norm, y_norm_q, ctr, e->st);
+    int rc = as_k_gemv_bf16_norm(w->d, w->out, w->in, x, y, h, norm_w, e->cfg.norm_eps, y_norm, ctr, e->st);
     as_prof_end(e, slot);
-    KL(err, rc, "%s: gemv %dx%d%s + rmsnorm%s, 1 row", what, w->out, w->in, h ? " + residual" : "",
-       y_norm_q ? " + fp8 QDQ" : "");
+    KL(err, rc, "%s: gemv %dx%d%s + rmsnorm, 1 row", what, w->out, w->in, h ? " + residual" : "");
     return 0;
 }
 

@@ -188,11 +188,9 @@ int as_dev_proj_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
 int as_dev_proj_f32(AsEngine *e, const as_bf16_t *x, int s, const AsDevWeight *w, float *y, const char *what,
                     AsError *err);
 /* One token row: y = x W^T (then h = bf16(h + y) when h is given), then y_norm = rmsnorm(h or y, norm_w)
- * and, when y_norm_q is given, its fp8 QDQ (the next fp8 linears' input) in the same launch
- * (as_k_gemv_bf16_norm; bf16 weights, the caller checks). */
+ * in the same launch (as_k_gemv_bf16_norm; bf16 weights, the caller checks). */
 int as_dev_proj_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
-                     const float *norm_w, as_bf16_t *y_norm, as_bf16_t *y_norm_q, unsigned *ctr, const char *what,
-                     AsError *err);
+                     const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
 /* The fp8 linear's input (act_quant, then back to bf16: QDQ): y[t] = bf16(e4m3(clamp(x[t] / s)) * s) per
  * block of 32 of the s rows of n values (x rows ldx apart, y rows n apart), the fp8 KV quantiser's rule
  * (as_k_row_pipe with AS_KQ_FP8 only). */
@@ -226,8 +224,7 @@ int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s
 int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                          int64_t ldy, const AsDevRope *r, bool fused, int room, const char *what, AsError *err);
 int as_dev_proj_fp8_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
-                         const float *norm_w, as_bf16_t *y_norm, as_bf16_t *y_norm_q, unsigned *ctr, const char *what,
-                         AsError *err);
+                         const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err);
 /* engine/gemm.c's cuBLAS calls of a bf16 weight wd (w's shape; the bf16 upload's, or fp8 codes dequantised
  * into the scratch: the same call, the same bits): y = x wd^T, and wo_a's grouped form; note ends the
  * error message. */

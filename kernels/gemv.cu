@@ -115,11 +115,11 @@ struct GemvArgs {
     int64_t ldres;
     AsDRope rope;  // rope.rd > 0: q's RoPE before the store (vector kernel, R even, batch 1, bf16 y)
     // norm.ctr: the RMSNorm of the finished row (res when given, else y; m = 1, batch 1) into norm.y
-    // (and its fp8 QDQ into norm.yq) with weights norm.w, by the block that finishes last (norm.ctr counts the blocks; 0 before and
+    // with weights norm.w, by the block that finishes last (norm.ctr counts the blocks; 0 before and
     // after the launch)
     struct {
         const float *w;
-        uint16_t *y, *yq; // yq: also the row's fp8 QDQ (rmsnorm_row.cuh), or null
+        uint16_t *y;
         float eps;
         unsigned *ctr;
     } norm;
@@ -543,23 +543,20 @@ int gemv_rope(GemvArgs a, int heads, int hd, int rd, int pos0, const int32_t *po
 }
 
 template <typename TW>
-int gemv_norm(GemvArgs a, as_bf16_t *h, const float *norm_w, float eps, as_bf16_t *y_norm, as_bf16_t *y_norm_q,
-              unsigned *ctr, cudaStream_t st)
+int gemv_norm(GemvArgs a, as_bf16_t *h, const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr,
+              cudaStream_t st)
 {
-    if (!norm_w || !y_norm || !ctr || a.n_out <= 0 || a.n_in <= 0 || (y_norm_q && a.n_out % 32))
+    if (!norm_w || !y_norm || !ctr || a.n_out <= 0 || a.n_in <= 0)
         return (int)cudaErrorInvalidValue;
-    if (y_norm_q && (y_norm_q == y_norm || y_norm_q == (as_bf16_t *)a.y || y_norm_q == h))
-        return (int)cudaErrorInvalidValue; // the QDQ'd row is a buffer of its own
     a.res = h, a.ldres = a.n_out;
-    a.norm = {norm_w, y_norm, y_norm_q, eps, ctr};
+    a.norm = {norm_w, y_norm, eps, ctr};
     if (a.W && a.x && vector_rows(a, 1) && a.n_out <= kRmsCached * kRmsThreads)
         return gemv_launch<TW>(a, 1, 0, 0, st);
     a.norm = {}; // rows the vector kernel cannot read (or too long to cache): the GEMV, then rmsnorm.cu
     const int rc = gemv_launch<TW>(a, 1, 0, 0, st);
     if (rc)
         return rc;
-    return as_k_rmsnorm_qdq(h ? h : (as_bf16_t *)a.y, a.n_out, norm_w, y_norm, a.n_out, y_norm_q, a.n_out, 1, a.n_out,
-                            eps, st);
+    return as_k_rmsnorm(h ? h : (as_bf16_t *)a.y, a.n_out, norm_w, y_norm, a.n_out, 1, a.n_out, eps, st);
 }
 
 // An fp8-form weight's GEMV arguments: its codes as W, its block scales, batch b's rows b * stride_rows on.
@@ -595,11 +592,11 @@ extern "C" int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, cons
 }
 
 extern "C" int as_k_gemv_bf16_norm(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, as_bf16_t *y,
-                                   as_bf16_t *h, const float *norm_w, float eps, as_bf16_t *y_norm,
-                                   as_bf16_t *y_norm_q, unsigned *ctr, cudaStream_t st)
+                                   as_bf16_t *h, const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr,
+                                   cudaStream_t st)
 {
     GemvArgs a{W, n_in, 0, n_out, n_in, x, n_in, 0, 1, y, n_out, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0};
-    return gemv_norm<uint16_t>(a, h, norm_w, eps, y_norm, y_norm_q, ctr, st);
+    return gemv_norm<uint16_t>(a, h, norm_w, eps, y_norm, ctr, st);
 }
 
 extern "C" int as_k_gemv_e4m3_cfg(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int64_t stride_x, int m,
@@ -635,13 +632,11 @@ extern "C" int as_k_gemv_e4m3_rope(const AsFp8Weight *w, const as_bf16_t *x, int
 }
 
 extern "C" int as_k_gemv_e4m3_norm(const AsFp8Weight *w, const as_bf16_t *x, as_bf16_t *y, as_bf16_t *h,
-                                   const float *norm_w, float eps, as_bf16_t *y_norm, as_bf16_t *y_norm_q,
-                                   unsigned *ctr, cudaStream_t st)
+                                   const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr, cudaStream_t st)
 {
     if (!e4m3_ok(w, true))
         return (int)cudaErrorInvalidValue;
-    return gemv_norm<uint8_t>(e4m3_args(w, x, w->n_in, 0, 1, y, w->n_out, 0, 0), h, norm_w, eps, y_norm, y_norm_q,
-                              ctr, st);
+    return gemv_norm<uint8_t>(e4m3_args(w, x, w->n_in, 0, 1, y, w->n_out, 0, 0), h, norm_w, eps, y_norm, ctr, st);
 }
 
 extern "C" int as_k_gemv_f32w(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,

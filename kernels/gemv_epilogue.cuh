@@ -105,7 +105,7 @@ template <typename Args> __device__ __forceinline__ void as_d_gemv_norm_after(co
     if (!last)
         return;
     __threadfence();
-    as_d_rmsnorm_row(a.res ? a.res : (const uint16_t *)a.y, a.norm.w, a.norm.y, a.norm.yq, a.n_out, a.norm.eps);
+    as_d_rmsnorm_row(a.res ? a.res : (const uint16_t *)a.y, a.norm.w, a.norm.y, nullptr, a.n_out, a.norm.eps);
     if (threadIdx.x == 0)
         *a.norm.ctr = 0; // for the next launch: visible once this grid completes
 }

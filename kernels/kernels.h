@@ -29,7 +29,9 @@ int as_k_pdl_use(int on);
 int as_k_rmsnorm(const as_bf16_t *x, int64_t ldx, const float *w, as_bf16_t *y, int64_t ldy, int rows, int n,
                  float eps, cudaStream_t st);
 /* The same, and yq (rows ldq apart, n a multiple of 32; NULL: none) = the fp8 act_quant's QDQ of y in the
- * same launch (as_k_row_pipe's AS_KQ_FP8 over y: the same bits), for the fp8 linears that read it. */
+ * same launch (as_k_row_pipe's AS_KQ_FP8 over y: the same bits), for the fp8 linears that read it. A
+ * block quantises its whole row: the many rows of a prefill; one row's QDQ spreads over more blocks as
+ * a launch of its own (faster by 7 us a layer in the decode graph, measured). */
 int as_k_rmsnorm_qdq(const as_bf16_t *x, int64_t ldx, const float *w, as_bf16_t *y, int64_t ldy, as_bf16_t *yq,
                      int64_t ldq, int rows, int n, float eps, cudaStream_t st);
 
@@ -81,12 +83,10 @@ int as_k_scale_bf16(as_bf16_t *w, int64_t n, float c, cudaStream_t st);
 
 /* One token row (m = 1): y = x W^T (W n_out x n_in, rows n_in apart), with h: then h = bf16(h + y) as
  * as_k_gemv_bf16_residual, then y_norm = rmsnorm(h or y, norm_w, eps) as as_k_rmsnorm: the same bits as
- * those launches, in one (the block that finishes last normalises the row; y_norm may alias y or h);
- * y_norm_q (NULL: none) gets y_norm's fp8 QDQ as as_k_rmsnorm_qdq. ctr: a device counter at 0, left
- * at 0; one per concurrent launch. */
+ * those launches, in one (the block that finishes last normalises the row; y_norm may alias y or h).
+ * ctr: a device counter at 0, left at 0; one per concurrent launch. */
 int as_k_gemv_bf16_norm(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, as_bf16_t *y, as_bf16_t *h,
-                        const float *norm_w, float eps, as_bf16_t *y_norm, as_bf16_t *y_norm_q, unsigned *ctr,
-                        cudaStream_t st);
+                        const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr, cudaStream_t st);
 
 /* h = bf16(h + out) (the attention-only residual stream). */
 int as_k_residual_add(as_bf16_t *h, const as_bf16_t *out, int64_t n, cudaStream_t st);
@@ -382,7 +382,7 @@ int as_k_gemv_e4m3_rope(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, i
                         int heads, int hd, int rd, int pos0, const int32_t *pos, const float *cos_t,
                         const float *sin_t, int inverse, int room, cudaStream_t st);
 int as_k_gemv_e4m3_norm(const AsFp8Weight *w, const as_bf16_t *x, as_bf16_t *y, as_bf16_t *h, const float *norm_w,
-                        float eps, as_bf16_t *y_norm, as_bf16_t *y_norm_q, unsigned *ctr, cudaStream_t st);
+                        float eps, as_bf16_t *y_norm, unsigned *ctr, cudaStream_t st);
 /* The fp8-form weight dequantised, out[o][i] = bf16(e4m3(w[o][i]) * ws[o / 32][i / 32]) (exact), rows
  * ldo apart (w's rows and out 16-byte aligned, ldw a multiple of 16, ldo of 8): a prefill's projection
  * through cuBLAS on the same bf16 weights as the bf16 upload. */

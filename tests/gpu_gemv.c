@@ -290,18 +290,8 @@ GPU_TEST(gpu_gemv_residual)
     as_gpu_free(d);
 }
 
-/* The fp8 QDQ of a row of n values (n a multiple of 32) as the engine's separate launch makes it
- * (as_k_row_pipe, AS_KQ_FP8): the fused forms' twin. */
-static void qdq_row(const as_bf16_t *x, as_bf16_t *y, int n, const char *what)
-{
-    const AsRowPipe p = {.x = x, .ldx = n, .y = y, .ldy = n, .rows = 1, .heads = n / 32, .n = 32, .quant = AS_KQ_FP8,
-                         .post_scale = 1.0f};
-    as_gpu_check_launch(as_k_row_pipe(&p, 0), what);
-}
-
 /* as_k_gemv_bf16_norm against the launches it replaces (as_k_gemv_bf16 or as_k_gemv_bf16_residual, then
- * as_k_rmsnorm, then the row's fp8 QDQ where its length is whole blocks of 32), bit for bit in y, h, the
- * normalised row and its QDQ: wq_a's shape normalised in place (q_norm),
+ * as_k_rmsnorm), bit for bit in y, h and the normalised row: wq_a's shape normalised in place (q_norm),
  * wo_b's with the residual into another row (the next layer's attn_norm), rows past what a block keeps in
  * registers and an unaligned x (both: the separate launches), one output row. Launched `runs` times on
  * one counter (the last block resets it: a graph replays the launch), which must end at 0. */
@@ -319,37 +309,30 @@ static void check_norm(int no, int ni, int with_h, int in_place, int x_off, int 
     as_bf16_t *dh[2] = {as_gpu_bf16(h, no), as_gpu_bf16(h, no)};
     as_bf16_t *dy[2] = {as_gpu_alloc(2 * (size_t)no), as_gpu_alloc(2 * (size_t)no)};
     as_bf16_t *dn[2] = {as_gpu_alloc(2 * (size_t)no), as_gpu_alloc(2 * (size_t)no)};
-    const bool qdq = no % 32 == 0;
-    as_bf16_t *dq[2] = {as_gpu_alloc(2 * (size_t)no), as_gpu_alloc(2 * (size_t)no)};
     unsigned *ctr = as_gpu_alloc(sizeof(unsigned));
     REQUIRE(cudaMemset(ctr, 0, sizeof(unsigned)) == cudaSuccess, "counter");
     char what[160];
-    snprintf(what, sizeof what, "gemv %dx%d%s + rmsnorm%s%s%s, %d runs", no, ni, with_h ? " + residual" : "",
-             in_place ? " in place" : "", qdq ? " + fp8 QDQ" : "", x_off ? ", x misaligned" : "", runs);
+    snprintf(what, sizeof what, "gemv %dx%d%s + rmsnorm%s%s, %d runs", no, ni, with_h ? " + residual" : "",
+             in_place ? " in place" : "", x_off ? ", x misaligned" : "", runs);
     for (int run = 0; run < runs; run++) {
         for (int k = 0; k < 2; k++) {
             REQUIRE(cudaMemset(dy[k], 0xff, 2 * (size_t)no) == cudaSuccess, "poison");
             REQUIRE(cudaMemset(dn[k], 0xff, 2 * (size_t)no) == cudaSuccess, "poison");
-            REQUIRE(cudaMemset(dq[k], 0xff, 2 * (size_t)no) == cudaSuccess, "poison");
         }
         as_bf16_t *src0 = with_h ? dh[0] : dy[0], *src1 = with_h ? dh[1] : dy[1];
         as_bf16_t *out0 = in_place ? src0 : dn[0], *out1 = in_place ? src1 : dn[1];
         as_gpu_check_launch(
-            as_k_gemv_bf16_norm(dW, no, ni, dx + x_off, dy[0], with_h ? dh[0] : NULL, dnw, 1e-6f, out0,
-                                qdq ? dq[0] : NULL, ctr, 0),
-            what);
+            as_k_gemv_bf16_norm(dW, no, ni, dx + x_off, dy[0], with_h ? dh[0] : NULL, dnw, 1e-6f, out0, ctr, 0), what);
         if (with_h)
             as_gpu_check_launch(as_k_gemv_bf16_residual(dW, no, ni, dx + x_off, ni, 1, dy[1], no, dh[1], no, 0), what);
         else
             as_gpu_check_launch(as_k_gemv_bf16(dW, ni, 0, no, ni, dx + x_off, ni, 0, 1, dy[1], no, 0, 0, 1, 0), what);
         as_gpu_check_launch(as_k_rmsnorm(src1, no, dnw, out1, no, 1, no, 1e-6f, 0), what);
-        if (qdq)
-            qdq_row(out1, dq[1], no, what);
     }
     uint16_t *a = xmalloc(2 * (size_t)no), *b = xmalloc(2 * (size_t)no);
-    as_bf16_t *const *bufs[4] = {dy, dh, dn, dq};
-    static const char *names[4] = {"y", "h", "normalised row", "its fp8 QDQ"};
-    for (int k = 0; k < (qdq ? 4 : 3); k++) {
+    as_bf16_t *const *bufs[3] = {dy, dh, dn};
+    static const char *names[3] = {"y", "h", "normalised row"};
+    for (int k = 0; k < 3; k++) {
         as_gpu_get_bytes(a, bufs[k][0], 2 * (size_t)no);
         as_gpu_get_bytes(b, bufs[k][1], 2 * (size_t)no);
         int64_t bad = 0;
@@ -364,7 +347,7 @@ static void check_norm(int no, int ni, int with_h, int in_place, int x_off, int 
     free(W), free(x), free(h), free(nw), free(a), free(b);
     as_gpu_free(dW), as_gpu_free(dx), as_gpu_free(dnw), as_gpu_free(ctr);
     for (int k = 0; k < 2; k++)
-        as_gpu_free(dh[k]), as_gpu_free(dy[k]), as_gpu_free(dn[k]), as_gpu_free(dq[k]);
+        as_gpu_free(dh[k]), as_gpu_free(dy[k]), as_gpu_free(dn[k]);
 }
 
 GPU_TEST(gpu_gemv_norm)
@@ -373,23 +356,18 @@ GPU_TEST(gpu_gemv_norm)
     /* wo_b + residual + the next layer's attn_norm */
     check_norm(AS_FLASH_DIM, AS_FLASH_O_GROUPS * AS_FLASH_O_LORA, 1, 0, 0, 3, 7111);
     check_norm(6144, 256, 1, 0, 0, 2, 7121);   /* the longest row a block keeps in registers */
-    check_norm(6176, 64, 0, 1, 0, 1, 7131);    /* longer: the separate launches (rmsnorm.cu's QDQ) */
-    check_norm(6152, 64, 0, 1, 0, 1, 7136);    /* and not whole blocks of 32: no QDQ */
+    check_norm(6152, 64, 0, 1, 0, 1, 7131);    /* longer: the separate launches */
     check_norm(301, 1003, 1, 0, 1, 2, 7141);   /* x misaligned: the scalar kernel, then rmsnorm.cu */
     check_norm(1, 16, 0, 0, 0, 2, 7151);       /* one output row */
     as_bf16_t *d = as_gpu_alloc(4096);
     unsigned *ctr = as_gpu_alloc(sizeof(unsigned));
     float *w = as_gpu_alloc(64);
-    CHECK(as_k_gemv_bf16_norm(d, 4, 8, d, d, NULL, w, 1e-6f, d, NULL, NULL, 0) == (int)cudaErrorInvalidValue,
+    CHECK(as_k_gemv_bf16_norm(d, 4, 8, d, d, NULL, w, 1e-6f, d, NULL, 0) == (int)cudaErrorInvalidValue,
           "no counter refused");
-    CHECK(as_k_gemv_bf16_norm(d, 4, 8, d, d, NULL, NULL, 1e-6f, d, NULL, ctr, 0) == (int)cudaErrorInvalidValue,
+    CHECK(as_k_gemv_bf16_norm(d, 4, 8, d, d, NULL, NULL, 1e-6f, d, ctr, 0) == (int)cudaErrorInvalidValue,
           "no norm weights refused");
-    CHECK(as_k_gemv_bf16_norm(d, 0, 8, d, d, NULL, w, 1e-6f, d, NULL, ctr, 0) == (int)cudaErrorInvalidValue,
+    CHECK(as_k_gemv_bf16_norm(d, 0, 8, d, d, NULL, w, 1e-6f, d, ctr, 0) == (int)cudaErrorInvalidValue,
           "no output rows refused");
-    CHECK(as_k_gemv_bf16_norm(d, 48, 8, d, d, NULL, w, 1e-6f, d + 64, d + 128, ctr, 0) == (int)cudaErrorInvalidValue,
-          "a QDQ of a row not whole blocks of 32 refused");
-    CHECK(as_k_gemv_bf16_norm(d, 64, 8, d, d, NULL, w, 1e-6f, d + 64, d + 64, ctr, 0) == (int)cudaErrorInvalidValue,
-          "the QDQ into the normalised row refused");
     as_gpu_sync("gemv + rmsnorm refusals");
     as_gpu_free(d), as_gpu_free(ctr), as_gpu_free(w);
 }
