@@ -14,6 +14,7 @@
 #include "driver/driver.h"
 #include "model/inputs.h"
 #include "model/precision.h"
+#include "ref/blas_core.h"
 #include "ref/linear.h"
 #include "ref/synthetic_state.h"
 #include "model/version.h"
@@ -114,9 +115,11 @@ static int cmd_bench_ref(int argc, char **argv)
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&tn));
     double bw = read_bandwidth_gbs((size_t)2 << 30);
     double wb = weight_bytes(&m);
-    printf("## bench-ref, %s\n\nhost %s (%s), %ld cores online, %d reference threads; attnscope %s, model %s\n\n"
+    printf("## bench-ref, %s\n\nhost %s (%s), %ld cores online, %d reference threads, OpenBLAS's %s kernels; attnscope %s, "
+           "model %s\n\n"
            "command: attnscope bench-ref %s --context %d --steps %d --prefill %d%s\n\n",
-           date, u.nodename, u.machine, sysconf(_SC_NPROCESSORS_ONLN), as_ref_threads(), as_version(), m.weights_name, model, context,
+           date, u.nodename, u.machine, sysconf(_SC_NPROCESSORS_ONLN), as_ref_threads(), as_blas_core_name(), as_version(),
+           m.weights_name, model, context,
            steps, prefill, threads ? " --threads N" : "");
     printf("read bandwidth (all threads, 2 GiB): %.1f GB/s; weights read per decode step: %.2f GB -> floor %.3f s\n\n",
            bw, wb / 1e9, wb / (bw * 1e9));

@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "engine/engine.h"
 #include "model/version.h"
+#include "ref/blas_core.h"
 
 static void print_help(FILE *f)
 {
@@ -53,6 +54,7 @@ static int help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    as_blas_core_check(argv); /* OpenBLAS's AVX2 kernels where it fell back to SSE3 ones */
     if (argc < 2)
         return no_command();
     const char *a = argv[1];

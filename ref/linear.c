@@ -98,45 +98,59 @@ static void linear_gemv(const float *x, const AsWTensor *w, int64_t o0, int64_t 
     }
 }
 
-/* W rows per panel: small s is memory bound, so the panel stays in L2 between its decode and
- * the sgemm that reads it back; large s is compute bound, so panels are wide enough that
- * re-packing x for every panel costs little. */
-static int64_t panel_rows(int64_t s, int64_t cols)
+/* Work items of a prefill: panels of W rows by bands of tokens. Small s is memory bound, so a panel
+ * stays in L2 between its decode and the sgemm that reads it back; large s is compute bound, so
+ * panels are wide enough that re-packing x for every panel costs little, and halved (to 16 rows)
+ * until every thread has four items: a projection of few rows (wkv's 512, a wo_a group's 1024) would
+ * otherwise leave most threads at the barrier. Bands of 512 tokens keep the decode of a panel, once an
+ * item, under 1/1000 of its products. */
+enum { BAND = 512 };
+
+static int64_t panel_rows(int64_t s, int64_t cols, int64_t nout, int nt)
 {
     int64_t p = s >= 64 ? 256 : (256 * 1024 / 4) / (cols > 0 ? cols : 1);
     p = p < 16 ? 16 : p > 256 ? 256 : p;
-    return p & ~(int64_t)15;
+    p &= ~(int64_t)15;
+    const int64_t nband = (s + BAND - 1) / BAND;
+    while (p > 16 && ((nout + p - 1) / p) * nband < 4 * (int64_t)nt)
+        p = (p / 2 + 15) & ~(int64_t)15;
+    return p;
 }
 
-/* Each thread decodes its panels into its own buffer and runs the serial sgemm
- * y[:, panel] = x . panel^T on them. */
+/* Each thread decodes its items' panels into its own buffer (once for consecutive items of one panel)
+ * and runs the serial sgemm y[band, panel] = x[band] . panel^T on them (each element's dot product is
+ * BLAS's whatever the tiling). */
 static void linear_gemm(const float *x, int64_t s, const AsWTensor *w, int64_t o0, int64_t nout,
                         float *y, int64_t ldy, bool round)
 {
-    const int64_t cols = as_wt_cols(w), prow = panel_rows(s, cols);
-    const int64_t npanel = (nout + prow - 1) / prow;
     const int nt = as_ref_threads();
+    const int64_t cols = as_wt_cols(w), prow = panel_rows(s, cols, nout, nt);
+    const int64_t npanel = (nout + prow - 1) / prow, nband = (s + BAND - 1) / BAND;
     /* An F32 tensor at a float-aligned address is its own panel. */
     const bool direct = w->dtype == AS_DT_F32 && (uintptr_t)w->data % sizeof(float) == 0;
     as_blas_serial();
 #pragma omp parallel num_threads(nt)
     {
         float *panel = direct ? NULL : as_ref_xmalloc((size_t)(prow * cols) * sizeof *panel, "linear");
+        int64_t decoded = -1; /* the panel `panel` holds */
 #pragma omp for schedule(dynamic)
-        for (int64_t j = 0; j < npanel; j++) {
-            const int64_t p = j * prow, np = nout - p < prow ? nout - p : prow;
+        for (int64_t j = 0; j < npanel * nband; j++) {
+            const int64_t pi = j / nband, p = pi * prow, np = nout - p < prow ? nout - p : prow;
+            const int64_t t0 = (j % nband) * BAND, nt_ = s - t0 < BAND ? s - t0 : BAND;
             if (as_ref_cancelled()) {
-                for (int64_t t = 0; t < s; t++)
+                for (int64_t t = t0; t < t0 + nt_; t++)
                     memset(y + t * ldy + p, 0, sizeof *y * (size_t)np);
                 continue;
             }
             const float *wp = direct ? (const float *)w->data + (o0 + p) * cols : panel;
-            if (!direct)
+            if (!direct && decoded != pi) {
                 as_wt_rows_f32(w, o0 + p, np, panel);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s, (int)np, (int)cols, 1.0f, x,
-                        (int)cols, wp, (int)cols, 0.0f, y + p, (int)ldy);
+                decoded = pi;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt_, (int)np, (int)cols, 1.0f, x + t0 * cols,
+                        (int)cols, wp, (int)cols, 0.0f, y + t0 * ldy + p, (int)ldy);
             if (round)
-                round_bf16_rows(y + p, s, np, ldy);
+                round_bf16_rows(y + t0 * ldy + p, nt_, np, ldy);
         }
         free(panel);
     }

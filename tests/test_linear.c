@@ -2,10 +2,12 @@
  * F8_E4M3 + block scale; s == 1 (every GEMV variant this CPU has) and s > 1 (panels + sgemm);
  * odd sizes, row subsets, an output stride; results independent of the thread count. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/weights.h"
+#include "ref/blas_core.h"
 #include "ref/gemv.h"
 #include "ref/linear.h"
 #include "ref/numerics.h"
@@ -331,4 +333,23 @@ TEST(linear_fp8_mixed_scale_kinds)
     }
     as_gemv_force_isa(AS_ISA_AUTO);
     free_weight(&tw);
+}
+
+/* OpenBLAS's kernel choice: a core without AVX2 on a CPU with it is replaced (AVX-512: SkylakeX), a
+ * vector core or a CPU without AVX2 is left alone; and the program runs on a vector core here when the
+ * CPU has AVX2 (the check at start-up re-executed it where OpenBLAS fell back). */
+static bool wants(const char *got, const char *want) { return got && !strcmp(got, want); }
+
+TEST(linear_blas_core_choice)
+{
+    CHECK(wants(as_blas_core_wanted("Prescott", true, false), "Haswell"), "Prescott on an AVX2 CPU: Haswell");
+    CHECK(wants(as_blas_core_wanted("Core2", true, true), "SkylakeX"), "Core2 on an AVX-512 CPU: SkylakeX");
+    CHECK(wants(as_blas_core_wanted("Sandybridge", true, false), "Haswell"),
+          "Sandybridge (AVX, no AVX2) on an AVX2 CPU: Haswell");
+    CHECK(as_blas_core_wanted("Haswell", true, true) == NULL, "Haswell kept");
+    CHECK(as_blas_core_wanted("cooperlake", true, true) == NULL, "Cooperlake kept (any case)");
+    CHECK(as_blas_core_wanted("Zen", true, false) == NULL, "Zen kept");
+    CHECK(as_blas_core_wanted("Prescott", false, false) == NULL, "no AVX2: Prescott kept");
+    CHECK(as_blas_core_wanted(NULL, true, true) == NULL, "no name: nothing");
+    as_test_note("this process: OpenBLAS's %s kernels", as_blas_core_name());
 }
