@@ -63,7 +63,10 @@ static int rmsnorm_rows(AsFwd *f, as_bf16_t *x, int64_t ld, const float *w, as_b
 }
 
 /* fp8 precision: x's QDQ, x_q, for wq_a and wkv (the kv branch reads it too) */
-static as_bf16_t *x_q_of(AsEngine *e, const AsDevLayerWeights *W) { return W->wq_a.fp8 || W->wkv.fp8 ? e->wk.x_q : NULL; }
+static as_bf16_t *x_q_of(AsEngine *e, const AsDevLayerWeights *W)
+{
+    return W->wq_a.fp8 || W->wkv.fp8 ? e->wk.x_q : NULL;
+}
 
 /* A prefill's rows are normalised and QDQ'd in one launch (a block a row); a decode row's QDQ is a
  * launch of its own (as_k_rmsnorm_qdq says why). */

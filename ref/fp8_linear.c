@@ -242,7 +242,8 @@ AVX2 static void tile_avx2(const float *const *xr, const float *const *sxr, cons
 #pragma GCC unroll 6
         for (int m = 0; m < MR; m++) {
             const __m256 st = _mm256_set1_ps(sxr[m][k]);
-            _mm256_storeu_ps(acc[m], _mm256_add_ps(_mm256_loadu_ps(acc[m]), _mm256_mul_ps(_mm256_mul_ps(p[m][0], st), s0)));
+            _mm256_storeu_ps(acc[m],
+                             _mm256_add_ps(_mm256_loadu_ps(acc[m]), _mm256_mul_ps(_mm256_mul_ps(p[m][0], st), s0)));
             _mm256_storeu_ps(acc[m] + 8,
                              _mm256_add_ps(_mm256_loadu_ps(acc[m] + 8), _mm256_mul_ps(_mm256_mul_ps(p[m][1], st), s1)));
         }

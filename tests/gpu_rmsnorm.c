@@ -243,7 +243,8 @@ static void check_qdq(int rows, int n, int64_t ldq, Data data, uint64_t seed)
     as_fill_uniform(w, n, 0.5f, seed + 1, 0);
     for (int i = 0; i < n; i++)
         w[i] += 1.0f;
-    as_bf16_t *dx = as_gpu_bf16(x, cnt), *dy = as_gpu_alloc(2 * (size_t)cnt), *dq = as_gpu_alloc(2 * (size_t)(rows * ldq));
+    as_bf16_t *dx = as_gpu_bf16(x, cnt), *dy = as_gpu_alloc(2 * (size_t)cnt);
+    as_bf16_t *dq = as_gpu_alloc(2 * (size_t)(rows * ldq));
     float *dw = as_gpu_f32(w, n);
     as_gpu_poison(dq, 2 * (size_t)(rows * ldq));
     as_gpu_check_launch(as_k_rmsnorm_qdq(dx, n, dw, dy, n, dq, ldq, rows, n, 1e-20f, 0), what);
