@@ -55,11 +55,23 @@ bad() {
 # wait_for TEXT [SECONDS]: polls the screen until it shows TEXT; 0 when it did.
 wait_for() {
     _limit=${2:-$TIMEOUT}
-    _start=$(date +%s)
+    _start=$(date +%s%N)
     while :; do
         if screen | grep -qF -- "$1"; then return 0; fi
-        [ $(($(date +%s) - _start)) -ge "$_limit" ] && return 1
+        [ $(( ($(date +%s%N) - _start) / 1000000 )) -ge $((_limit * 1000)) ] && return 1
         sleep 0.1
+    done
+}
+# wait_drawn MS: polls until the program holds the alternate screen and has drawn its status line (the
+# echoed command line does not count), in whole milliseconds; 0 when it did within MS of the call.
+wait_drawn() {
+    _t0=$(date +%s%N)
+    while :; do
+        if [ "$(tm display-message -p -t "$T" '#{alternate_on}')" = "1" ] && line 1 | grep -q '[^[:space:]]'; then
+            return 0
+        fi
+        [ $(( ($(date +%s%N) - _t0) / 1000000 )) -ge "$1" ] && return 1
+        sleep 0.02
     done
 }
 # wait_idle: the message line (line 2) no longer says busy
@@ -329,9 +341,9 @@ echo "== the start-up prefill on the worker, prompts, zoom, go-to, the message l
 # the screen is drawn at once: the model opens and the prefill runs on the worker, keys work meanwhile
 # (under a wrapper such as valgrind the start is slow: the 1 s bound holds for the program alone)
 if [ -n "$WRAP" ]; then FIRST=$TIMEOUT; SOON=$TIMEOUT; else FIRST=1; SOON=5; fi
-T0=$(date +%s%N)
 start "'$BIN' tui --model tiny --prefill 500"
-if wait_for "attnscope" "$FIRST" || wait_for "busy" "$FIRST"; then
+T0=$(date +%s%N)
+if wait_drawn $((FIRST * 1000)); then
     ok "the screen is not blank within $FIRST s of the start ($(( ($(date +%s%N) - T0) / 1000000 )) ms)"
 else
     bad "the screen is not blank within $FIRST s of the start"
