@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model/precision.h"
+#include "ref/cancel.h"
 #include "ref/candidates.h"
 #include "ref/fp8_linear.h"
 #include "ref/indexer.h"
@@ -387,6 +388,8 @@ void as_explain_downstream(const AsRefModel *rm, const AsRun *got, const AsRun *
     bool changed = false;
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         AsTensorId id = stages[i];
+        if (as_ref_cancelled())
+            break; /* the layer is thrown away: its explanation would be too */
         if (diff->t[id].verdict != AS_V_MISMATCH)
             continue; /* passes on its own (or absent) */
         AsProvenance from = NONE;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/precision.h"
+#include "ref/cancel.h"
 #include "ref/compressor.h"
 #include "ref/plan.h"
 #include "ref/stage.h"
@@ -272,6 +273,16 @@ static int gather_rows_b(const AsRefState *st, const AsLayerPlan *p, int hd, AsR
     return 0;
 }
 
+/* A stage's end: its out-of-memory failure, else a cancel its loops saw. A cancelled layer stops at the
+ * stage boundary: the stages left would only write zeros into memory they first fault in, most of a
+ * second at flash size. */
+static int stage_end(bool failed, int l, AsError *err)
+{
+    if (failed)
+        return as_err(err, AS_ERUNTIME, "layer %d: out of memory", l);
+    return as_ref_cancelled() ? as_err(err, AS_ECANCELLED, "layer %d: cancelled", l) : 0;
+}
+
 /* Step 5 for ratio > 0, as the plan says: compressor, indexer (or an empty selection, or reuse), cache
  * write, rows_b. */
 static int compressed_branch(const AsStageCtx *c, AsRefState *st, const float *x, AsRun *run, AsError *err)
@@ -279,12 +290,12 @@ static int compressed_branch(const AsStageCtx *c, AsRefState *st, const float *x
     const AsLayerPlan *p = c->p;
     AsRefLayerState *ls = &st->layer[p->layer];
     int rc = 0;
-    if (p->compresses)
-        rc = compress(c->rm, ls, p, x, run, err);
+    if (p->compresses && !(rc = compress(c->rm, ls, p, x, run, err)))
+        rc = stage_end(false, p->layer, err);
     if (!rc && p->stores_keys)
         rc = store_index_keys(c, ls, run);
-    if (!rc && p->indexes)
-        rc = run_indexer(c, st, run);
+    if (!rc && p->indexes && !(rc = run_indexer(c, st, run)))
+        rc = stage_end(false, p->layer, err);
     else if (!rc && p->reuses)
         rc = reuse_selection(&st->shared, p, run);
     else if (!rc && !as_run_shape(run, AS_T_CSEL, 2, p->s, 0, 0))
@@ -358,16 +369,16 @@ int as_ref_layer_forward(const AsRefModel *rm, AsRefState *st, int l, int step, 
     if (!xc)
         return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
     memcpy(xc, x, ROW((size_t)s * cfg->dim));
-    if (as_stage_qr(&c, run) || as_stage_q(&c, run) || as_stage_kv(&c, run) ||
-        as_stage_window(&c, st->layer[l].ring, run))
-        return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
+    if ((rc = stage_end(as_stage_qr(&c, run), l, err)) || (rc = stage_end(as_stage_q(&c, run), l, err)) ||
+        (rc = stage_end(as_stage_kv(&c, run) || as_stage_window(&c, st->layer[l].ring, run), l, err)))
+        return rc;
     if (p.ratio > 0 && (rc = compressed_branch(&c, st, x, run, err)))
         return rc;
     st->shared.prov = after;
     if ((rc = build_idx(&c, run, err)))
         return rc;
-    if (as_stage_o(&c, run) || as_stage_o_back(&c, run) || as_stage_og(&c, run) || as_stage_out(&c, run) ||
-        snapshot_state(cfg, &cfg->role[l], &st->layer[l], run))
-        return as_err(err, AS_ERUNTIME, "layer %d: out of memory (s %d)", l, s);
-    return 0;
+    if ((rc = stage_end(as_stage_o(&c, run), l, err)) || (rc = stage_end(as_stage_o_back(&c, run), l, err)) ||
+        (rc = stage_end(as_stage_og(&c, run), l, err)))
+        return rc;
+    return stage_end(as_stage_out(&c, run) || snapshot_state(cfg, &cfg->role[l], &st->layer[l], run), l, err);
 }

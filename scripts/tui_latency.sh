@@ -18,6 +18,8 @@
 #   TUI_LATENCY_CANCEL_PREFILL  the prefill that is cancelled (default PREFILL; it must outlast 0.2 s)
 #   TUI_LATENCY_ARGS   more options for `attnscope tui` (e.g. --no-engine)
 #   TUI_LATENCY_TIMEOUT seconds a wait may take (default 900: a flash prefill on a CPU is slow)
+#   TUI_LATENCY_PREFILL_SECS  seconds the start-up prefill may run (default TUI_LATENCY_TIMEOUT); past them
+#                      it is cancelled (that cancel is timed too) and the rest is measured on the layers it ran
 set -u
 BIN=${1:?usage: tui_latency.sh BIN [MODEL] [PREFILL] [COLSxROWS] [OUTDIR]}
 MODEL=${2:-tiny}
@@ -28,6 +30,7 @@ REPS=${TUI_LATENCY_REPS:-10}
 CANCELS=${TUI_LATENCY_CANCELS:-3}
 CANCEL_PREFILL=${TUI_LATENCY_CANCEL_PREFILL:-$PREFILL}
 TIMEOUT=${TUI_LATENCY_TIMEOUT:-900}
+PREFILL_SECS=${TUI_LATENCY_PREFILL_SECS:-$TIMEOUT}
 COLS=${SIZE%x*}
 ROWS=${SIZE#*x}
 case "$BIN" in /*) ;; *) BIN="$(pwd)/$BIN" ;; esac
@@ -60,6 +63,18 @@ wait_for() {
         screen | grep -qF -- "$1" && return 0
         [ $(($(date +%s) - start)) -ge "$limit" ] && return 1
         sleep 0.02
+    done
+}
+# wait_drawn SECONDS: 0 once the program holds the alternate screen and has drawn its status line (the
+# command line echoed by the shell before it does not count)
+wait_drawn() {
+    local start
+    start=$(date +%s%N)
+    while :; do
+        [ "$(tm display-message -p -t "$T" '#{alternate_on}')" = "1" ] && screen | sed -n 1p | grep -q '[^[:space:]]' &&
+            return 0
+        [ $((($(date +%s%N) - start) / 1000000000)) -ge "$1" ] && return 1
+        sleep 0.005
     done
 }
 # wait_idle: the message line (line 2) no longer says busy
@@ -143,7 +158,7 @@ tm send-keys -t "$T" "clear" Enter
 t0=$(now_ms)
 tm send-keys -t "$T" -l "$BIN tui --model '$MODEL' --prefill $PREFILL ${TUI_LATENCY_ARGS:-} ; echo EXIT=\$?"
 tm send-keys -t "$T" Enter
-if wait_for "attnscope" 30; then
+if wait_drawn 30; then
     say "start-up: first frame after $(($(now_ms) - t0)) ms"
 else
     say "start-up: no frame within 30 s"
@@ -165,14 +180,26 @@ until screen | grep -qF "prefill of $PREFILL tokens"; do
         screen >"$OUTDIR/screen_failed.txt"
         exit 1
     fi
-    if [ "$el" -ge "$TIMEOUT" ]; then
-        say "the start-up prefill did not finish within $TIMEOUT s"
-        screen >"$OUTDIR/screen_failed.txt"
-        exit 1
+    if [ "$el" -ge "$PREFILL_SECS" ]; then
+        # past its time: cancelled (a cancel at the geometry measured), the rest on the layers it ran
+        say "start-up: $(screen | sed -n 2p | tr -s ' ') after $el s: cancelled (TUI_LATENCY_PREFILL_SECS=$PREFILL_SECS)"
+        c0=$(date +%s%N)
+        tm send-keys -t "$T" Escape
+        wait_either "cancelled" "prefill of $PREFILL tokens" 120
+        case $? in
+        1) START_CANCEL=$((($(date +%s%N) - c0) / 1000000))
+           say "start-up: cancel of the prefill after $START_CANCEL ms: $(screen | sed -n 2p | tr -s ' ')" ;;
+        2) say "start-up: the prefill ended before the cancel" ;;
+        *) say "start-up: no 'cancelled' within 120 s"; screen >"$OUTDIR/screen_failed.txt"; exit 1 ;;
+        esac
+        wait_idle
+        break
     fi
     sleep 0.2
 done
-say "start-up: prefill of $PREFILL tokens done after $(($(now_ms) - t0)) ms ($(screen | sed -n 2p | grep -o '([0-9.]* s)'))"
+if screen | grep -qF "prefill of $PREFILL tokens"; then
+    say "start-up: prefill of $PREFILL tokens done after $(($(now_ms) - t0)) ms ($(screen | sed -n 2p | grep -o '([0-9.]* s)'))"
+fi
 screen | sed -n 1p | tee -a "$REPORT"
 
 # the views' screens, for docs/screens
@@ -234,6 +261,7 @@ tm send-keys -t "$T" Escape
 
 # cancel: a prefill started with p, cancelled once a layer is running
 v=()
+[ -n "${START_CANCEL:-}" ] && v+=("$START_CANCEL")
 for _ in $(seq "$CANCELS"); do
     tm send-keys -t "$T" p C-u
     tm send-keys -t "$T" -l "$CANCEL_PREFILL"

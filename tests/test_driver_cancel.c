@@ -23,6 +23,9 @@ TEST(driver_cancel_inside_a_layer_tears_the_step_until_a_prefill)
           "cancelled inside layer 1: %s", err.msg);
     CHECK(d->torn_layer == 1 && d->cur.next_layer == 1 && !d->layer_done[1], "layer 1 not done, the step torn there");
     CHECK(!as_ref_cancelled(), "the watch is off once the layer returned");
+    /* the layer ends at its first stage's boundary: nothing after qr ran (not even on zeros) */
+    CHECK(d->got_run[1].t[AS_T_QR].data && !d->got_run[1].t[AS_T_Q].data && !d->got_run[1].t[AS_T_O].data,
+          "the twin's layer 1 stopped after qr");
     atomic_store(&d->cancel, 0);
     rc = as_driver_step_layer(d, &err);
     CHECK(rc == AS_EBADINPUT && strstr(err.msg, "cancelled inside layer 1"), "the torn step is refused: %s", err.msg);
