@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "driver/explain.h"
 #include "driver/state_io.h"
@@ -342,12 +343,18 @@ int as_driver_begin_decode(AsDriver *d, AsError *err)
     return begin_step(d, d->next_pos, 1, err);
 }
 
-/* Runs above this size keep only the latest layer's tensors (the diffs of all are kept). */
+/* The host memory the layers' tensors may take: ATTNSCOPE_RUN_BUDGET_MB, else a quarter of the
+ * machine's memory (at least 4 GiB). Past it only the latest layers that fit keep theirs (the diffs
+ * of all are kept). */
 static size_t run_budget(void)
 {
     const char *e = getenv("ATTNSCOPE_RUN_BUDGET_MB");
-    long mb = e ? atol(e) : 4096;
-    return (size_t)(mb > 0 ? mb : 4096) << 20;
+    long mb = e ? atol(e) : 0;
+    if (mb > 0)
+        return (size_t)mb << 20;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t quarter = pages > 0 && page > 0 ? (size_t)pages / 4 * (size_t)page : 0;
+    return quarter > ((size_t)4096 << 20) ? quarter : (size_t)4096 << 20;
 }
 
 static size_t run_bytes(const AsRun *r)
@@ -414,15 +421,16 @@ int as_driver_step_layer(AsDriver *d, AsError *err)
     if (d->hook)
         d->hook(d->hook_ctx, d->cur.step, l, d->got_kind == AS_GOT_NONE ? NULL : &d->got_run[l], &d->ref_run[l],
                 d->got_kind == AS_GOT_NONE ? NULL : &d->diff[l]);
-    /* keep memory bounded at large geometries: drop the previous layer's tensors */
+    /* keep memory bounded at large geometries: the latest layers that fit the budget keep their tensors */
     size_t bytes = run_bytes(&d->ref_run[l]) + run_bytes(&d->got_run[l]);
     if (d->bf16_run)
         bytes += run_bytes(&d->bf16_run[l]);
-    if (l > 0 && bytes * (size_t)cfg->n_layers > run_budget()) {
-        as_run_free(&d->ref_run[l - 1]);
-        as_run_free(&d->got_run[l - 1]);
+    size_t keep = bytes ? run_budget() / bytes : (size_t)l + 1;
+    for (int j = 0; j < l && (size_t)(l - j) >= (keep ? keep : 1); j++) {
+        as_run_free(&d->ref_run[j]);
+        as_run_free(&d->got_run[j]);
         if (d->bf16_run)
-            as_run_free(&d->bf16_run[l - 1]);
+            as_run_free(&d->bf16_run[j]);
     }
     return 0;
 }

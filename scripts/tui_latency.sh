@@ -225,9 +225,13 @@ switch 3 ring
 switch 4 caches
 switch 5 candidates
 switch 6 top-k
-# the tensor view on q of the last layer of the prefill's kind: the largest tensor of the step
+# the tensor view on q (the largest tensor of the step) of the last layer run: the latest layers keep
+# their tensors (ATTNSCOPE_RUN_BUDGET_MB), the layer list's title says how many ran
+ran=$(screen | grep -o '[0-9]* of [0-9]* run' | head -1 | cut -d' ' -f1)
+LAST=$(( ${ran:-1} > 0 ? ${ran:-1} - 1 : 0 ))
+say "tensor view: layer $LAST, the last of the $ran run"
 tm send-keys -t "$T" g
-tm send-keys -t "$T" -l "0"
+tm send-keys -t "$T" -l "$LAST"
 tm send-keys -t "$T" Enter T C-u
 tm send-keys -t "$T" -l "q"
 t_open0=$(date +%s%N)

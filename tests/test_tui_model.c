@@ -699,3 +699,31 @@ TEST(tui_model_heatmap_pyramid_finds_a_planted_maximum_at_every_zoom)
     free(diff);
     free(done);
 }
+
+TEST(tui_model_dropped_layers_say_so)
+{
+    setenv("ATTNSCOPE_RUN_BUDGET_MB", "16", 1);
+    AsDriver *d = open_tiny(NULL);
+    run(d, 300, 0);
+    TuiData data;
+    tui_data_from_driver(d, "tiny", &data);
+    TuiScreen scr;
+    tui_screen_init(&scr);
+    TuiState st;
+    tui_state_init(&st);
+    st.view = TV_TENSOR;
+    st.tensor = AS_T_Q;
+    st.layer = 0; /* gave its tensors up to the budget */
+    tui_build(&data, &st, &tui_glyphs_utf8, 200, 60, &scr);
+    char all[4096] = "";
+    for (int i = 0; i < scr.panel[0].lines.n && strlen(all) < 3000; i++)
+        if (scr.panel[0].lines.v[i].text)
+            strncat(all, scr.panel[0].lines.v[i].text, 900);
+    CHECK(strstr(all, "dropped to bound memory") && strstr(all, "ATTNSCOPE_RUN_BUDGET_MB"), "layer 0: %s", all);
+    st.layer = d->model.cfg.n_layers - 1;
+    tui_build(&data, &st, &tui_glyphs_utf8, 200, 60, &scr);
+    CHECK(strstr(scr.panel[0].title, "|ref| q, layer 9"), "the last layer keeps q: %s", scr.panel[0].title);
+    tui_screen_free(&scr);
+    as_driver_close(d);
+    unsetenv("ATTNSCOPE_RUN_BUDGET_MB");
+}
