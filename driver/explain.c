@@ -168,37 +168,215 @@ static const uint8_t *applied_mask(Side *c, int64_t n, AsProvenance *from)
     return g->data && as_ht_numel(g) == n ? g->data : NULL;
 }
 
-/* Recomputes stage id from the checked side's inputs into redo; false when it cannot. *from gets the
- * layer and step of a published input that differs from the reference's (or that an input carries). */
-/* Tensor `out` of the reference's stage run on the checked side's `in` (a projection's output from its own
- * input: an fp8 projection turns a flip of its input's act_quant code into a whole row's difference). */
-static bool stage_on(Side *c, int (*stage)(const AsStageCtx *, AsRun *), AsTensorId in, AsTensorId out, void *y,
-                     AsProvenance *from)
+/* Tensor `out` of the reference's stage run on rows [t0, t0 + n) of the checked side's `in`, into the
+ * same rows of y (a projection's output from its own input: an fp8 projection turns a flip of its input's
+ * act_quant code into a whole row's difference). The rows run as a step of their own at their positions. */
+static bool stage_on(Side *c, int (*stage)(const AsStageCtx *, AsRun *), AsTensorId in, AsTensorId out, int t0, int n,
+                     void *y, AsProvenance *from)
 {
     const AsHostTensor *x = input(c, in, from);
     const AsRun *got = c->got;
-    if (!x)
+    if (!x || x->shape[0] != got->s)
         return false;
     AsLayerPlan p;
     memset(&p, 0, sizeof p);
-    p.layer = got->layer, p.step = got->step, p.start_pos = got->start_pos, p.s = got->s;
+    p.layer = got->layer, p.step = got->step, p.start_pos = got->start_pos + t0, p.s = n;
     p.ratio = c->rm->m->cfg.role[got->layer].ratio;
     p.prefill = got->start_pos == 0;
     const AsStageCtx ctx = {.rm = c->rm, .p = &p, .conv = as_ref_convention(c->rm)};
     AsRun tmp;
     as_run_init(&tmp);
-    tmp.layer = got->layer, tmp.s = got->s;
-    void *xin = as_run_shape(&tmp, in, x->ndim, x->shape[0], x->shape[1], x->shape[2]);
+    tmp.layer = got->layer, tmp.s = n;
+    void *xin = as_run_shape(&tmp, in, x->ndim, n, x->shape[1], x->shape[2]);
     bool fine = xin != NULL;
     if (fine) {
-        memcpy(xin, x->data, sizeof(float) * (size_t)as_ht_numel(x));
+        size_t xrow = (size_t)(as_ht_numel(x) / got->s);
+        memcpy(xin, (const float *)x->data + (size_t)t0 * xrow, sizeof(float) * xrow * (size_t)n);
         const AsHostTensor *r = &tmp.t[out];
-        fine = !stage(&ctx, &tmp) && r->data && as_ht_numel(r) == as_ht_numel(&c->want->t[out]);
+        int64_t yrow = as_ht_numel(&c->want->t[out]) / got->s;
+        fine = !stage(&ctx, &tmp) && r->data && as_ht_numel(r) == yrow * n;
         if (fine)
-            memcpy(y, r->data, sizeof(float) * (size_t)as_ht_numel(r));
+            memcpy((float *)y + (size_t)t0 * (size_t)yrow, r->data, sizeof(float) * (size_t)(yrow * n));
     }
     as_run_free(&tmp);
     return fine;
+}
+
+/* The stages whose output row t (a token) depends on row t of their row inputs and on their shared
+ * inputs whole. */
+static int row_inputs(AsTensorId id, AsTensorId in[2], AsTensorId shared[2])
+{
+    shared[0] = shared[1] = AS_T_COUNT;
+    switch (id) {
+    case AS_T_Q:
+    case AS_T_IQ_PRE:
+    case AS_T_IQ: in[0] = AS_T_QR; return 1;
+    case AS_T_KV_PRE:
+    case AS_T_KV: in[0] = AS_T_X; return 1;
+    case AS_T_O: in[0] = AS_T_Q, in[1] = AS_T_IDX, shared[0] = AS_T_ROWS_A, shared[1] = AS_T_ROWS_B; return 2;
+    case AS_T_O_BACK: in[0] = AS_T_O; return 1;
+    case AS_T_OG: in[0] = AS_T_O_BACK; return 1;
+    case AS_T_OUT: in[0] = AS_T_OG; return 1;
+    default: return 0;
+    }
+}
+
+static size_t elem_bytes(const AsHostTensor *t) { return t->type == AS_VT_U8 ? 1 : 4; }
+
+/* Whether rows t of a and b, tensors of s rows, hold the same bytes. */
+static bool row_same(const AsHostTensor *a, const AsHostTensor *b, int s, int t)
+{
+    size_t row = (size_t)(as_ht_numel(a) / s) * elem_bytes(a);
+    return memcmp((const char *)a->data + (size_t)t * row, (const char *)b->data + (size_t)t * row, row) == 0;
+}
+
+static bool same_layout(const AsHostTensor *a, const AsHostTensor *b, int s)
+{
+    return a->data && b->data && a->ndim >= 1 && a->shape[0] == s && b->shape[0] == s &&
+           as_ht_numel(a) == as_ht_numel(b) && elem_bytes(a) == elem_bytes(b);
+}
+
+/* Whether row t of the checked side's tensor id is beyond the tensor's tolerance of the reference's. */
+static bool row_beyond(const Side *c, AsTensorId id, int t)
+{
+    const AsHostTensor *g = &c->got->t[id], *w = &c->want->t[id];
+    int64_t row = as_ht_numel(g) / c->got->s;
+    const float *a = (const float *)g->data + t * row, *b = (const float *)w->data + t * row;
+    double tol = c->diff->t[id].tol;
+    for (int64_t i = 0; i < row; i++)
+        if (!(fabs((double)a[i] - (double)b[i]) <= tol))
+            return true;
+    return false;
+}
+
+/* The rows of row-wise stage id to recompute (need[t] = 1), the others being the reference's: the rows
+ * whose inputs differ from the reference's (the stage gives the reference's row for the same bytes) and,
+ * where the checked side stores the tensor, that differ from the reference's beyond the tolerance (the
+ * others pass as they are). Every row where a shared input differs or the shapes do not line up. Returns
+ * the number of rows to recompute, -1 when an input is missing (the stage cannot be recomputed). */
+static int rows_to_recompute(Side *c, AsTensorId id, uint8_t *need, AsProvenance *from)
+{
+    const int s = c->got->s;
+    AsTensorId in[2], shared[2];
+    int n_in = row_inputs(id, in, shared);
+    bool all = !same_layout(&c->want->t[id], c->got->t[id].data ? &c->got->t[id] : &c->want->t[id], s);
+    memset(need, 0, (size_t)s);
+    for (int i = 0; i < n_in; i++) {
+        const AsHostTensor *x = input(c, in[i], from), *w = &c->want->t[in[i]];
+        if (!x)
+            return -1;
+        if (!same_layout(x, w, s))
+            all = true;
+        for (int t = 0; t < s && !all; t++)
+            need[t] |= !row_same(x, w, s, t);
+    }
+    for (int i = 0; i < 2 && shared[i] != AS_T_COUNT; i++) {
+        const AsHostTensor *x = input(c, shared[i], from), *w = &c->want->t[shared[i]];
+        if (x && !same_bytes(w, x->data, (size_t)as_ht_numel(x) * elem_bytes(x)))
+            all = true;
+    }
+    int n = 0;
+    for (int t = 0; t < s; t++) {
+        if (all)
+            need[t] = 1;
+        else if (need[t] && c->got->t[id].data)
+            need[t] = row_beyond(c, id, t);
+        n += need[t];
+    }
+    return n;
+}
+
+static bool stage_rows(Side *c, AsTensorId id, int t0, int n, void *y, AsProvenance *from);
+
+/* Row-wise stage id into y: the rows rows_to_recompute names by the reference's stage on the checked
+ * side's rows (runs closer than a few rows merged: a projection's call streams its whole weight), the
+ * others copied from the reference. */
+static bool recompute_rows(Side *c, AsTensorId id, void *y, AsProvenance *from)
+{
+    enum { GAP = 32 };
+    const int s = c->got->s;
+    if (s <= 0)
+        return true; /* no rows */
+    uint8_t *need = malloc((size_t)s);
+    int n = need ? rows_to_recompute(c, id, need, from) : -1;
+    bool fine = n >= 0;
+    if (fine && n * 2 > s)
+        memset(need, 1, (size_t)s);
+    const AsHostTensor *w = &c->want->t[id];
+    size_t row = (size_t)(as_ht_numel(w) / s) * elem_bytes(w);
+    for (int t = 0; fine && t < s;) {
+        if (!need[t]) {
+            memcpy((char *)y + (size_t)t * row, (const char *)w->data + (size_t)t * row, row);
+            t++;
+            continue;
+        }
+        int last = t;
+        for (int u = t + 1; u < s && u - last <= GAP; u++)
+            if (need[u])
+                last = u;
+        fine = stage_rows(c, id, t, last + 1 - t, y, from);
+        t = last + 1;
+    }
+    free(need);
+    return fine;
+}
+
+/* Rows [t0, t0 + n) of row-wise stage id from the checked side's inputs, into the same rows of y. */
+static bool stage_rows(Side *c, AsTensorId id, int t0, int n, void *y, AsProvenance *from)
+{
+    const AsRefModel *rm = c->rm;
+    const AsRun *got = c->got;
+    const AsConfig *cfg = &rm->m->cfg;
+    const int l = got->layer, s = got->s;
+    const size_t yrow = (size_t)(as_ht_numel(&c->want->t[id]) / s);
+    float *yt = (float *)y + (size_t)t0 * yrow;
+    switch (id) {
+    case AS_T_Q: return stage_on(c, as_stage_q, AS_T_QR, AS_T_Q, t0, n, y, from);
+    case AS_T_KV_PRE:
+    case AS_T_KV: return stage_on(c, as_stage_kv, AS_T_X, id, t0, n, y, from);
+    case AS_T_IQ_PRE:
+    case AS_T_IQ: return cfg->role[l].index_source && stage_on(c, as_stage_iq, AS_T_QR, id, t0, n, y, from);
+    case AS_T_O: {
+        const AsHostTensor *q = input(c, AS_T_Q, from), *ra = input(c, AS_T_ROWS_A, from);
+        const AsHostTensor *rb = got->rows_b_len ? input(c, AS_T_ROWS_B, from) : NULL;
+        const AsHostTensor *ix = input(c, AS_T_IDX, from);
+        if (!q || !ra || !ix || (got->rows_b_len && !rb) || as_ht_numel(ix) != (int64_t)s * got->topk ||
+            as_ht_numel(q) != (int64_t)s * cfg->n_heads * cfg->head_dim ||
+            as_ht_numel(ra) != (int64_t)got->rows_a_len * cfg->head_dim ||
+            (rb && as_ht_numel(rb) != (int64_t)got->rows_b_len * cfg->head_dim))
+            return false;
+        return !as_ref_attend(rm, l, (const float *)q->data + (size_t)t0 * cfg->n_heads * cfg->head_dim, ra->data,
+                              got->rows_a_len, rb ? rb->data : NULL, rb ? got->rows_b_len : 0,
+                              (const int32_t *)ix->data + (size_t)t0 * got->topk, got->topk, n, yt);
+    }
+    case AS_T_O_BACK: {
+        const AsHostTensor *o = input(c, AS_T_O, from);
+        if (!o || (size_t)as_ht_numel(o) != yrow * (size_t)s)
+            return false;
+        as_ref_rotate_back(rm, l, (const float *)o->data + (size_t)t0 * yrow, n, got->start_pos + t0, yt);
+        return true;
+    }
+    case AS_T_OG: {
+        const AsHostTensor *ob = input(c, AS_T_O_BACK, from);
+        size_t obrow = ob ? (size_t)(as_ht_numel(ob) / s) : 0;
+        return ob && obrow == (size_t)cfg->n_heads * cfg->head_dim &&
+               !as_ref_project_out(rm, l, (const float *)ob->data + (size_t)t0 * obrow, n, yt, NULL);
+    }
+    case AS_T_OUT: {
+        const AsHostTensor *og = input(c, AS_T_OG, from);
+        const AsWTensor *wo_b = rm->m->layer[l].wo_b;
+        size_t ogrow = og ? (size_t)(as_ht_numel(og) / s) : 0;
+        if (!og || (int64_t)ogrow != as_wt_cols(wo_b))
+            return false;
+        const float *x = (const float *)og->data + (size_t)t0 * ogrow;
+        if (as_proj_fp8(rm->m, wo_b)) /* the fp8 projection in fp8 precision, as the forward runs it */
+            as_fp8_linear(x, n, wo_b, yt);
+        else
+            as_linear(x, n, wo_b, yt, true);
+        return true;
+    }
+    default: return false;
+    }
 }
 
 static bool recompute(Side *c, AsTensorId id, AsRun *redo, AsProvenance *from)
@@ -207,19 +385,17 @@ static bool recompute(Side *c, AsTensorId id, AsRun *redo, AsProvenance *from)
     const AsRun *got = c->got, *want = c->want;
     const AsConfig *cfg = &rm->m->cfg;
     const AsLayerRole *role = &cfg->role[got->layer];
-    int l = got->layer, s = got->s;
+    int s = got->s;
     const AsHostTensor *g = got->t[id].data ? &got->t[id] : &want->t[id];
     if (!g->data)
         return false;
     void *y = as_run_shape(redo, id, g->ndim, g->shape[0], g->shape[1], g->shape[2]);
     if (!y)
         return false;
+    AsTensorId in[2], shared[2];
+    if (row_inputs(id, in, shared))
+        return recompute_rows(c, id, y, from);
     switch (id) {
-    case AS_T_Q: return stage_on(c, as_stage_q, AS_T_QR, AS_T_Q, y, from);
-    case AS_T_KV_PRE:
-    case AS_T_KV: return stage_on(c, as_stage_kv, AS_T_X, id, y, from);
-    case AS_T_IQ_PRE:
-    case AS_T_IQ: return role->index_source && stage_on(c, as_stage_iq, AS_T_QR, id, y, from);
     case AS_T_ISCORE: {
         Rules r;
         const AsHostTensor *iq = input(c, AS_T_IQ, from), *k = input(c, AS_T_KEYS, from), *w = input(c, AS_T_W, from);
@@ -299,39 +475,6 @@ static bool recompute(Side *c, AsTensorId id, AsRun *redo, AsProvenance *from)
                 memcpy((int32_t *)y + (size_t)t * got->topk + got->cols, (int32_t *)cs->data + (size_t)t * got->k,
                        sizeof(int32_t) * (size_t)got->k);
         }
-        return true;
-    }
-    case AS_T_O: {
-        const AsHostTensor *q = input(c, AS_T_Q, from), *ra = input(c, AS_T_ROWS_A, from);
-        const AsHostTensor *rb = got->rows_b_len ? input(c, AS_T_ROWS_B, from) : NULL;
-        const AsHostTensor *ix = input(c, AS_T_IDX, from);
-        if (!q || !ra || !ix || (got->rows_b_len && !rb) || as_ht_numel(ix) != (int64_t)s * got->topk ||
-            as_ht_numel(ra) != (int64_t)got->rows_a_len * cfg->head_dim ||
-            (rb && as_ht_numel(rb) != (int64_t)got->rows_b_len * cfg->head_dim))
-            return false;
-        return !as_ref_attend(rm, l, q->data, ra->data, got->rows_a_len, rb ? rb->data : NULL,
-                              rb ? got->rows_b_len : 0, ix->data, got->topk, s, y);
-    }
-    case AS_T_O_BACK: {
-        const AsHostTensor *o = input(c, AS_T_O, from);
-        if (!o)
-            return false;
-        as_ref_rotate_back(rm, l, o->data, s, got->start_pos, y);
-        return true;
-    }
-    case AS_T_OG: {
-        const AsHostTensor *ob = input(c, AS_T_O_BACK, from);
-        return ob && !as_ref_project_out(rm, l, ob->data, s, y, NULL);
-    }
-    case AS_T_OUT: {
-        const AsHostTensor *og = input(c, AS_T_OG, from);
-        if (!og)
-            return false;
-        const AsWTensor *wo_b = rm->m->layer[l].wo_b;
-        if (as_proj_fp8(rm->m, wo_b)) /* the fp8 projection in fp8 precision, as the forward runs it */
-            as_fp8_linear(og->data, s, wo_b, y);
-        else
-            as_linear(og->data, s, wo_b, y, true);
         return true;
     }
     default:

@@ -17,6 +17,12 @@
  * reference's and the checked side matches the recomputation with it, the tensor (and what follows
  * from it in the layer) is AS_V_INHERITED from that layer and step.
  *
+ * The row-wise stages (the projections, the attention of each query, the inverse rotation) recompute
+ * only the rows (tokens) whose inputs differ from the reference's and, where the checked side stores
+ * the tensor, that differ from the reference's beyond the tolerance; the other rows are the reference's
+ * (the stage gives them for the same input bytes, and a row within the tolerance passes as it is). An
+ * engine's flips touch few rows, so the explanation costs a fraction of a layer, not a second forward.
+ *
  * Partial runs (a dump that stores a few tensors): an input the checked side does not store is, for a
  * stage, recomputed from its own upstream tensors where it can be (o_back from o, og from o_back...),
  * else the reference's value stands in. */

@@ -346,3 +346,67 @@ TEST(explain_query_inherited_from_its_projection_input)
     as_ref_stack_free(&k);
     as_test_model_free(m);
 }
+
+/* The rows a projection's explanation recomputes: tokens 5 and 60 of 80 moved as above (two runs of
+ * rows, each recomputed as a step of its own at its positions: RoPE at the wrong position would not
+ * match), the other rows taken from the reference; a q error in a row whose qr is the reference's
+ * stays a mismatch. */
+TEST(explain_recomputes_the_rows_whose_inputs_differ)
+{
+    AsModel *m = as_test_model("tiny", NULL, 7);
+    AsRefStack k;
+    AsError err = {0};
+    REQUIRE(as_ref_stack_init(&k, m, &err) == 0, "%s", err.msg);
+    const int s = 80, dim = m->cfg.dim, rank = m->cfg.q_lora_rank, nq = m->cfg.n_heads * m->cfg.head_dim;
+    float *h0 = malloc(sizeof(float) * (size_t)s * dim);
+    float *e = calloc((size_t)rank, sizeof(float)), *col = malloc(sizeof(float) * (size_t)nq);
+    REQUIRE(h0 && e && col, "out of memory");
+    as_inputs_synthetic(1, 0, s, dim, h0);
+    AsRun ref, got;
+    as_run_init(&ref);
+    as_run_init(&got);
+    REQUIRE(as_ref_begin_step(&k, h0, 0, s, &err) == 0 && as_ref_next_layer(&k, NULL, &ref, &err) == 0, "%s", err.msg);
+    AsCompareOptions opt;
+    as_compare_options_default(&opt);
+    AsLayerDiff d;
+    as_compare_layer(&ref, &ref, &opt, &d);
+    const double tol_qr = d.t[AS_T_QR].tol;
+    REQUIRE(as_run_copy(&got, &ref) == 0, "copy");
+    const AsWTensor *wq_b = m->layer[0].wq_b;
+    const int moved[2] = {5, 60};
+    for (int c = 0; c < rank; c++) {
+        e[c] = 1.0f;
+        as_linear(e, 1, wq_b, col, false);
+        e[c] = 0.0f;
+        for (int i = 0; i < 2; i++) {
+            float *qr = (float *)got.t[AS_T_QR].data + (size_t)moved[i] * rank;
+            const float *want = (const float *)ref.t[AS_T_QR].data + (size_t)moved[i] * rank;
+            qr[c] = as_bf16(qr[c] + (float)(col[0] >= 0 ? 0.9 : -0.9) * (float)tol_qr);
+            if (fabsf(qr[c] - want[c]) > tol_qr)
+                qr[c] = want[c];
+        }
+    }
+    AsLayerPlan p;
+    memset(&p, 0, sizeof p);
+    p.layer = 0, p.s = s, p.start_pos = 0, p.prefill = true, p.ratio = m->cfg.role[0].ratio;
+    const AsStageCtx ctx = {.rm = &k.rm, .p = &p, .conv = AS_CONV_NONE};
+    REQUIRE(as_stage_q(&ctx, &got) == 0, "as_stage_q");
+    as_compare_layer(&got, &ref, &opt, &d);
+    REQUIRE(d.t[AS_T_QR].verdict != AS_V_MISMATCH && d.t[AS_T_Q].verdict == AS_V_MISMATCH, "q beyond its rule (%s)",
+            as_verdict_name(d.t[AS_T_Q].verdict));
+    const int64_t worst_token = d.t[AS_T_Q].worst_coord[0];
+    as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
+    CHECK(d.t[AS_T_Q].explained && d.t[AS_T_Q].verdict != AS_V_MISMATCH,
+          "q explained from rows 5 and 60 (worst at token %ld): verdict %s", (long)worst_token,
+          as_verdict_name(d.t[AS_T_Q].verdict));
+    /* row 30's qr is the reference's: an error in its q is the engine's own */
+    ((float *)got.t[AS_T_Q].data)[(size_t)30 * nq + 7] += 1.0f;
+    as_compare_layer(&got, &ref, &opt, &d);
+    as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
+    CHECK(d.t[AS_T_Q].verdict == AS_V_MISMATCH && !d.t[AS_T_Q].explained, "a q error at an unmoved row stays: %s",
+          as_verdict_name(d.t[AS_T_Q].verdict));
+    as_run_free(&ref), as_run_free(&got);
+    free(h0), free(e), free(col);
+    as_ref_stack_free(&k);
+    as_test_model_free(m);
+}
