@@ -9,7 +9,8 @@ static const struct {
     const char *name;
     unsigned bit;
 } fusion_names[] = {{"residual", AS_FUSE_RESIDUAL}, {"rope", AS_FUSE_ROPE}, {"oback", AS_FUSE_OBACK},
-                    {"kvidx", AS_FUSE_KV_IDX},     {"norm", AS_FUSE_NORM}, {"kvsel", AS_FUSE_KV_SEL}};
+                    {"kvidx", AS_FUSE_KV_IDX},     {"norm", AS_FUSE_NORM}, {"kvsel", AS_FUSE_KV_SEL},
+                    {"qdq", AS_FUSE_QDQ}};
 static const char *const attn_path_names[] = {"auto", "warp", "mma", "wgmma"};
 
 void as_engine_knobs_default(AsEngineKnobs *k)
@@ -58,7 +59,7 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err)
         if (!bit)
             return as_err(err, AS_EBADINPUT,
                           "--fusions: unknown fusion '%.*s' (all, none, or a comma list of residual, rope, oback, "
-                          "kvidx, norm, kvsel)",
+                          "kvidx, norm, kvsel, qdq)",
                           (int)(n < 40 ? n : 40), p);
         bits |= bit;
         if (!p[n])

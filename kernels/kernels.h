@@ -364,6 +364,8 @@ typedef struct {
     int64_t ldws;
     int n_out, n_in, batch;
     int64_t stride_rows;
+    int qdq_x; /* the GEMVs take x raw and apply the fp8 linear's act_quant QDQ to it themselves, the same
+                * bits as a QDQ launch before them (m = 1, batch 1, n_in <= 8192; else refused) */
 } AsFp8Weight;
 /* The decode GEMV of kernels/gemv.cu on an fp8-form weight, reading one byte a weight: y_b[t][o] =
  * sum_i x_b[t][i] bf16(e4m3(W_b[o][i]) ws[o / 32][i / 32]), bit for bit as_k_gemv_bf16 on the dequantised

@@ -25,6 +25,9 @@
 #               phase_logs.tar.xz (tui_screens_tiny/) for docs/screens
 #     tuilatflash  the same on flash with the engine and a 4096-token start-up prefill at 200x60: redraw a
 #               key, cancel a prefill (tui_screens_flash/); a call of its own (AS_TUILAT_SECS, default 500)
+#     hostref   the CPU reference on the GPU host: bench-ref of a 5-layer flash cut (bench/flash_cut5.json) at 1, 4
+#               and all threads (prefill 1024), then `run` of a 2048-token prefill without and with the engine
+#               (what the explanation of the engine's flips costs)
 #     h5py      open a dump written with the engine on (examples/out/03_tiny.h5, from 'tests') with h5py
 #     kbench    the kernel micro-benchmark (bench/README.md)
 #     boundary  what a dependency between two stages costs: graph edges with and without PDL, a grid barrier and
@@ -211,6 +214,19 @@ JSON
         TUI_LATENCY_TIMEOUT=$((secs - 60)) TUI_LATENCY_PREFILL_SECS=$((secs - 180)) phase tui_latency_flash "$secs" bash "$ROOT/scripts/tui_latency.sh" "$B/attnscope" \
             "$FLASH" 4096 200x60 "$LOGS/tui_screens_flash"
         grep -hE "median|start-up|prefill of|open q|go to|stopped|did not finish|cancel" "$(logf tui_latency_flash)" | tee -a "$SUM" ;;
+    hostref)
+        F5=$AS/flash5
+        [ -f "$F5/model.safetensors" ] ||
+            phase gen_flash5 60 "$B/attnscope" gen --config bench/flash_cut5.json --seed 1 -o "$F5"
+        for th in 1 4 "$(nproc)"; do
+            phase "benchref_t$th" 150 "$B/attnscope" bench-ref "$F5" --context 1024 --steps 1 --prefill 1024 \
+                --threads "$th"
+            grep -E "OpenBLAS|prefill 1024" "$(logf "benchref_t$th")" | tee -a "$SUM"
+        done
+        printf '{"model": "%s", "steps": [{"prefill": 2048}]}\n' "$F5" >"$AS/f5_2048.json"
+        phase run_f5_noengine 200 bash -c "time '$B/attnscope' run '$AS/f5_2048.json' --no-engine -q"
+        phase run_f5_engine 300 bash -c "time '$B/attnscope' run '$AS/f5_2048.json' -q"
+        grep -hE "^real|layer runs" "$(logf run_f5_noengine)" "$(logf run_f5_engine)" | tee -a "$SUM" ;;
     h5py)
         # a dump written with the engine on, opened with h5py (the dump format's promise)
         phase h5py 60 python3 -c "

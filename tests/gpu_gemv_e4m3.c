@@ -323,3 +323,92 @@ GPU_TEST(gpu_gemv_e4m3_dequant_exact)
         pair_free(&p);
     }
 }
+
+/* qdq_x: the GEMV QDQs the raw row itself (the decode's qdq fusion) against the GEMV on the row QDQ'd by
+ * the quantiser launch (as_k_quant, fp8 blocks of 32: as_dev_qdq_fp8's rounding): the same bits, plain and
+ * in every fused form; refused where it cannot (m > 1, rows past its shared memory). */
+static void check_qdq_x(const Shape *c, uint64_t seed)
+{
+    Pair p;
+    pair_init(&p, c->n_out, c->n_in, c->B, 1, seed);
+    const int64_t n = c->n_out;
+    as_bf16_t *dxq = as_gpu_alloc(2 * (size_t)c->n_in);
+    CHECK(cudaMemcpy(dxq, p.dx, 2 * (size_t)c->n_in, cudaMemcpyDeviceToDevice) == cudaSuccess, "copy x");
+    as_gpu_check_launch(as_k_quant(dxq, NULL, c->n_in, AS_KQ_FP8, 0), "act_quant QDQ");
+    AsFp8Weight wq = p.d.w, wr = p.d.w;
+    wq.qdq_x = 1;
+    uint16_t *d1 = as_gpu_alloc(2 * (size_t)n), *d2 = as_gpu_alloc(2 * (size_t)n);
+    uint16_t *y1 = as_test_xmalloc(2 * (size_t)n), *y2 = as_test_xmalloc(2 * (size_t)n);
+    float *h = as_test_xmalloc(sizeof(float) * (size_t)n);
+    as_fill_uniform(h, n, 4.0f, seed + 2, 1);
+    as_bf16_t *h1 = as_gpu_bf16(h, n), *h2 = as_gpu_bf16(h, n);
+    for (int form = 0; form < 4; form++) {
+        as_gpu_poison(d1, 2 * (size_t)n), as_gpu_poison(d2, 2 * (size_t)n);
+        const char *name = form == 0 ? "plain" : form == 1 ? "residual" : form == 2 ? "rope" : "norm";
+        if (form == 0) {
+            as_gpu_check_launch(as_k_gemv_e4m3(&wq, p.dx, c->n_in, 0, 1, d1, n, 0, 0, 0), name);
+            as_gpu_check_launch(as_k_gemv_e4m3(&wr, dxq, c->n_in, 0, 1, d2, n, 0, 0, 0), name);
+        } else if (form == 1) {
+            as_gpu_check_launch(as_k_gemv_e4m3_residual(&wq, p.dx, c->n_in, 1, d1, n, h1, n, 0), name);
+            as_gpu_check_launch(as_k_gemv_e4m3_residual(&wr, dxq, c->n_in, 1, d2, n, h2, n, 0), name);
+        } else if (form == 2) {
+            if (n % 64)
+                continue;
+            const int half = 8, max_pos = 16;
+            float cs[16 * 8], sn[16 * 8];
+            as_fill_uniform(cs, max_pos * half, 1.0f, seed + 3, 0);
+            as_fill_uniform(sn, max_pos * half, 1.0f, seed + 4, 0);
+            float *dcs = as_gpu_f32(cs, max_pos * half), *dsn = as_gpu_f32(sn, max_pos * half);
+            as_gpu_check_launch(as_k_gemv_e4m3_rope(&wq, p.dx, c->n_in, 1, d1, n, (int)(n / 64), 64, 16, 5, NULL, dcs,
+                                                    dsn, 0, 0, 0),
+                                name);
+            as_gpu_check_launch(as_k_gemv_e4m3_rope(&wr, dxq, c->n_in, 1, d2, n, (int)(n / 64), 64, 16, 5, NULL, dcs,
+                                                    dsn, 0, 0, 0),
+                                name);
+            as_gpu_free(dcs), as_gpu_free(dsn);
+        } else {
+            float *nw = as_test_xmalloc(sizeof(float) * (size_t)n);
+            as_fill_uniform(nw, n, 1.5f, seed + 6, 0);
+            float *dnw = as_gpu_f32(nw, n);
+            uint16_t *z1 = as_gpu_alloc(2 * (size_t)n), *z2 = as_gpu_alloc(2 * (size_t)n);
+            unsigned *ctr = as_gpu_alloc(2 * sizeof(unsigned));
+            CHECK(cudaMemset(ctr, 0, 2 * sizeof(unsigned)) == cudaSuccess, "counter");
+            as_gpu_check_launch(as_k_gemv_e4m3_norm(&wq, p.dx, d1, NULL, dnw, 1e-6f, z1, ctr, 0), name);
+            as_gpu_check_launch(as_k_gemv_e4m3_norm(&wr, dxq, d2, NULL, dnw, 1e-6f, z2, ctr + 1, 0), name);
+            as_gpu_get_bytes(y1, z1, 2 * (size_t)n), as_gpu_get_bytes(y2, z2, 2 * (size_t)n);
+            CHECK(count_diff(y1, y2, n) == 0, "%s qdq_x + rmsnorm: %lld normalised values differ", c->name,
+                  (long long)count_diff(y1, y2, n));
+            free(nw);
+            as_gpu_free(dnw), as_gpu_free(z1), as_gpu_free(z2), as_gpu_free(ctr);
+        }
+        as_gpu_get_bytes(y1, d1, 2 * (size_t)n), as_gpu_get_bytes(y2, d2, 2 * (size_t)n);
+        CHECK(count_diff(y1, y2, n) == 0, "%s qdq_x %s: %lld values differ from the QDQ launch's", c->name, name,
+              (long long)count_diff(y1, y2, n));
+    }
+    CHECK(as_k_gemv_e4m3(&wq, p.dx, c->n_in, 0, 3, d1, n, 0, 0, 0) != 0, "%s: qdq_x with m = 3 accepted", c->name);
+    cudaGetLastError();
+    free(y1), free(y2), free(h);
+    as_gpu_free(d1), as_gpu_free(d2), as_gpu_free(h1), as_gpu_free(h2), as_gpu_free(dxq);
+    pair_free(&p);
+}
+
+GPU_TEST(gpu_gemv_e4m3_qdq_in_gemv)
+{
+    const Shape cs[] = {{"flash wq_a", 1280, 5120, 32}, {"flash wq_b", 32768, 1280, 32}, {"flash wkv", 512, 5120, 32},
+                        {"flash wo_b", 5120, 8192, 32},  {"tiny wq_b", 256, 32, 32},
+                        {"rows off every group", 192, 96, 32}};
+    for (size_t s = 0; s < sizeof cs / sizeof cs[0]; s++) {
+        if (as_test_fp8_small_only() && (int64_t)cs[s].n_out * cs[s].n_in > ((int64_t)1 << 22))
+            continue;
+        check_qdq_x(&cs[s], 800 + s);
+    }
+    Pair p;
+    pair_init(&p, 32, 8224, 32, 1, 850);
+    uint16_t *dy = as_gpu_alloc(2 * 32);
+    AsFp8Weight w = p.d.w;
+    w.qdq_x = 1;
+    CHECK(as_k_gemv_e4m3(&w, p.dx, 8224, 0, 1, dy, 32, 0, 0, 0) != 0, "qdq_x past 8192 inputs accepted");
+    cudaGetLastError();
+    as_gpu_free(dy);
+    pair_free(&p);
+}

@@ -60,7 +60,8 @@ TEST(engine_knobs_fusion_values)
         {"kvidx,residual,rope,oback", AS_FUSE_KV_IDX | AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK},
         {"norm", AS_FUSE_NORM},
         {"kvsel", AS_FUSE_KV_SEL},
-        {"kvidx,residual,rope,oback,norm,kvsel", AS_FUSE_ALL},
+        {"qdq", AS_FUSE_QDQ},
+        {"kvidx,residual,rope,oback,norm,kvsel,qdq", AS_FUSE_ALL},
         {"rope,rope", AS_FUSE_ROPE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
