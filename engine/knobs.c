@@ -19,7 +19,7 @@ void as_engine_knobs_default(AsEngineKnobs *k)
     k->attn_path = AS_ATTN_AUTO;
     k->pdl = true;
     k->kv_fork = true;
-    k->fusions = AS_FUSE_ALL;
+    k->fusions = AS_FUSE_DEFAULT;
     k->sel_room = AS_SEL_ROOM_AUTO;
     k->gpu_mem_limit_mb = 0;
 }
@@ -42,9 +42,11 @@ const char *as_attn_path_name(AsAttnPath p)
 
 int as_decode_fusions(const char *v, unsigned *out, AsError *err)
 {
-    *out = AS_FUSE_ALL;
-    if (v && !strcmp(v, "all"))
+    *out = AS_FUSE_DEFAULT;
+    if (v && !strcmp(v, "all")) {
+        *out = AS_FUSE_ALL;
         return 0;
+    }
     if (v && !strcmp(v, "none")) {
         *out = 0;
         return 0;

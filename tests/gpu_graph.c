@@ -389,8 +389,8 @@ GPU_TEST(gpu_graph_tiny_300_steps)
     /* without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a reuse layer's idx
      * on the kv branch), with the RMSNorms in the GEMVs but not the residual (so wo_b's GEMV leaves the next
      * layer's attn_norm to its own kernel), with every layer's selection on the kv branch (kvsel: the
-     * compressor and indexer layers' too), as the engine runs by default (all six), then the other knobs one
-     * at a time: without PDL, without the kv fork, no room beside wq_b, the warp attention forced (tiny's own
+     * compressor and indexer layers' too), as the engine runs by default, with every fusion (qdq too), then
+     * the other knobs one at a time: without PDL, without the kv fork, no room beside wq_b, the warp attention forced (tiny's own
      * path: the same bits). Every run's layer outs equal the unfused run's. The uncaptured decode takes the
      * by-value attention and the row pipeline for o_back, so the fused runs also check the fused o_back. */
     static const KnobRun runs[] = {
@@ -399,6 +399,7 @@ GPU_TEST(gpu_graph_tiny_300_steps)
         {.fusions = "norm,oback", .how = "tiny, norm without the residual: wq_a's RMSNorm alone"},
         {.fusions = "kvsel,kvidx,norm", .how = "tiny, every selection on the kv branch"},
         {.fusions = "", .how = "tiny, the default knobs"},
+        {.fusions = "all", .how = "tiny, every fusion (qdq: act_quant in the e4m3 GEMVs)"},
         {.fusions = "", .how = "tiny, --no-pdl", .no_pdl = true},
         {.fusions = "", .how = "tiny, --no-kv-fork", .no_kv_fork = true},
         {.fusions = "", .how = "tiny, --sel-room 0", .sel_room = "0"},
