@@ -165,6 +165,7 @@ static void fp8_gemv(const float *xq, const float *sx, const AsWTensor *w, const
 
 enum {
     MR = 6,   /* tokens a tile: 12 accumulators of 8 lanes, with the weights and x in 16 registers */
+    MR512 = 12, /* AVX-512: 12 block sums and 12 accumulators of 16 lanes, the weights, in 32 registers */
     NR = 16,  /* outputs a tile */
     TB = 256, /* tokens a work item: the panel's decode costs about 1/(2 TB) of its products */
     PR = 128, /* W rows a work item at most: a tile's weights (16 x cols) stay in L2 */
@@ -250,6 +251,39 @@ AVX2 static void tile_avx2(const float *const *xr, const float *const *sxr, cons
     }
 }
 
+#define AVX512 __attribute__((target("avx512f")))
+
+/* tile_avx2's sums, 16 lanes wide over twice the tokens, the accumulators held in registers: each element
+ * takes the same operations in the same order, so the same bits. */
+AVX512 static void tile_avx512(const float *const *xr, const float *const *sxr, const float *wt, const float *wst,
+                               int64_t nk, float acc[MR512][NR])
+{
+    __m512 a[MR512];
+#pragma GCC unroll 12
+    for (int m = 0; m < MR512; m++)
+        a[m] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nk; k++) {
+        __m512 p[MR512];
+#pragma GCC unroll 12
+        for (int m = 0; m < MR512; m++)
+            p[m] = _mm512_setzero_ps();
+        const float *wk = wt + k * KB * NR;
+        for (int i = 0; i < KB; i++) {
+            const __m512 w = _mm512_loadu_ps(wk + i * NR);
+#pragma GCC unroll 12
+            for (int m = 0; m < MR512; m++)
+                p[m] = _mm512_fmadd_ps(_mm512_set1_ps(xr[m][k * KB + i]), w, p[m]);
+        }
+        const __m512 sw = _mm512_loadu_ps(wst + k * NR);
+#pragma GCC unroll 12
+        for (int m = 0; m < MR512; m++)
+            a[m] = _mm512_add_ps(a[m], _mm512_mul_ps(_mm512_mul_ps(p[m], _mm512_set1_ps(sxr[m][k])), sw));
+    }
+#pragma GCC unroll 12
+    for (int m = 0; m < MR512; m++)
+        _mm512_storeu_ps(acc[m], a[m]);
+}
+
 /* W rows a work item: PR, halved while the items would not give every thread two. */
 static int64_t panel_rows(int64_t nout, int64_t ntb, int nt)
 {
@@ -261,25 +295,28 @@ static int64_t panel_rows(int64_t nout, int64_t ntb, int nt)
 
 /* One work item: tokens t0 .. t0 + ntok - 1 against the decoded panel's np rows (outputs p ..). */
 static void gemm_item(const float *xq, const float *sx, int64_t t0, int64_t ntok, int64_t cols, const Panel *pn,
-                      int64_t np, bool avx2, float *y, int64_t ldy)
+                      int64_t np, AsIsa isa, float *y, int64_t ldy)
 {
     const int64_t nk = cols / KB, ntile = (np + NR - 1) / NR;
-    float acc[MR][NR];
+    const int mr = isa == AS_ISA_AVX512 ? MR512 : MR;
+    float acc[MR512][NR];
     for (int64_t rt = 0; rt < ntile; rt++) {
         const float *wt = pn->wt + rt * cols * NR, *wst = pn->wst + rt * nk * NR;
         const int64_t n0 = rt * NR, nn = np - n0 < NR ? np - n0 : NR;
-        for (int64_t m0 = 0; m0 < ntok; m0 += MR) {
-            const float *xr[MR], *sxr[MR];
-            for (int m = 0; m < MR; m++) { /* rows past the item repeat its last: computed, not stored */
+        for (int64_t m0 = 0; m0 < ntok; m0 += mr) {
+            const float *xr[MR512], *sxr[MR512];
+            for (int m = 0; m < mr; m++) { /* rows past the item repeat its last: computed, not stored */
                 const int64_t t = t0 + (m0 + m < ntok ? m0 + m : ntok - 1);
                 xr[m] = xq + t * cols;
                 sxr[m] = sx + t * nk;
             }
-            if (avx2)
+            if (isa == AS_ISA_AVX512)
+                tile_avx512(xr, sxr, wt, wst, nk, acc);
+            else if (isa == AS_ISA_AVX2)
                 tile_avx2(xr, sxr, wt, wst, nk, acc);
             else
                 tile_portable(xr, sxr, wt, wst, nk, acc);
-            for (int64_t m = 0; m < MR && m0 + m < ntok; m++)
+            for (int64_t m = 0; m < mr && m0 + m < ntok; m++)
                 for (int64_t n = 0; n < nn; n++)
                     y[(t0 + m0 + m) * ldy + n0 + n] = as_bf16(acc[m][n]);
         }
@@ -291,7 +328,7 @@ static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTenso
 {
     const int64_t cols = as_wt_cols(w), nk = cols / KB;
     const int nt = as_ref_threads();
-    const bool avx2 = as_gemv_isa() != AS_ISA_PORTABLE;
+    const AsIsa isa = as_gemv_isa();
     const int64_t ntb = (s + TB - 1) / TB, prow = panel_rows(nout, ntb, nt), npanel = (nout + prow - 1) / prow;
 #pragma omp parallel num_threads(nt)
     {
@@ -315,7 +352,7 @@ static void fp8_gemm(const float *xq, const float *sx, int64_t s, const AsWTenso
                 decode_panel(w, way, o0 + p, np, &pn);
                 decoded = panel;
             }
-            gemm_item(xq, sx, t0, ntok, cols, &pn, np, avx2, y + p, ldy);
+            gemm_item(xq, sx, t0, ntok, cols, &pn, np, isa, y + p, ldy);
         }
         free(pn.wt);
         free(pn.wst);
