@@ -284,6 +284,36 @@ TEST(explain_mask_inherited_from_the_candidate_source)
     as_test_model_free(m);
 }
 
+/* Token rows of got's qr (a copy of ref's) moved by 0.9 of qr's tolerance, each channel towards q[t][0]'s
+ * growth (wq_b's column signs), as a GPU's summation order moves them and with them act_quant's codes;
+ * then got's q from that qr by the reference's stage, as a faithful engine makes it. */
+static void move_qr_rows(AsRefStack *k, const AsModel *m, const AsRun *ref, AsRun *got, const int *tokens, int n,
+                         double tol_qr)
+{
+    const int rank = m->cfg.q_lora_rank, nq = m->cfg.n_heads * m->cfg.head_dim;
+    float *e = calloc((size_t)rank, sizeof(float)), *col = malloc(sizeof(float) * (size_t)nq);
+    REQUIRE(e && col, "out of memory");
+    const AsWTensor *wq_b = m->layer[0].wq_b;
+    for (int c = 0; c < rank; c++) {
+        e[c] = 1.0f;
+        as_linear(e, 1, wq_b, col, false);
+        e[c] = 0.0f;
+        for (int i = 0; i < n; i++) {
+            float *qr = (float *)got->t[AS_T_QR].data + (size_t)tokens[i] * rank;
+            const float *want = (const float *)ref->t[AS_T_QR].data + (size_t)tokens[i] * rank;
+            qr[c] = as_bf16(qr[c] + (float)(col[0] >= 0 ? 0.9 : -0.9) * (float)tol_qr);
+            if (fabsf(qr[c] - want[c]) > tol_qr)
+                qr[c] = want[c];
+        }
+    }
+    AsLayerPlan p;
+    memset(&p, 0, sizeof p);
+    p.layer = 0, p.s = got->s, p.start_pos = 0, p.prefill = true, p.ratio = m->cfg.role[0].ratio;
+    const AsStageCtx ctx = {.rm = &k->rm, .p = &p, .conv = AS_CONV_NONE};
+    REQUIRE(as_stage_q(&ctx, got) == 0, "as_stage_q");
+    free(e), free(col);
+}
+
 /* An fp8 projection's output from its own input: qr moved within its tolerance (as a GPU's summation
  * order moves it, and with it act_quant's codes) moves q, the wq_b projection of it, past q's rule;
  * recomputed from the checked side's qr, q matches and is explained; a q not derived from that qr is not. */
@@ -293,10 +323,9 @@ TEST(explain_query_inherited_from_its_projection_input)
     AsRefStack k;
     AsError err = {0};
     REQUIRE(as_ref_stack_init(&k, m, &err) == 0, "%s", err.msg);
-    const int s = 3, dim = m->cfg.dim, rank = m->cfg.q_lora_rank, nq = m->cfg.n_heads * m->cfg.head_dim;
+    const int s = 3, dim = m->cfg.dim, rank = m->cfg.q_lora_rank;
     float *h0 = malloc(sizeof(float) * (size_t)s * dim);
-    float *e = calloc((size_t)rank, sizeof(float)), *col = malloc(sizeof(float) * (size_t)nq);
-    REQUIRE(h0 && e && col, "out of memory");
+    REQUIRE(h0, "out of memory");
     as_inputs_synthetic(1, 0, s, dim, h0);
     AsRun ref, got;
     as_run_init(&ref);
@@ -307,24 +336,9 @@ TEST(explain_query_inherited_from_its_projection_input)
     AsLayerDiff d;
     as_compare_layer(&ref, &ref, &opt, &d);
     const double tol_qr = d.t[AS_T_QR].tol;
-    /* token 0's qr moved by 0.9 of its tolerance, each channel towards q[0][0]'s growth (wq_b's column signs) */
     REQUIRE(as_run_copy(&got, &ref) == 0, "copy");
-    float *qr = got.t[AS_T_QR].data;
-    const AsWTensor *wq_b = m->layer[0].wq_b;
-    for (int c = 0; c < rank; c++) {
-        e[c] = 1.0f;
-        as_linear(e, 1, wq_b, col, false);
-        e[c] = 0.0f;
-        qr[c] = as_bf16(qr[c] + (float)(col[0] >= 0 ? 0.9 : -0.9) * (float)tol_qr);
-        if (fabsf(qr[c] - ((float *)ref.t[AS_T_QR].data)[c]) > tol_qr)
-            qr[c] = ((float *)ref.t[AS_T_QR].data)[c];
-    }
-    /* a faithful engine: q from its own qr, by the reference's stage */
-    AsLayerPlan p;
-    memset(&p, 0, sizeof p);
-    p.layer = 0, p.s = s, p.start_pos = 0, p.prefill = true, p.ratio = m->cfg.role[0].ratio;
-    const AsStageCtx ctx = {.rm = &k.rm, .p = &p, .conv = AS_CONV_NONE};
-    REQUIRE(as_stage_q(&ctx, &got) == 0, "as_stage_q");
+    const int token0 = 0;
+    move_qr_rows(&k, m, &ref, &got, &token0, 1, tol_qr);
     as_compare_layer(&got, &ref, &opt, &d);
     REQUIRE(d.t[AS_T_QR].verdict != AS_V_MISMATCH && d.t[AS_T_Q].verdict == AS_V_MISMATCH,
             "qr within its rule (%s) and q beyond it (%s, max |diff| %.4g, tol %.4g)",
@@ -342,7 +356,7 @@ TEST(explain_query_inherited_from_its_projection_input)
     as_explain_downstream(&k.rm, &got, &ref, NULL, &opt, &d);
     CHECK(d.t[AS_T_Q].verdict == AS_V_MISMATCH && !d.t[AS_T_Q].explained, "a q its qr does not give stays a mismatch");
     as_run_free(&ref), as_run_free(&got);
-    free(h0), free(e), free(col);
+    free(h0);
     as_ref_stack_free(&k);
     as_test_model_free(m);
 }
@@ -357,10 +371,9 @@ TEST(explain_recomputes_the_rows_whose_inputs_differ)
     AsRefStack k;
     AsError err = {0};
     REQUIRE(as_ref_stack_init(&k, m, &err) == 0, "%s", err.msg);
-    const int s = 80, dim = m->cfg.dim, rank = m->cfg.q_lora_rank, nq = m->cfg.n_heads * m->cfg.head_dim;
+    const int s = 80, dim = m->cfg.dim, nq = m->cfg.n_heads * m->cfg.head_dim;
     float *h0 = malloc(sizeof(float) * (size_t)s * dim);
-    float *e = calloc((size_t)rank, sizeof(float)), *col = malloc(sizeof(float) * (size_t)nq);
-    REQUIRE(h0 && e && col, "out of memory");
+    REQUIRE(h0, "out of memory");
     as_inputs_synthetic(1, 0, s, dim, h0);
     AsRun ref, got;
     as_run_init(&ref);
@@ -372,25 +385,8 @@ TEST(explain_recomputes_the_rows_whose_inputs_differ)
     as_compare_layer(&ref, &ref, &opt, &d);
     const double tol_qr = d.t[AS_T_QR].tol;
     REQUIRE(as_run_copy(&got, &ref) == 0, "copy");
-    const AsWTensor *wq_b = m->layer[0].wq_b;
     const int moved[2] = {5, 60};
-    for (int c = 0; c < rank; c++) {
-        e[c] = 1.0f;
-        as_linear(e, 1, wq_b, col, false);
-        e[c] = 0.0f;
-        for (int i = 0; i < 2; i++) {
-            float *qr = (float *)got.t[AS_T_QR].data + (size_t)moved[i] * rank;
-            const float *want = (const float *)ref.t[AS_T_QR].data + (size_t)moved[i] * rank;
-            qr[c] = as_bf16(qr[c] + (float)(col[0] >= 0 ? 0.9 : -0.9) * (float)tol_qr);
-            if (fabsf(qr[c] - want[c]) > tol_qr)
-                qr[c] = want[c];
-        }
-    }
-    AsLayerPlan p;
-    memset(&p, 0, sizeof p);
-    p.layer = 0, p.s = s, p.start_pos = 0, p.prefill = true, p.ratio = m->cfg.role[0].ratio;
-    const AsStageCtx ctx = {.rm = &k.rm, .p = &p, .conv = AS_CONV_NONE};
-    REQUIRE(as_stage_q(&ctx, &got) == 0, "as_stage_q");
+    move_qr_rows(&k, m, &ref, &got, moved, 2, tol_qr);
     as_compare_layer(&got, &ref, &opt, &d);
     REQUIRE(d.t[AS_T_QR].verdict != AS_V_MISMATCH && d.t[AS_T_Q].verdict == AS_V_MISMATCH, "q beyond its rule (%s)",
             as_verdict_name(d.t[AS_T_Q].verdict));
@@ -406,7 +402,7 @@ TEST(explain_recomputes_the_rows_whose_inputs_differ)
     CHECK(d.t[AS_T_Q].verdict == AS_V_MISMATCH && !d.t[AS_T_Q].explained, "a q error at an unmoved row stays: %s",
           as_verdict_name(d.t[AS_T_Q].verdict));
     as_run_free(&ref), as_run_free(&got);
-    free(h0), free(e), free(col);
+    free(h0);
     as_ref_stack_free(&k);
     as_test_model_free(m);
 }
