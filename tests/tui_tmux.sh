@@ -74,6 +74,17 @@ wait_drawn() {
         sleep 0.02
     done
 }
+# wait_line2 REGEX [SECONDS]: polls until the message line (line 2) matches REGEX (the model's opening is
+# busy too: one capture must show both)
+wait_line2() {
+    _limit=${2:-$TIMEOUT}
+    _start=$(date +%s%N)
+    while :; do
+        if line 2 | grep -qE -- "$1"; then return 0; fi
+        [ $(( ($(date +%s%N) - _start) / 1000000 )) -ge $((_limit * 1000)) ] && return 1
+        sleep 0.02
+    done
+}
 # wait_idle: the message line (line 2) no longer says busy
 wait_idle() {
     _start=$(date +%s)
@@ -351,7 +362,7 @@ if wait_drawn $((FIRST * 1000)); then
 else
     bad "the screen is not blank within $FIRST s of the start"
 fi
-if wait_for "busy" "$SOON" && line 2 | grep -q "prefill"; then
+if wait_line2 "busy.*prefill" "$SOON"; then
     ok "the start-up prefill shows its progress line"
     keys '?'
     if wait_for "run the next layer" "$SOON" && line 2 | grep -q "busy"; then
