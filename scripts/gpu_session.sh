@@ -12,7 +12,8 @@
 #               in both precisions (the fp8 model as released, and its bf16 precision)
 #     fixtures  torch's values for the reference's numerics (tests/torch/make_fixtures.py): $OUT/torch_kernels.json
 #     bench     bench-engine at flash (decode at 4K context, prefill 4096), with its chart and JSON
-#     benchprec bench-engine at flash in each precision (fp8 model) and, with AS_BIN_B (another build's binary,
+#     benchprec bench-engine at flash in each precision (fp8 model; AS_BENCH_ARGS: more knobs, AS_TAG names
+#               the run) and, with AS_BIN_B (another build's binary,
 #               run with this bundle's libraries), this build against it on a bf16 flash model, alternated
 #               (a before / after in one call: calls land on different H200s)
 #     trace     bench-engine --trace: one decode step kernel by kernel on the device's timeline (CUPTI), per
@@ -129,8 +130,10 @@ for p in "$@"; do
         for prec in ${AS_BENCH_PRECS:-fp8 fp8qdq bf16}; do
             more=()
             [ "$prec" = fp8qdq ] && more=(--fp8-qdq)
+            # shellcheck disable=SC2086  # AS_BENCH_ARGS: more knobs (e.g. --fusions all), words split
             phase "bench_$prec" 180 "$B/attnscope" bench-engine "$FLASH" --precision "${prec%qdq}" --context 4096 \
-                --steps 20 --prefill 4096 --json "$OUT/bench_$prec.json" "${more[@]}"
+                --steps 20 --prefill 4096 --json "$OUT/bench_$prec${AS_TAG:+_$AS_TAG}.json" "${more[@]}" \
+                ${AS_BENCH_ARGS:-}
             grep -E "all 40 layers|\*\*graph\*\*|^\| \*\*all\*\*|fp8 projections alone" "$(logf "bench_$prec")" | tee -a "$SUM"
         done
         if [ -n "${AS_BIN_B:-}" ]; then
