@@ -426,7 +426,9 @@ int as_driver_step_layer(AsDriver *d, AsError *err)
     if (d->bf16_run)
         bytes += run_bytes(&d->bf16_run[l]);
     size_t keep = bytes ? run_budget() / bytes : (size_t)l + 1;
-    for (int j = 0; j < l && (size_t)(l - j) >= (keep ? keep : 1); j++) {
+    if (keep < 1)
+        keep = 1; /* the layer just run keeps its tensors whatever their size */
+    for (int j = 0; (size_t)(l - j) >= keep; j++) {
         as_run_free(&d->ref_run[j]);
         as_run_free(&d->got_run[j]);
         if (d->bf16_run)

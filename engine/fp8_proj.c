@@ -73,7 +73,7 @@ int as_dev_upload_fp8(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, AsError 
 
 bool as_dev_gemv_qdq(const AsEngine *e, const AsDevWeight *w, int s)
 {
-    return s == 1 && w->fp8 && w->type == AS_DW_FP8 && w->in % 32 == 0 && w->in <= 8192 &&
+    return s == 1 && w->fp8 && w->type == AS_DW_FP8 && w->in <= AS_K_GEMV_QDQ_MAX_IN &&
            (e->knobs.fusions & AS_FUSE_QDQ);
 }
 
@@ -154,8 +154,7 @@ int as_dev_proj_grouped_fp8(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
 {
     const AsConfig *c = &e->cfg;
     const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
-    AsFp8Weight fw = fp8_weight(e, w, s);
-    fw.qdq_x = 0; /* wo_a reads o in bf16 */
+    AsFp8Weight fw = fp8_weight(e, w, s); /* no qdq_x: wo_a reads o in bf16 (w->fp8 false) */
     if (s <= AS_DEV_GEMV_MAX_ROWS) {
         fw.n_out = olr, fw.batch = G, fw.stride_rows = olr;
         KL(err, as_k_gemv_e4m3(&fw, o, ldo, gw, s, og, (int64_t)G * olr, olr, 0, e->st),

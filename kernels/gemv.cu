@@ -138,8 +138,7 @@ struct GemvArgs {
     int qdq_x;
 };
 
-// The longest row a qdq_x launch quantises into shared memory (wo_b's input at flash: 8 x 1024).
-constexpr int kQdqMaxIn = 8192;
+constexpr int kQdqMaxIn = AS_K_GEMV_QDQ_MAX_IN;
 
 // The block scale of rows row0.. (one 32-row block: R divides 32) at chunk c, times 256 for
 // e4m3x4_scaled; 1 for the other weight types.
