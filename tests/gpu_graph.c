@@ -625,8 +625,8 @@ GPU_TEST(gpu_graph_tiny_faults)
 }
 
 /* The decode graph against the uncaptured decode at the released geometry, bit for bit, in one
- * precision. */
-static void graph_flash(AsPrecision precision)
+ * precision, with the default knobs or every fusion. */
+static void graph_flash(AsPrecision precision, bool all_fusions)
 {
     const char *dir = getenv("ATTNSCOPE_FLASH_MODEL");
     if (!dir || !*dir)
@@ -637,16 +637,22 @@ static void graph_flash(AsPrecision precision)
     REQUIRE(as_model_load(dir, 1024, m, &err) == 0, "load %s: %s", dir, err.msg);
     REQUIRE(as_model_set_precision(m, precision, &err) == 0, "%s in %s precision: %s", dir,
             as_precision_name(precision), err.msg);
+    const KnobRun all = {.fusions = "all", .how = "flash, every fusion"};
+    const AsEngineKnobs k = knobs_of(&all);
+    g_knobs = all_fusions ? &k : NULL;
     Pair p;
     pair_open(&p, m, NULL, 512 + 64 + 1, false);
+    g_knobs = NULL;
     pair_prefill(&p, 512);
     bool ok = pair_decode(&p, 512, 64, false);
-    CHECK(ok, "flash: the graph and the uncaptured decode differ (first at position %d)", p.first_bad_step);
+    CHECK(ok, "flash%s: the graph and the uncaptured decode differ (first at position %d)",
+          all_fusions ? ", every fusion" : "", p.first_bad_step);
     expect_shapes(&p, "flash prefill 512 + 64 decode", 2);
     pair_close(&p);
     as_model_free(m);
     free(m);
 }
 
-GPU_TEST(gpu_graph_flash_prefill512_decode64_fp8) { graph_flash(AS_PREC_FP8); }
-GPU_TEST(gpu_graph_flash_prefill512_decode64_bf16) { graph_flash(AS_PREC_BF16); }
+GPU_TEST(gpu_graph_flash_prefill512_decode64_fp8) { graph_flash(AS_PREC_FP8, false); }
+GPU_TEST(gpu_graph_flash_prefill512_decode64_bf16) { graph_flash(AS_PREC_BF16, false); }
+GPU_TEST(gpu_graph_flash_prefill512_decode64_fp8_every_fusion) { graph_flash(AS_PREC_FP8, true); }
