@@ -33,7 +33,7 @@ Fp8Buf fp8_weight(int rows, int cols, uint64_t seed)
     fill_e4m3_kernel<<<1024, 256>>>(b.codes, (int64_t)rows * cols, seed);
     fill_value_kernel<<<256, 256>>>(b.ws, srows * ldws, 0x1p-7f);
     CK(cudaGetLastError());
-    b.w = AsFp8Weight{b.codes, cols, b.ws, ldws, rows, cols, 1, 0, 0};
+    b.w = AsFp8Weight{b.codes, cols, b.ws, ldws, rows, cols, 1, 0};
     return b;
 }
 void fp8_free(Fp8Buf &b)

@@ -28,7 +28,7 @@ typedef struct {
     "  The engine's knobs (docs/ENGINE.md, \"Knobs\"; every default the measured winner): --attn-path forces a\n"  \
     "  sparse-attention kernel; --no-pdl launches without programmatic dependent launch; --no-kv-fork keeps a\n" \
     "  decode graph's kv branch on one stream; --fusions names the decode graph's fusions (residual, rope,\n"   \
-    "  oback, kvidx, norm, kvsel, qdq); --sel-room: wq_b's blocks left free beside an index layer's selection;\n"     \
+    "  oback, kvidx, norm, kvsel); --sel-room: wq_b's blocks left free beside an index layer's selection;\n"     \
     "  --gpu-mem-limit MB: the engine's allocations as if the GPU had MB (0: none); --fp8-qdq: fp8 precision\n"  \
     "  with the fp8 weights dequantised to bf16 on the device instead of kept as e4m3 codes (the same bits).\n"
 

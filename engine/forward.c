@@ -69,18 +69,8 @@ static as_bf16_t *x_q_of(AsEngine *e, const AsDevLayerWeights *W)
 }
 
 /* A prefill's rows are normalised and QDQ'd in one launch (a block a row); a decode row's QDQ is a
- * launch of its own (as_k_rmsnorm_qdq says why), or its e4m3 GEMVs' own (as_dev_gemv_qdq). */
+ * launch of its own (as_k_rmsnorm_qdq says why). */
 static bool qdq_in_norm(const AsFwd *f) { return f->s > 1; }
-
-/* Whether projection w reads a QDQ'd input made before it (by a launch or a norm): an fp8 projection
- * whose GEMV does not QDQ the raw row itself. */
-static bool reads_qdq(const AsFwd *f, const AsDevWeight *w) { return w->fp8 && !as_dev_gemv_qdq(f->e, w, f->s); }
-
-/* The input projection w reads: q, the QDQ of raw, or raw. */
-static const as_bf16_t *proj_input(const AsFwd *f, const AsDevWeight *w, const as_bf16_t *raw, const as_bf16_t *q)
-{
-    return reads_qdq(f, w) ? q : raw;
-}
 
 int as_fwd_attn_norm(AsFwd *f, AsError *err)
 {
@@ -96,8 +86,8 @@ int as_fwd_attn_norm(AsFwd *f, AsError *err)
 int as_fwd_act_quant_x(AsFwd *f, AsError *err)
 {
     as_bf16_t *xq = x_q_of(f->e, f->W);
-    if (!xq || qdq_in_norm(f) || !(reads_qdq(f, &f->W->wq_a) || reads_qdq(f, &f->W->wkv)))
-        return 0; /* none, made with x, or by the GEMVs */
+    if (!xq || qdq_in_norm(f)) /* none, or made with x */
+        return 0;
     const int dim = f->e->cfg.dim;
     char what[64];
     snprintf(what, sizeof what, "layer %d wq_a + wkv input", f->l);
@@ -110,11 +100,11 @@ int as_fwd_q_lora(AsFwd *f, bool fuse_norm, AsError *err)
     const AsConfig *c = &e->cfg;
     AsDevWork *wk = &e->wk;
     const int s = f->s, qlr = c->q_lora_rank;
-    const as_bf16_t *x = proj_input(f, &f->W->wq_a, wk->x, wk->x_q);
+    const as_bf16_t *x = f->W->wq_a.fp8 ? wk->x_q : wk->x;
     char what[64];
     snprintf(what, sizeof what, "layer %d wq_a", f->l);
     /* qr's QDQ once for wq_b and indexer.wq_b: a prefill's with the norm, a decode row's after it */
-    as_bf16_t *qr_q = reads_qdq(f, &f->W->wq_b) || reads_qdq(f, &f->W->i_wq_b) ? wk->qr_q : NULL;
+    as_bf16_t *qr_q = f->W->wq_b.fp8 || f->W->i_wq_b.fp8 ? wk->qr_q : NULL;
     if (fuse_norm) {
         TRY(as_dev_proj_norm(e, x, &f->W->wq_a, wk->qr, NULL, f->W->q_norm, wk->qr, f->cap->norm_ctr, what, err));
     } else {
@@ -136,7 +126,7 @@ int as_fwd_queries(AsFwd *f, bool fuse_rope, int room, AsError *err)
     snprintf(what, sizeof what, "layer %d wq_b + rope(q)", f->l);
     const AsDevRope rope = {.hd = c->head_dim, .rd = c->rope_head_dim, .pos0 = f->sp, .pos = f->sp_d,
                             .cos_t = f->cos_t, .sin_t = f->sin_t, .inverse = e->fault == AS_FAULT_ROPE_BACKWARDS};
-    return as_dev_proj_rope(e, proj_input(f, &f->W->wq_b, wk->qr, wk->qr_q), c->q_lora_rank, f->s, &f->W->wq_b, wk->q,
+    return as_dev_proj_rope(e, f->W->wq_b.fp8 ? wk->qr_q : wk->qr, c->q_lora_rank, f->s, &f->W->wq_b, wk->q,
                             (int64_t)c->n_heads * c->head_dim, &rope, fuse_rope, room, what, err);
 }
 
@@ -150,7 +140,7 @@ int as_fwd_kv(AsFwd *f, AsError *err)
     int s = f->s, hd = c->head_dim;
     char what[64];
     snprintf(what, sizeof what, "layer %d wkv", f->l);
-    TRY(as_dev_proj(e, proj_input(f, &f->W->wkv, wk->x, wk->x_q), c->dim, s, &f->W->wkv, wk->kv, hd, what, err));
+    TRY(as_dev_proj(e, f->W->wkv.fp8 ? wk->x_q : wk->x, c->dim, s, &f->W->wkv, wk->kv, hd, what, err));
     AsRowPipe p = {.x = wk->kv, .ldx = hd, .y = wk->kv, .ldy = hd, .pre = wk->kv_pre, .rows = s, .heads = 1, .n = hd,
                    .norm_w = f->W->kv_norm, .eps = c->norm_eps, .rd = c->rope_head_dim, .pos0 = f->sp,
                    .pos = f->sp_d, .cos_t = f->cos_t, .sin_t = f->sin_t, .quant = AS_KQ_FP8, .post_scale = 1.0f,
@@ -236,7 +226,7 @@ int as_fwd_index_queries(AsFwd *f, AsError *err)
     int s = f->s, nhi = c->index_n_heads, ihd = c->index_head_dim;
     char what[64];
     snprintf(what, sizeof what, "layer %d indexer.wq_b", f->l);
-    TRY(as_dev_proj(e, proj_input(f, &f->W->i_wq_b, wk->qr, wk->qr_q), c->q_lora_rank, s, &f->W->i_wq_b, wk->iq,
+    TRY(as_dev_proj(e, f->W->i_wq_b.fp8 ? wk->qr_q : wk->qr, c->q_lora_rank, s, &f->W->i_wq_b, wk->iq,
                     (int64_t)nhi * ihd, what, err));
     AsRowPipe p = {.x = wk->iq, .ldx = (int64_t)nhi * ihd, .y = wk->iq, .ldy = (int64_t)nhi * ihd, .pre = wk->iq_pre,
                    .rows = s, .heads = nhi, .n = ihd, .rd = c->rope_head_dim, .pos0 = f->sp, .pos = f->sp_d,
@@ -422,7 +412,7 @@ int as_fwd_project_out(AsFwd *f, bool fuse_residual, bool fuse_next_norm, AsErro
     TRY(as_dev_proj_grouped(e, wk->o_back, f->s, &f->W->wo_a, wk->og, what, err));
     const int ogw = c->o_groups * c->o_lora_rank;
     const as_bf16_t *og = wk->og;
-    if (reads_qdq(f, &f->W->wo_b)) { /* og's QDQ: wo_b's fused stores (residual, the next layer's x) unchanged */
+    if (f->W->wo_b.fp8) { /* og's QDQ: wo_b's fused stores (residual, the next layer's x) are unchanged */
         snprintf(what, sizeof what, "layer %d wo_b input", f->l);
         TRY(as_dev_qdq_fp8(e, wk->og, ogw, f->s, ogw, wk->og_q, what, err));
         og = wk->og_q;

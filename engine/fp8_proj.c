@@ -71,17 +71,10 @@ int as_dev_upload_fp8(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, AsError 
     return 0;
 }
 
-bool as_dev_gemv_qdq(const AsEngine *e, const AsDevWeight *w, int s)
-{
-    return s == 1 && w->fp8 && w->type == AS_DW_FP8 && w->in <= AS_K_GEMV_QDQ_MAX_IN &&
-           (e->knobs.fusions & AS_FUSE_QDQ);
-}
-
-/* s rows' GEMV arguments: qdq_x where the GEMV QDQs the raw row itself (as_dev_gemv_qdq) */
-static AsFp8Weight fp8_weight(const AsEngine *e, const AsDevWeight *w, int s)
+static AsFp8Weight fp8_weight(const AsDevWeight *w)
 {
     return (AsFp8Weight){.w = w->d, .ldw = w->in, .ws = w->ws, .ldws = w->ldws, .n_out = w->out, .n_in = w->in,
-                         .batch = 1, .stride_rows = 0, .qdq_x = as_dev_gemv_qdq(e, w, s)};
+                         .batch = 1, .stride_rows = 0};
 }
 
 /* A prefill's weight: dequantised into the scratch (the bf16 upload's values exactly), which it holds until
@@ -96,10 +89,10 @@ static int dequant(AsEngine *e, int s, const AsDevWeight *w, AsFp8Weight fw, voi
 int as_dev_proj_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                     int64_t ldy, const char *what, AsError *err)
 {
-    const AsFp8Weight fw = fp8_weight(e, w, s);
+    const AsFp8Weight fw = fp8_weight(w);
     if (s <= AS_DEV_GEMV_MAX_ROWS) {
-        KL(err, as_k_gemv_e4m3(&fw, x, ldx, 0, s, y, ldy, 0, 0, e->st), "%s: e4m3 gemv %dx%d%s, %d rows", what, w->out,
-           w->in, fw.qdq_x ? " + act_quant" : "", s);
+        KL(err, as_k_gemv_e4m3(&fw, x, ldx, 0, s, y, ldy, 0, 0, e->st), "%s: e4m3 gemv %dx%d, %d rows", what, w->out,
+           w->in, s);
         return 0;
     }
     void *wb;
@@ -111,9 +104,9 @@ int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s
                              as_bf16_t *h, bool fused, const char *what, AsError *err)
 {
     if (fused && s <= AS_DEV_GEMV_MAX_ROWS) {
-        const AsFp8Weight fw = fp8_weight(e, w, s);
+        const AsFp8Weight fw = fp8_weight(w);
         KL(err, as_k_gemv_e4m3_residual(&fw, x, ldx, s, y, w->out, h, w->out, e->st),
-           "%s: e4m3 gemv %dx%d%s + residual, %d rows", what, w->out, w->in, fw.qdq_x ? " + act_quant" : "", s);
+           "%s: e4m3 gemv %dx%d + residual, %d rows", what, w->out, w->in, s);
         return 0;
     }
     TRY(as_dev_proj_fp8(e, x, ldx, s, w, y, w->out, what, err));
@@ -126,7 +119,7 @@ int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
 {
     const int heads = w->out / r->hd;
     if (fused && s <= AS_DEV_GEMV_MAX_ROWS && ldy == w->out) {
-        const AsFp8Weight fw = fp8_weight(e, w, s);
+        const AsFp8Weight fw = fp8_weight(w);
         KL(err, as_k_gemv_e4m3_rope(&fw, x, ldx, s, y, ldy, heads, r->hd, r->rd, r->pos0, r->pos, r->cos_t, r->sin_t,
                                     r->inverse, room, e->st),
            "%s: e4m3 gemv %dx%d + rope (%d heads x %d, rd %d, pos %d), %d rows, %d blocks left free", what, w->out,
@@ -142,10 +135,9 @@ int as_dev_proj_fp8_rope(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, co
 int as_dev_proj_fp8_norm(AsEngine *e, const as_bf16_t *x, const AsDevWeight *w, as_bf16_t *y, as_bf16_t *h,
                          const float *norm_w, as_bf16_t *y_norm, unsigned *ctr, const char *what, AsError *err)
 {
-    const AsFp8Weight fw = fp8_weight(e, w, 1);
+    const AsFp8Weight fw = fp8_weight(w);
     KL(err, as_k_gemv_e4m3_norm(&fw, x, y, h, norm_w, e->cfg.norm_eps, y_norm, ctr, e->st),
-       "%s: e4m3 gemv %dx%d%s%s + rmsnorm, 1 row", what, w->out, w->in, fw.qdq_x ? " + act_quant" : "",
-       h ? " + residual" : "");
+       "%s: e4m3 gemv %dx%d%s + rmsnorm, 1 row", what, w->out, w->in, h ? " + residual" : "");
     return 0;
 }
 
@@ -154,7 +146,7 @@ int as_dev_proj_grouped_fp8(AsEngine *e, const as_bf16_t *o, int s, const AsDevW
 {
     const AsConfig *c = &e->cfg;
     const int G = c->o_groups, olr = c->o_lora_rank, gw = c->gw, ldo = c->n_heads * c->head_dim;
-    AsFp8Weight fw = fp8_weight(e, w, s); /* no qdq_x: wo_a reads o in bf16 (w->fp8 false) */
+    AsFp8Weight fw = fp8_weight(w);
     if (s <= AS_DEV_GEMV_MAX_ROWS) {
         fw.n_out = olr, fw.batch = G, fw.stride_rows = olr;
         KL(err, as_k_gemv_e4m3(&fw, o, ldo, gw, s, og, (int64_t)G * olr, olr, 0, e->st),

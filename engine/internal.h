@@ -217,9 +217,6 @@ bool as_dev_wo_a_fp8_form(const AsEngine *e, const AsWTensor *t);
 int as_dev_upload_fp8(AsEngine *e, const AsWTensor *t, AsDevWeight *dw, AsError *err);
 /* as_dev_proj and its fused forms for an AS_DW_FP8 weight, x the QDQ'd input (bf16): the e4m3 GEMV up to
  * 8 rows, above the weight dequantised into the scratch and cuBLAS; bit for bit the bf16 upload's results. */
-/* Whether s rows of fp8 projection w are a decode row whose e4m3 GEMV applies act_quant's QDQ to the raw
- * row itself (the qdq fusion: the same bits as the QDQ launch it saves); its caller then passes x raw. */
-bool as_dev_gemv_qdq(const AsEngine *e, const AsDevWeight *w, int s);
 int as_dev_proj_fp8(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,
                     int64_t ldy, const char *what, AsError *err);
 int as_dev_proj_fp8_residual(AsEngine *e, const as_bf16_t *x, int64_t ldx, int s, const AsDevWeight *w, as_bf16_t *y,

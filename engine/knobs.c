@@ -9,8 +9,7 @@ static const struct {
     const char *name;
     unsigned bit;
 } fusion_names[] = {{"residual", AS_FUSE_RESIDUAL}, {"rope", AS_FUSE_ROPE}, {"oback", AS_FUSE_OBACK},
-                    {"kvidx", AS_FUSE_KV_IDX},     {"norm", AS_FUSE_NORM}, {"kvsel", AS_FUSE_KV_SEL},
-                    {"qdq", AS_FUSE_QDQ}};
+                    {"kvidx", AS_FUSE_KV_IDX},     {"norm", AS_FUSE_NORM}, {"kvsel", AS_FUSE_KV_SEL}};
 static const char *const attn_path_names[] = {"auto", "warp", "mma", "wgmma"};
 
 void as_engine_knobs_default(AsEngineKnobs *k)
@@ -19,7 +18,7 @@ void as_engine_knobs_default(AsEngineKnobs *k)
     k->attn_path = AS_ATTN_AUTO;
     k->pdl = true;
     k->kv_fork = true;
-    k->fusions = AS_FUSE_DEFAULT;
+    k->fusions = AS_FUSE_ALL;
     k->sel_room = AS_SEL_ROOM_AUTO;
     k->gpu_mem_limit_mb = 0;
 }
@@ -42,11 +41,9 @@ const char *as_attn_path_name(AsAttnPath p)
 
 int as_decode_fusions(const char *v, unsigned *out, AsError *err)
 {
-    *out = AS_FUSE_DEFAULT;
-    if (v && !strcmp(v, "all")) {
-        *out = AS_FUSE_ALL;
+    *out = AS_FUSE_ALL;
+    if (v && !strcmp(v, "all"))
         return 0;
-    }
     if (v && !strcmp(v, "none")) {
         *out = 0;
         return 0;
@@ -61,7 +58,7 @@ int as_decode_fusions(const char *v, unsigned *out, AsError *err)
         if (!bit)
             return as_err(err, AS_EBADINPUT,
                           "--fusions: unknown fusion '%.*s' (all, none, or a comma list of residual, rope, oback, "
-                          "kvidx, norm, kvsel, qdq)",
+                          "kvidx, norm, kvsel)",
                           (int)(n < 40 ? n : 40), p);
         bits |= bit;
         if (!p[n])

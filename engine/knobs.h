@@ -24,10 +24,7 @@ enum {
     AS_FUSE_NORM = 16,    /* q_norm in wq_a's GEMV, the next layer's attn_norm in wo_b's: their last block */
     AS_FUSE_KV_SEL = 32,  /* a compressor / indexer layer's selection on the kv branch too, the indexer once
                            * q_norm is done: beside wq_b instead of after it (bf16 projections only) */
-    AS_FUSE_QDQ = 64,     /* a decode row's fp8 act_quant QDQ in the e4m3 GEMVs that read it, not a launch */
-    AS_FUSE_ALL = 127,
-    /* the default: the fusions measured to win on the H200 (bench/RESULTS.md); qdq has no measurement yet */
-    AS_FUSE_DEFAULT = AS_FUSE_ALL & ~AS_FUSE_QDQ,
+    AS_FUSE_ALL = 63,
 };
 
 /* The sparse attention's kernel: each launch's fastest that applies, or one forced (diagnosis: an o

@@ -30,7 +30,6 @@
 #include "kernels/e4m3.cuh"
 #include "kernels/gemv_epilogue.cuh"
 #include "kernels/kernels.h"
-#include "kernels/quant.cuh"
 #include "kernels/rmsnorm_row.cuh"
 
 namespace {
@@ -87,14 +86,9 @@ __device__ __forceinline__ void widen(const WChunk<uint8_t> &c, float s256, floa
 }
 
 // 8 bf16 activations of one chunk (16 bytes, cached: x is tiny and reused by every row), widened.
-// Generic: x in shared memory (the QDQ'd row of a qdq_x launch), else global (read-only path).
-template <bool Generic = false> __device__ __forceinline__ void x_chunk(const uint16_t *p, float (&xf)[8])
+__device__ __forceinline__ void x_chunk(const uint16_t *p, float (&xf)[8])
 {
-    uint4 xv;
-    if constexpr (Generic)
-        xv = *(const uint4 *)p;
-    else
-        xv = __ldg((const uint4 *)p);
+    const uint4 xv = __ldg((const uint4 *)p);
     const uint32_t u[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -133,12 +127,7 @@ struct GemvArgs {
     // batch b's at ws + b * stride_ws (a power of two each: the launcher's caller checks)
     const float *ws;
     int64_t ldws, stride_ws;
-    // qdq_x (e4m3 weights, m = 1, batch 1, n_in <= kQdqMaxIn): x is the raw row; the kernel applies the fp8
-    // linear's act_quant QDQ to it first (quant.cuh, as as_dev_qdq_fp8's launch rounds it), in every block
-    int qdq_x;
 };
-
-constexpr int kQdqMaxIn = AS_K_GEMV_QDQ_MAX_IN;
 
 // The block scale of rows row0.. (one 32-row block: R divides 32) at chunk c, times 256 for
 // e4m3x4_scaled; 1 for the other weight types.
@@ -156,7 +145,7 @@ __device__ __forceinline__ float chunk_scale(const float *srow, int c)
 // GPU at once, so there is one wave and no block starts late). The block's first batch of weight
 // loads is issued before the PDL wait: the weights stream in while the previous
 // kernel finishes (they must not be what that kernel writes; the model's weights never are).
-template <typename TW, int R, int M, bool QX = false>
+template <typename TW, int R, int M>
 __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) <= 2 ? 3 : 1) gemv_vec_kernel(GemvArgs a, int w_warps)
 {
     // e4m3 chunks are 8 bytes, not 16: twice the chunks in flight for the same bytes (the order of the
@@ -204,17 +193,6 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) <= 2 ? 3 : 1) g
     }
     as_d_pdl_wait();
 
-    // QX: the row's QDQ into shared memory (a separate launch and its graph edge saved; each block
-    // quantises the 2 * n_in bytes it reads anyway). n_in is a multiple of 32, so a quantiser block is
-    // one whole warp's lanes and the loop's bound is warp-uniform.
-    if constexpr (QX) {
-        __shared__ __align__(16) uint16_t xs[kQdqMaxIn];
-        for (int i = threadIdx.x; i < a.n_in; i += kThreads)
-            xs[i] = as_d_quant_elem<AS_KQ_FP8>(xb[i]);
-        __syncthreads();
-        xb = xs;
-    }
-
     // Token rows t >= m (M rounds m up) read row 0 again: computed, never stored.
     const uint16_t *xrow[M];
 #pragma unroll
@@ -245,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) <= 2 ? 3 : 1) g
 #pragma unroll
                 for (int t = 0; t < M; t++) {
                     float xf[8];
-                    x_chunk<QX>(xrow[t] + (int64_t)(c + u * L) * 8, xf);
+                    x_chunk(xrow[t] + (int64_t)(c + u * L) * 8, xf);
 #pragma unroll
                     for (int r = 0; r < R; r++)
 #pragma unroll
@@ -265,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) <= 2 ? 3 : 1) g
 #pragma unroll
             for (int t = 0; t < M; t++) {
                 float xf[8];
-                x_chunk<QX>(xrow[t] + (int64_t)c * 8, xf);
+                x_chunk(xrow[t] + (int64_t)c * 8, xf);
 #pragma unroll
                 for (int r = 0; r < R; r++)
 #pragma unroll
@@ -430,9 +408,6 @@ int launch_vec_m(const GemvArgs &a, int batch, int w_warps, int room, cudaStream
     const int groups_per_block = kWarps / w_warps;
     const int64_t groups = (a.n_out + R - 1) / R;
     const int64_t row_sets = (groups + groups_per_block - 1) / groups_per_block;
-    if constexpr (sizeof(TW) == 1)
-        if (a.qdq_x)
-            return launch_vec<gemv_vec_kernel<TW, R, 1, true>>(a, row_sets, batch, w_warps, room, st);
     if (a.m <= 1)
         return launch_vec<gemv_vec_kernel<TW, R, 1>>(a, row_sets, batch, w_warps, room, st);
     if (a.m <= 2)
@@ -472,8 +447,6 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st, int
         return (int)cudaErrorInvalidValue;
     if (sizeof(TW) == 1 && (!a.ws || a.n_in % 32 || a.ldws < a.n_in / 32 || (batch > 1 && a.stride_ws < 0)))
         return (int)cudaErrorInvalidValue; // e4m3 rows are whole 32-wide blocks, each with its scale
-    if (a.qdq_x && (sizeof(TW) != 1 || a.m != 1 || batch != 1 || a.n_in > kQdqMaxIn || !vector_rows(a, batch)))
-        return (int)cudaErrorInvalidValue; // the caller QDQs x with its own launch instead
     if (a.rope.rd && (batch != 1 || a.y_f32 || !vector_rows(a, batch)))
         return (int)cudaErrorInvalidValue; // the caller rotates with as_k_rope instead
     if (a.norm.ctr && (batch != 1 || a.m != 1 || a.y_f32 || a.rope.rd || !vector_rows(a, batch)))
@@ -516,14 +489,14 @@ extern "C" int as_k_gemv_bf16_cfg(const as_bf16_t *W, int64_t ldw, int64_t strid
                                   const as_bf16_t *x, int64_t ldx, int64_t strideX, int m, void *y, int64_t ldy,
                                   int64_t strideY, int y_f32, int batch, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, nullptr, 0, {}, {}, nullptr, 0, 0, 0};
+    GemvArgs a{W, ldw, strideW, n_out, n_in, x, ldx, strideX, m, y, ldy, strideY, y_f32 ? 1 : 0, nullptr, 0, {}, {}, nullptr, 0, 0};
     return gemv_launch<uint16_t>(a, batch, R, Wn, st);
 }
 
 extern "C" int as_k_gemv_f32w_cfg(const float *W, int64_t ldw, int n_out, int n_in, const as_bf16_t *x, int64_t ldx,
                                   int m, float *y, int64_t ldy, int R, int Wn, cudaStream_t st)
 {
-    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, nullptr, 0, {}, {}, nullptr, 0, 0, 0};
+    GemvArgs a{W, ldw, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 1, nullptr, 0, {}, {}, nullptr, 0, 0};
     return gemv_launch<float>(a, 1, R, Wn, st);
 }
 
@@ -591,7 +564,7 @@ GemvArgs e4m3_args(const AsFp8Weight *w, const as_bf16_t *x, int64_t ldx, int64_
                    int64_t ldy, int64_t stride_y, int y_f32)
 {
     GemvArgs a{w->w, w->ldw, w->stride_rows * w->ldw, w->n_out, w->n_in, x, ldx, stride_x, m, y, ldy, stride_y,
-               y_f32 ? 1 : 0, nullptr, 0, {}, {}, w->ws, w->ldws, w->stride_rows / 32 * w->ldws, w->qdq_x};
+               y_f32 ? 1 : 0, nullptr, 0, {}, {}, w->ws, w->ldws, w->stride_rows / 32 * w->ldws};
     return a;
 }
 
@@ -606,7 +579,7 @@ bool e4m3_ok(const AsFp8Weight *w, bool single = false)
 extern "C" int as_k_gemv_bf16_residual(const as_bf16_t *W, int n_out, int n_in, const as_bf16_t *x, int64_t ldx, int m,
                                        as_bf16_t *y, int64_t ldy, as_bf16_t *h, int64_t ldh, cudaStream_t st)
 {
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0, 0};
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0};
     return gemv_residual<uint16_t>(a, h, ldh, st);
 }
 
@@ -614,7 +587,7 @@ extern "C" int as_k_gemv_bf16_rope(const as_bf16_t *W, int n_out, int n_in, cons
                                    as_bf16_t *y, int64_t ldy, int heads, int hd, int rd, int pos0, const int32_t *pos,
                                    const float *cos_t, const float *sin_t, int inverse, int room, cudaStream_t st)
 {
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0, 0};
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, ldx, 0, m, y, ldy, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0};
     return gemv_rope<uint16_t>(a, heads, hd, rd, pos0, pos, cos_t, sin_t, inverse, room, st);
 }
 
@@ -622,7 +595,7 @@ extern "C" int as_k_gemv_bf16_norm(const as_bf16_t *W, int n_out, int n_in, cons
                                    as_bf16_t *h, const float *norm_w, float eps, as_bf16_t *y_norm, unsigned *ctr,
                                    cudaStream_t st)
 {
-    GemvArgs a{W, n_in, 0, n_out, n_in, x, n_in, 0, 1, y, n_out, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0, 0};
+    GemvArgs a{W, n_in, 0, n_out, n_in, x, n_in, 0, 1, y, n_out, 0, 0, nullptr, 0, {}, {}, nullptr, 0, 0};
     return gemv_norm<uint16_t>(a, h, norm_w, eps, y_norm, ctr, st);
 }
 

@@ -364,11 +364,7 @@ typedef struct {
     int64_t ldws;
     int n_out, n_in, batch;
     int64_t stride_rows;
-    int qdq_x; /* the GEMVs take x raw and apply the fp8 linear's act_quant QDQ to it themselves, the same
-                * bits as a QDQ launch before them (m = 1, batch 1, n_in <= AS_K_GEMV_QDQ_MAX_IN; else refused) */
 } AsFp8Weight;
-/* The longest row a qdq_x GEMV quantises into its shared memory (wo_b's input at flash: 8 x 1024). */
-#define AS_K_GEMV_QDQ_MAX_IN 8192
 /* The decode GEMV of kernels/gemv.cu on an fp8-form weight, reading one byte a weight: y_b[t][o] =
  * sum_i x_b[t][i] bf16(e4m3(W_b[o][i]) ws[o / 32][i / 32]), bit for bit as_k_gemv_bf16 on the dequantised
  * weight (the same lanes sum the same chunks in the same order, and every weight widens to exactly the

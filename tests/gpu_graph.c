@@ -389,8 +389,8 @@ GPU_TEST(gpu_graph_tiny_300_steps)
     /* without the decode fusions, with three (residual in wo_b's GEMV, RoPE in wq_b's, a reuse layer's idx
      * on the kv branch), with the RMSNorms in the GEMVs but not the residual (so wo_b's GEMV leaves the next
      * layer's attn_norm to its own kernel), with every layer's selection on the kv branch (kvsel: the
-     * compressor and indexer layers' too), as the engine runs by default, with every fusion (qdq too), then
-     * the other knobs one at a time: without PDL, without the kv fork, no room beside wq_b, the warp attention forced (tiny's own
+     * compressor and indexer layers' too), as the engine runs by default (all six), then the other knobs one
+     * at a time: without PDL, without the kv fork, no room beside wq_b, the warp attention forced (tiny's own
      * path: the same bits). Every run's layer outs equal the unfused run's. The uncaptured decode takes the
      * by-value attention and the row pipeline for o_back, so the fused runs also check the fused o_back. */
     static const KnobRun runs[] = {
@@ -399,7 +399,6 @@ GPU_TEST(gpu_graph_tiny_300_steps)
         {.fusions = "norm,oback", .how = "tiny, norm without the residual: wq_a's RMSNorm alone"},
         {.fusions = "kvsel,kvidx,norm", .how = "tiny, every selection on the kv branch"},
         {.fusions = "", .how = "tiny, the default knobs"},
-        {.fusions = "all", .how = "tiny, every fusion (qdq: act_quant in the e4m3 GEMVs)"},
         {.fusions = "", .how = "tiny, --no-pdl", .no_pdl = true},
         {.fusions = "", .how = "tiny, --no-kv-fork", .no_kv_fork = true},
         {.fusions = "", .how = "tiny, --sel-room 0", .sel_room = "0"},
@@ -625,8 +624,8 @@ GPU_TEST(gpu_graph_tiny_faults)
 }
 
 /* The decode graph against the uncaptured decode at the released geometry, bit for bit, in one
- * precision, with the default knobs or every fusion. */
-static void graph_flash(AsPrecision precision, bool all_fusions)
+ * precision. */
+static void graph_flash(AsPrecision precision)
 {
     const char *dir = getenv("ATTNSCOPE_FLASH_MODEL");
     if (!dir || !*dir)
@@ -637,22 +636,16 @@ static void graph_flash(AsPrecision precision, bool all_fusions)
     REQUIRE(as_model_load(dir, 1024, m, &err) == 0, "load %s: %s", dir, err.msg);
     REQUIRE(as_model_set_precision(m, precision, &err) == 0, "%s in %s precision: %s", dir,
             as_precision_name(precision), err.msg);
-    const KnobRun all = {.fusions = "all", .how = "flash, every fusion"};
-    const AsEngineKnobs k = knobs_of(&all);
-    g_knobs = all_fusions ? &k : NULL;
     Pair p;
     pair_open(&p, m, NULL, 512 + 64 + 1, false);
-    g_knobs = NULL;
     pair_prefill(&p, 512);
     bool ok = pair_decode(&p, 512, 64, false);
-    CHECK(ok, "flash%s: the graph and the uncaptured decode differ (first at position %d)",
-          all_fusions ? ", every fusion" : "", p.first_bad_step);
+    CHECK(ok, "flash: the graph and the uncaptured decode differ (first at position %d)", p.first_bad_step);
     expect_shapes(&p, "flash prefill 512 + 64 decode", 2);
     pair_close(&p);
     as_model_free(m);
     free(m);
 }
 
-GPU_TEST(gpu_graph_flash_prefill512_decode64_fp8) { graph_flash(AS_PREC_FP8, false); }
-GPU_TEST(gpu_graph_flash_prefill512_decode64_bf16) { graph_flash(AS_PREC_BF16, false); }
-GPU_TEST(gpu_graph_flash_prefill512_decode64_fp8_every_fusion) { graph_flash(AS_PREC_FP8, true); }
+GPU_TEST(gpu_graph_flash_prefill512_decode64_fp8) { graph_flash(AS_PREC_FP8); }
+GPU_TEST(gpu_graph_flash_prefill512_decode64_bf16) { graph_flash(AS_PREC_BF16); }

@@ -15,7 +15,7 @@ TEST(engine_knobs_defaults_are_the_winners)
     AsEngineKnobs k;
     memset(&k, 0x5a, sizeof k);
     as_engine_knobs_default(&k);
-    CHECK(k.attn_path == AS_ATTN_AUTO && k.pdl && k.kv_fork && k.fusions == AS_FUSE_DEFAULT &&
+    CHECK(k.attn_path == AS_ATTN_AUTO && k.pdl && k.kv_fork && k.fusions == AS_FUSE_ALL &&
               k.sel_room == AS_SEL_ROOM_AUTO && k.gpu_mem_limit_mb == 0 && !k.fp8_qdq,
           "defaults: path %d pdl %d fork %d fusions %#x room %d limit %d", (int)k.attn_path, k.pdl, k.kv_fork,
           k.fusions, k.sel_room, k.gpu_mem_limit_mb);
@@ -60,8 +60,7 @@ TEST(engine_knobs_fusion_values)
         {"kvidx,residual,rope,oback", AS_FUSE_KV_IDX | AS_FUSE_RESIDUAL | AS_FUSE_ROPE | AS_FUSE_OBACK},
         {"norm", AS_FUSE_NORM},
         {"kvsel", AS_FUSE_KV_SEL},
-        {"qdq", AS_FUSE_QDQ},
-        {"kvidx,residual,rope,oback,norm,kvsel,qdq", AS_FUSE_ALL},
+        {"kvidx,residual,rope,oback,norm,kvsel", AS_FUSE_ALL},
         {"rope,rope", AS_FUSE_ROPE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -78,7 +77,7 @@ TEST(engine_knobs_fusion_values)
         unsigned got = 99;
         int rc = as_decode_fusions(bad[i], &got, &err);
         CHECK(rc == AS_EBADINPUT && strstr(err.msg, "--fusions: unknown fusion") && !strchr(err.msg, '\n') &&
-                  got == AS_FUSE_DEFAULT,
+                  got == AS_FUSE_ALL,
               "'%s': rc %d, fusions %#x, '%s' (want AS_EBADINPUT, one line naming the flag, the default left)", bad[i],
               rc, got, err.msg);
     }
