@@ -389,6 +389,7 @@ void as_engine_destroy(AsEngine *e)
     as_dev_proj_free(e);
     as_prof_destroy(e->prof);
     as_run_free(&e->last);
+    cudaFreeHost(e->fetch_stage);
     if (e->cublas)
         cublasDestroy(e->cublas);
     if (e->st)

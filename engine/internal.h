@@ -164,7 +164,12 @@ struct AsEngine {
     void *scratch, *scratch_dec;
     size_t scratch_bytes, scratch_dec_bytes;
     const AsCapture *cap;   /* a decode graph being captured (engine/graph.c), else NULL */
+    uint16_t *fetch_stage;  /* pinned, AS_FETCH_CHUNK values: a layer's bf16 tensors on their way to the host */
 };
+
+/* The values a layer's bf16 tensor is copied to the host in at a time (engine/step.c): a cancel waits
+ * for one chunk, not for a whole [4096][64][512] tensor. */
+#define AS_FETCH_CHUNK ((int64_t)1 << 22)
 
 /* engine/gemm.c: y[s][out] = x[s][in] W^T (bf16, rounded) through cuBLAS or the decode GEMV; Q2_K
  * weights through the q8_1 kernels (mmvq up to 8 rows, mmq above). */

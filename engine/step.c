@@ -5,6 +5,7 @@
 
 #include "engine/check.h"
 #include "engine/internal.h"
+#include "ref/cancel.h"
 #include "ref/numerics.h"
 
 int as_engine_begin_step(AsEngine *e, const float *h0, int start_pos, int s, AsError *err)
@@ -95,7 +96,9 @@ int as_engine_residual(AsEngine *e, float *h, AsError *err)
     return 0;
 }
 
-/* Copies rows x cols of a device bf16 tensor into run tensor id. */
+/* Copies a device bf16 tensor into run tensor id, a chunk at a time through the pinned stage (widened by
+ * all threads); a cancel (ref/cancel.h) stops it between chunks with the rest zero: the driver throws
+ * the layer away. */
 static int get_bf16(AsEngine *e, AsRun *r, AsTensorId id, const as_bf16_t *d, int ndim, int64_t d0, int64_t d1,
                     int64_t d2, AsError *err)
 {
@@ -105,16 +108,27 @@ static int get_bf16(AsEngine *e, AsRun *r, AsTensorId id, const as_bf16_t *d, in
     int64_t n = as_ht_numel(&r->t[id]);
     if (n == 0)
         return 0;
-    uint16_t *tmp = malloc(sizeof(uint16_t) * (size_t)n);
-    if (!tmp)
-        return as_err(err, AS_ERUNTIME, "out of host memory for %s", as_tensor_desc[id].name);
-    cudaError_t rc = cudaMemcpyAsync(tmp, d, sizeof(uint16_t) * (size_t)n, cudaMemcpyDeviceToHost, e->st);
-    if (rc == cudaSuccess)
-        rc = cudaStreamSynchronize(e->st);
-    for (int64_t i = 0; rc == cudaSuccess && i < n; i++)
-        h[i] = as_bf16_to_f32(tmp[i]);
-    free(tmp);
-    CU(err, rc, "copying %s (%ld values) to the host", as_tensor_desc[id].name, (long)n);
+    if (!e->fetch_stage)
+        CU(err, cudaMallocHost((void **)&e->fetch_stage, sizeof(uint16_t) * (size_t)AS_FETCH_CHUNK),
+           "pinned staging for a layer's tensors (%ld values)", (long)AS_FETCH_CHUNK);
+    const uint16_t *stage = e->fetch_stage;
+    for (int64_t at = 0; at < n; at += AS_FETCH_CHUNK) {
+        const int64_t m = n - at < AS_FETCH_CHUNK ? n - at : AS_FETCH_CHUNK;
+        if (as_ref_cancelled()) {
+            memset(h + at, 0, sizeof(float) * (size_t)(n - at));
+            return 0;
+        }
+        cudaError_t rc = cudaMemcpyAsync(e->fetch_stage, d + at, sizeof(uint16_t) * (size_t)m,
+                                         cudaMemcpyDeviceToHost, e->st);
+        if (rc == cudaSuccess)
+            rc = cudaStreamSynchronize(e->st);
+        CU(err, rc, "copying %s (values %ld to %ld of %ld) to the host", as_tensor_desc[id].name, (long)at,
+           (long)(at + m), (long)n);
+        float *hc = h + at;
+#pragma omp parallel for schedule(static) if (m >= 65536)
+        for (int64_t i = 0; i < m; i++)
+            hc[i] = as_bf16_to_f32(stage[i]);
+    }
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "driver/driver.h"
 #include "engine/internal.h"
 #include "model/precision.h"
+#include "ref/cancel.h"
 #include "tests/lib/fault_cases.h"
 #include "tests/lib/harness.h"
 #include "tests/lib/model_fixture.h"
@@ -252,6 +253,58 @@ GPU_TEST(gpu_engine_tiny_empty_selection)
     /* the decode after it scores everywhere again */
     REQUIRE(as_engine_begin_step(e, h0, 1, 1, &err) == 0 && as_engine_finish_step(e, &err) == 0, "decode 1: %s",
             err.msg);
+    as_engine_destroy(e);
+    free(h0);
+    as_test_model_free(m);
+}
+
+/* A cancel (ref/cancel.h) stops the copy of a layer's tensors to the host between chunks: with the flag
+ * set, every bf16 tensor comes back zero and the cut is recorded; the copy after it gives the first
+ * copy's values again (the device state untouched). */
+GPU_TEST(gpu_engine_layer_copy_stops_at_a_cancel)
+{
+    AsModel *m = as_test_model("tiny", NULL, 1);
+    const AsConfig *c = &m->cfg;
+    const int s = 9;
+    float *h0 = malloc(sizeof(float) * (size_t)s * c->dim);
+    REQUIRE(h0, "out of host memory");
+    for (int i = 0; i < s * c->dim; i++)
+        h0[i] = (float)((i * 37 % 101) - 50) / 32.0f;
+    AsEngine *e = NULL;
+    AsError err = {0};
+    AsEngineOptions eo = {.device = 0};
+    REQUIRE(as_engine_create(m, &eo, &e, &err) == 0, "engine: %s", err.msg);
+    int done;
+    REQUIRE(as_engine_begin_step(e, h0, 0, s, &err) == 0 && as_engine_next_layer(e, &done, &err) == 0,
+            "prefill, layer 0: %s", err.msg);
+    AsRun a = {0}, b = {0}, z = {0};
+    REQUIRE(as_engine_layer_run(e, &a, &err) == 0, "layer 0's tensors: %s", err.msg);
+    atomic_int flag = 1;
+    as_ref_cancel_watch(&flag);
+    REQUIRE(as_engine_layer_run(e, &z, &err) == 0, "layer 0's tensors, cancelled: %s", err.msg);
+    const bool cut = as_ref_cancel_cut();
+    as_ref_cancel_watch(NULL);
+    CHECK(cut, "a cancelled copy of a layer's tensors recorded no cut");
+    REQUIRE(as_engine_layer_run(e, &b, &err) == 0, "layer 0's tensors again: %s", err.msg);
+    const AsTensorId ids[] = {AS_T_X, AS_T_Q, AS_T_KV, AS_T_O, AS_T_OUT};
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        const AsHostTensor *ta = &a.t[ids[k]], *tb = &b.t[ids[k]], *tz = &z.t[ids[k]];
+        const int64_t n = as_ht_numel(ta);
+        REQUIRE(n > 0 && as_ht_numel(tb) == n && as_ht_numel(tz) == n, "%s: %ld / %ld / %ld values",
+                as_tensor_desc[ids[k]].name, (long)n, (long)as_ht_numel(tb), (long)as_ht_numel(tz));
+        const float *va = ta->data, *vb = tb->data, *vz = tz->data;
+        int64_t nonzero = 0, differ = 0, nonzero_a = 0;
+        for (int64_t i = 0; i < n; i++) {
+            nonzero += vz[i] != 0.0f;
+            nonzero_a += va[i] != 0.0f;
+            differ += memcmp(&va[i], &vb[i], sizeof(float)) != 0;
+        }
+        CHECK(nonzero_a > 0, "%s: all zero before the cancel", as_tensor_desc[ids[k]].name);
+        CHECK(nonzero == 0, "%s: %ld values copied after the cancel", as_tensor_desc[ids[k]].name, (long)nonzero);
+        CHECK(differ == 0, "%s: %ld values differ between the copies before and after the cancel",
+              as_tensor_desc[ids[k]].name, (long)differ);
+    }
+    as_run_free(&a), as_run_free(&b), as_run_free(&z);
     as_engine_destroy(e);
     free(h0);
     as_test_model_free(m);

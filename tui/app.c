@@ -465,13 +465,17 @@ static void key(App *a, int k)
      * acts on fresh data */
     take_result(a);
     bool busy = tui_worker_busy(a->w);
-    if (!busy && a->d && a->dirty && !a->quitting)
+    const bool typing = a->pr.kind != TUI_PK_NONE;
+    if (!busy && a->d && a->dirty && !a->quitting && !typing)
         rebuild(a);
     if (busy || !a->d)
         return busy_key(a, k);
+    if (typing) { /* the prompt line draws from the prompt: the views wait for its end */
+        prompt_key(a, k);
+        a->dirty = a->dirty || a->pr.kind == TUI_PK_NONE;
+        return;
+    }
     a->dirty = true;
-    if (a->pr.kind != TUI_PK_NONE)
-        return prompt_key(a, k);
     if (a->st.overlay != TUI_OV_NONE)
         return overlay_key(a, k);
     if (a->cols < TUI_MIN_COLS || a->rows < TUI_MIN_ROWS) {
@@ -492,6 +496,8 @@ static void quit_while_opening(void)
     _exit(0);
 }
 
+enum { KEYS_A_FRAME = 64 }; /* at most between two frames: a stream of keys still shows its progress */
+
 static int loop(App *a)
 {
     for (;;) {
@@ -511,11 +517,17 @@ static int loop(App *a)
             rebuild(a);
         draw(a, busy);
         /* while busy the loop comes round sooner: a finished job (a cancel) is shown at once */
+        /* keys that came together (a pasted go-to, a held arrow) are taken before the next frame */
         int k = tui_term_key(busy ? 25 : 100);
-        if (k == TUI_KEY_RESIZE)
-            a->dirty = true;
-        else if (k != TUI_KEY_NONE)
-            key(a, k);
+        for (int n = 1; k != TUI_KEY_NONE; n++) {
+            if (k == TUI_KEY_RESIZE)
+                a->dirty = true;
+            else
+                key(a, k);
+            if (n == KEYS_A_FRAME || a->quitting)
+                break;
+            k = tui_term_key(0);
+        }
     }
 }
 
