@@ -261,8 +261,20 @@ int as_driver_inputs(AsDriver *d, int pos0, int s, float *h0, AsError *err)
 
 void as_driver_keep_state_in(AsDriver *d, bool on) { d->keep_state_in = on; }
 
+const char *as_driver_phase_name(int phase)
+{
+    static const char *const names[AS_PHASE_COUNT] = {"setting up the step", "engine",
+                                                      "engine's tensors to the host", "reference", "comparing",
+                                                      "explaining", "diagnosing", "bf16 reference"};
+    return phase >= 0 && phase < AS_PHASE_COUNT ? names[phase] : "";
+}
+
+static void set_phase(AsDriver *d, AsDriverPhase p) { atomic_store(&d->progress_phase, (int)p); }
+
 static int begin_step(AsDriver *d, int start_pos, int s, AsError *err)
 {
+    set_phase(d, AS_PHASE_BEGIN);
+    atomic_store(&d->progress_layer, 0);
     const AsConfig *cfg = &d->model.cfg;
     if (start_pos + s > cfg->max_seq)
         return as_err(err, AS_EBADINPUT, "%s at position %d needs %d positions: beyond max_seq %d (raise max_seq)",
@@ -441,9 +453,11 @@ static int run_layer(AsDriver *d, int l, AsError *err)
 {
     AsRun *got = NULL;
     int rc = 0;
+    set_phase(d, AS_PHASE_ENGINE);
     if (d->eng) {
         int done;
         rc = as_engine_next_layer(d->eng, &done, err);
+        set_phase(d, AS_PHASE_ENGINE_COPY);
         if (!rc)
             rc = as_engine_layer_run(d->eng, &d->got_run[l], err);
         got = &d->got_run[l];
@@ -456,13 +470,18 @@ static int run_layer(AsDriver *d, int l, AsError *err)
     const float *x = (got && d->opt.mode == AS_MODE_TEACHER) ? got->t[AS_T_X].data : NULL;
     if (d->dg && as_diagnoser_before(d->dg, &d->ref.st, l, d->cur.step))
         return as_err(err, AS_ERUNTIME, "out of host memory keeping layer %d's state", l);
+    set_phase(d, AS_PHASE_REFERENCE);
     if ((rc = as_ref_next_layer(&d->ref, x, &d->ref_run[l], err)))
         return as_err_wrap(err, "reference, step %d", d->cur.step);
     if (got) {
+        set_phase(d, AS_PHASE_COMPARE);
         as_compare_layer(got, &d->ref_run[l], &d->cmp, &d->diff[l]);
         d->xc.diff = d->diff;
+        set_phase(d, AS_PHASE_EXPLAIN);
         as_explain_downstream(&d->ref.rm, got, &d->ref_run[l], &d->xc, &d->cmp, &d->diff[l]);
         remember_published(d, l, got);
+        if (d->opt.diagnose)
+            set_phase(d, AS_PHASE_DIAGNOSE);
         int dr = d->opt.diagnose ? as_diagnoser_after(d->dg, &d->ref.rm, got, &d->ref_run[l], &d->diff[l], &d->cmp,
                                                       &d->diag[l])
                                  : 0;
@@ -472,6 +491,7 @@ static int run_layer(AsDriver *d, int l, AsError *err)
     } else
         d->diff[l].verdict = AS_V_NOT_RUN;
     if (d->bf16_ref) {
+        set_phase(d, AS_PHASE_BF16);
         if ((rc = as_ref_next_layer(d->bf16_ref, d->ref_run[l].t[AS_T_X].data, &d->bf16_run[l], err)))
             return as_err_wrap(err, "bf16 reference, step %d", d->cur.step);
         AsCompareOptions qo;

@@ -110,9 +110,25 @@ typedef struct AsDriver {
     void *hook_ctx;
     atomic_int cancel;      /* set from another thread: stops between layers, and inside one (ref/cancel.h) */
     atomic_int progress_layer;
+    atomic_int progress_phase; /* AsDriverPhase: what the step is doing, for a progress line */
     int torn_layer;         /* >= 0: a cancel cut this layer of the current step short; its state is half
                              * written, so nothing more runs until a prefill */
 } AsDriver;
+
+/* What a step is doing, in the order a layer does it. */
+typedef enum {
+    AS_PHASE_BEGIN,     /* the step's inputs, both sides' step set up */
+    AS_PHASE_ENGINE,    /* the checked side's layer (the engine's forward, or the twin's) */
+    AS_PHASE_ENGINE_COPY, /* the engine's tensors of the layer to the host */
+    AS_PHASE_REFERENCE, /* the reference's layer */
+    AS_PHASE_COMPARE,   /* every tensor against the reference's */
+    AS_PHASE_EXPLAIN,   /* the explanation of the differences (driver/explain.h) */
+    AS_PHASE_DIAGNOSE,  /* the diagnoser's replays */
+    AS_PHASE_BF16,      /* the bf16 reference beside an fp8 one */
+    AS_PHASE_COUNT
+} AsDriverPhase;
+/* The phase's words ("reference", ...); "" out of range. */
+const char *as_driver_phase_name(int phase);
 
 int as_driver_open(const AsDriverOptions *o, AsDriver **out, AsError *err);
 void as_driver_close(AsDriver *d);

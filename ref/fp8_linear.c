@@ -387,11 +387,13 @@ void as_fp8_linear_rows_in(const float *x, int64_t s, const AsWTensor *w, int64_
     pthread_once(&once, init_lut);
     float *xq = as_ref_xmalloc(sizeof(float) * (size_t)(s * cols), "fp8 linear");
     float *sx = as_ref_xmalloc(sizeof(float) * (size_t)(s * (cols / KB)), "fp8 linear");
+    /* rows are independent: all threads quantise them (a prefill's act_quant was serial) */
+#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) if (s >= 16)
     for (int64_t t = 0; t < s; t++) {
-        if (as_ref_cancelled()) { /* the rest zero: what follows in the cancelled layer stays finite */
-            memset(xq + t * cols, 0, sizeof *xq * (size_t)((s - t) * cols));
-            memset(sx + t * (cols / KB), 0, sizeof *sx * (size_t)((s - t) * (cols / KB)));
-            break;
+        if (as_ref_cancelled()) { /* zeros: what follows in the cancelled layer stays finite */
+            memset(xq + t * cols, 0, sizeof *xq * (size_t)cols);
+            memset(sx + t * (cols / KB), 0, sizeof *sx * (size_t)(cols / KB));
+            continue;
         }
         as_act_quant(x + t * cols, cols, xq + t * cols, sx + t * (cols / KB));
     }

@@ -276,7 +276,8 @@ for _ in $(seq "$CANCELS"); do
     tm send-keys -t "$T" Escape
     wait_either "cancelled" "prefill of $CANCEL_PREFILL tokens" 120
     case $? in
-    1) v+=($((($(date +%s%N) - t0) / 1000000))) ;;
+    1) v+=($((($(date +%s%N) - t0) / 1000000)))
+       say "cancel: $(screen | sed -n 2p | tr -s ' ')" ;;
     2) say "cancel: the prefill of $CANCEL_PREFILL tokens ended before the cancel (a longer one: TUI_LATENCY_CANCEL_PREFILL)"
        screen >"$OUTDIR/screen_cancel_missed.txt" ;;
     *) say "cancel: no 'cancelled' within 120 s" ;;

@@ -357,7 +357,10 @@ static void busy_line(App *a, TuiLine *l)
         int layer = atomic_load(&a->d->progress_layer);
         if (p.step >= 0)
             tl_add(l, TC_NORMAL, "  step %d", p.layer + 1 >= a->n_layers ? p.step + 1 : p.step);
-        tl_add(l, TC_NORMAL, "  layer %d/%d ", layer + 1, a->n_layers);
+        tl_add(l, TC_NORMAL, "  layer %d/%d", layer + 1, a->n_layers);
+        if (p.kind != TUI_JOB_OPEN)
+            tl_add(l, TC_DIM, " %s", as_driver_phase_name(atomic_load(&a->d->progress_phase)));
+        tl_put(l, TC_NORMAL, " ");
         int w = 12, full = a->n_layers ? (layer * w) / a->n_layers : 0;
         for (int i = 0; i < w; i++)
             tl_put(l, i < full ? TC_GOOD : TC_DIM, i < full ? a->g->bar_full : a->g->bar_empty);

@@ -22,6 +22,8 @@ struct TuiWorker {
     TuiJobResult res;
     TuiProgress prog;
     double t0;
+    double cancel_t;        /* when the running job was cancelled (0: not), and where it was then */
+    int cancel_layer, cancel_phase;
     TuiHistory hist;        /* worker-owned; read by the interface only while idle */
 };
 
@@ -239,6 +241,12 @@ static void *worker_main(void *arg)
                      job.kind == TUI_JOB_OPEN ? "" : ": ", err.msg);
 
         pthread_mutex_lock(&w->mu);
+        if (r.rc == AS_ECANCELLED && w->cancel_t > 0) { /* how long the cancel took, and where it found the job */
+            size_t n = strlen(r.msg);
+            snprintf(r.msg + n, sizeof r.msg - n, "; it stopped %.0f ms after Esc, which came in layer %d (%s)",
+                     (now_s() - w->cancel_t) * 1e3, w->cancel_layer, as_driver_phase_name(w->cancel_phase));
+        }
+        w->cancel_t = 0;
         w->res = r;
         w->state = W_DONE;
         w->prog.busy = false;
@@ -310,6 +318,7 @@ bool tui_worker_submit(TuiWorker *w, const TuiJob *job)
         w->job = *job;
         w->state = W_QUEUED;
         memset(&w->prog, 0, sizeof w->prog);
+        w->cancel_t = 0;
         w->prog.busy = true;
         w->prog.kind = job->kind;
         w->prog.step = w->prog.layer = -1;
@@ -339,8 +348,12 @@ void tui_worker_cancel(TuiWorker *w)
     pthread_mutex_lock(&w->mu);
     if (w->d)
         atomic_store(&w->d->cancel, 1);
-    if (w->prog.busy)
+    if (w->prog.busy && !w->prog.cancelling) {
         w->prog.cancelling = true;
+        w->cancel_t = now_s();
+        w->cancel_layer = w->d ? atomic_load(&w->d->progress_layer) : -1;
+        w->cancel_phase = w->d ? atomic_load(&w->d->progress_phase) : -1;
+    }
     pthread_mutex_unlock(&w->mu);
 }
 
