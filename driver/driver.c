@@ -467,6 +467,8 @@ static int run_layer(AsDriver *d, int l, AsError *err)
     }
     if (rc)
         return as_err_wrap(err, "%s, step %d", d->got_name, d->cur.step);
+    if (as_ref_cancel_cut())
+        return 0; /* the checked side's layer was cut short: the caller throws the layer away */
     const float *x = (got && d->opt.mode == AS_MODE_TEACHER) ? got->t[AS_T_X].data : NULL;
     if (d->dg && as_diagnoser_before(d->dg, &d->ref.st, l, d->cur.step))
         return as_err(err, AS_ERUNTIME, "out of host memory keeping layer %d's state", l);

@@ -96,12 +96,23 @@ int as_engine_residual(AsEngine *e, float *h, AsError *err)
     return 0;
 }
 
+/* A tensor a cancel cut short is dropped (absent), not zero-filled: writing zeros into gigabytes of fresh
+ * pages took as long as the copy. The driver throws the layer away. */
+static int drop_cut(AsRun *r, AsTensorId id)
+{
+    free(r->t[id].data);
+    r->t[id].data = NULL;
+    r->t[id].cap = 0;
+    return 0;
+}
+
 /* Copies a device bf16 tensor into run tensor id, a chunk at a time through the pinned stage (widened by
- * all threads); a cancel (ref/cancel.h) stops it between chunks with the rest zero: the driver throws
- * the layer away. */
+ * all threads); a cancel (ref/cancel.h) stops it between chunks. */
 static int get_bf16(AsEngine *e, AsRun *r, AsTensorId id, const as_bf16_t *d, int ndim, int64_t d0, int64_t d1,
                     int64_t d2, AsError *err)
 {
+    if (as_ref_cancelled())
+        return drop_cut(r, id);
     float *h = as_run_shape(r, id, ndim, d0, d1, d2);
     if (!h)
         return as_err(err, AS_ERUNTIME, "out of host memory for %s", as_tensor_desc[id].name);
@@ -114,10 +125,8 @@ static int get_bf16(AsEngine *e, AsRun *r, AsTensorId id, const as_bf16_t *d, in
     const uint16_t *stage = e->fetch_stage;
     for (int64_t at = 0; at < n; at += AS_FETCH_CHUNK) {
         const int64_t m = n - at < AS_FETCH_CHUNK ? n - at : AS_FETCH_CHUNK;
-        if (as_ref_cancelled()) {
-            memset(h + at, 0, sizeof(float) * (size_t)(n - at));
-            return 0;
-        }
+        if (as_ref_cancelled())
+            return drop_cut(r, id);
         cudaError_t rc = cudaMemcpyAsync(e->fetch_stage, d + at, sizeof(uint16_t) * (size_t)m,
                                          cudaMemcpyDeviceToHost, e->st);
         if (rc == cudaSuccess)

@@ -259,8 +259,8 @@ GPU_TEST(gpu_engine_tiny_empty_selection)
 }
 
 /* A cancel (ref/cancel.h) stops the copy of a layer's tensors to the host between chunks: with the flag
- * set, every bf16 tensor comes back zero and the cut is recorded; the copy after it gives the first
- * copy's values again (the device state untouched). */
+ * set, every bf16 tensor is left out (absent, nothing written) and the cut is recorded; the copy after it
+ * gives the first copy's values again (the device state untouched). */
 GPU_TEST(gpu_engine_layer_copy_stops_at_a_cancel)
 {
     AsModel *m = as_test_model("tiny", NULL, 1);
@@ -290,17 +290,17 @@ GPU_TEST(gpu_engine_layer_copy_stops_at_a_cancel)
     for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
         const AsHostTensor *ta = &a.t[ids[k]], *tb = &b.t[ids[k]], *tz = &z.t[ids[k]];
         const int64_t n = as_ht_numel(ta);
-        REQUIRE(n > 0 && as_ht_numel(tb) == n && as_ht_numel(tz) == n, "%s: %ld / %ld / %ld values",
-                as_tensor_desc[ids[k]].name, (long)n, (long)as_ht_numel(tb), (long)as_ht_numel(tz));
-        const float *va = ta->data, *vb = tb->data, *vz = tz->data;
-        int64_t nonzero = 0, differ = 0, nonzero_a = 0;
+        REQUIRE(n > 0 && as_ht_numel(tb) == n, "%s: %ld / %ld values", as_tensor_desc[ids[k]].name, (long)n,
+                (long)as_ht_numel(tb));
+        CHECK(!tz->data, "%s: copied after the cancel (%ld values)", as_tensor_desc[ids[k]].name,
+              (long)as_ht_numel(tz));
+        const float *va = ta->data, *vb = tb->data;
+        int64_t differ = 0, nonzero_a = 0;
         for (int64_t i = 0; i < n; i++) {
-            nonzero += vz[i] != 0.0f;
             nonzero_a += va[i] != 0.0f;
             differ += memcmp(&va[i], &vb[i], sizeof(float)) != 0;
         }
         CHECK(nonzero_a > 0, "%s: all zero before the cancel", as_tensor_desc[ids[k]].name);
-        CHECK(nonzero == 0, "%s: %ld values copied after the cancel", as_tensor_desc[ids[k]].name, (long)nonzero);
         CHECK(differ == 0, "%s: %ld values differ between the copies before and after the cancel",
               as_tensor_desc[ids[k]].name, (long)differ);
     }
