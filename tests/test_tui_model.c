@@ -723,6 +723,20 @@ TEST(tui_model_dropped_layers_say_so)
     st.layer = d->model.cfg.n_layers - 1;
     tui_build(&data, &st, &tui_glyphs_utf8, 200, 60, &scr);
     CHECK(strstr(scr.panel[0].title, "|ref| q, layer 9"), "the last layer keeps q: %s", scr.panel[0].title);
+    /* the caches view: a dropped source's rows are unknown, not 0 */
+    st.view = TV_CACHES;
+    tui_build(&data, &st, &tui_glyphs_utf8, 200, 60, &scr);
+    bool said = false, zero = false;
+    for (int i = 0; i < scr.panel[0].lines.n; i++) {
+        const char *t = scr.panel[0].lines.v[i].text;
+        if (!t || strncmp(t, "   1  r2 ", 9)) /* layer 1, tiny's first kv source, gave its tensors up */
+            continue;
+        char rows[16] = "";
+        sscanf(t + 9, "%15s", rows);
+        said = said || !strcmp(rows, "dropped");
+        zero = zero || !strcmp(rows, "0");
+    }
+    CHECK(said && !zero, "the caches view of a dropped kv source: said 'dropped' %d, showed 0 rows %d", said, zero);
     tui_screen_free(&scr);
     as_driver_close(d);
     unsetenv("ATTNSCOPE_RUN_BUDGET_MB");

@@ -31,6 +31,16 @@ static const AsRun *got_run(const TuiData *d, int l)
 
 static int rows_of(const AsRun *r, AsTensorId id) { return r && r->t[id].data ? (int)r->t[id].shape[0] : 0; }
 
+/* Layer l ran in this step but gave its tensors (its caches' copies too) up to the run budget. */
+static bool dropped(const TuiData *d, int l) { return d->cur.step >= 0 && d->done[l] && d->ref[l].s == 0; }
+
+/* The rows cell of a dropped layer: its count is not known any more, not 0. */
+static void dropped_cells(TuiLine *c)
+{
+    tl_put(&c[2], TC_DIM, "dropped");
+    tl_put(&c[5], TC_DIM, "(ATTNSCOPE_RUN_BUDGET_MB)");
+}
+
 static bool same_prov(AsProvenance a, AsProvenance b) { return a.layer == b.layer && a.step == b.step; }
 
 /* The engine's count beside the reference's: marked when they differ. */
@@ -86,11 +96,15 @@ static void compressed_caches(const TuiData *d, const TuiGlyphs *g, int w, TuiPa
         int rows = rows_of(r, AS_T_ST_CCACHE), cap = role->ratio > 0 ? cfg->max_seq / role->ratio : 0;
         tl_add(&c[0], TC_NORMAL, "%d", l);
         tl_add(&c[1], TC_NORMAL, "r%d", role->ratio);
-        tl_add(&c[2], TC_NORMAL, "%d", rows);
-        engine_count(&c[3], gr, rows_of(gr, AS_T_ST_CCACHE), rows);
         tl_add(&c[4], TC_NORMAL, "%d", cap);
-        cache_verdict(d, l, AS_T_ST_CCACHE, &c[5]);
-        gauge(&c[6], g, rows, cap, 8);
+        if (dropped(d, l)) {
+            dropped_cells(c);
+        } else {
+            tl_add(&c[2], TC_NORMAL, "%d", rows);
+            engine_count(&c[3], gr, rows_of(gr, AS_T_ST_CCACHE), rows);
+            cache_verdict(d, l, AS_T_ST_CCACHE, &c[5]);
+            gauge(&c[6], g, rows, cap, 8);
+        }
         if (role->ratio == 2 && r->s > 0) {
             int end = r->start_pos + r->s, wait = end % 2;
             if (wait)
@@ -145,6 +159,11 @@ static void key_caches(const TuiData *d, const TuiGlyphs *g, int w, TuiPanel *p)
         int rows = rows_of(r, AS_T_ST_IKCACHE);
         tl_add(&c[0], TC_NORMAL, "%d", l);
         tl_add(&c[1], TC_NORMAL, "r%d", role->ratio);
+        if (dropped(d, l)) {
+            tl_add(&c[4], TC_NORMAL, "%d", role->ratio > 0 ? cfg->max_seq / role->ratio : 0);
+            dropped_cells(c);
+            continue;
+        }
         tl_add(&c[2], TC_NORMAL, "%d", rows);
         engine_count(&c[3], gr, rows_of(gr, AS_T_ST_IKCACHE), rows);
         tl_add(&c[4], TC_NORMAL, "%d", role->ratio > 0 ? cfg->max_seq / role->ratio : 0);
@@ -181,7 +200,8 @@ static void index_sources(const TuiData *d, int w, TuiPanel *p)
         TuiLine line;
         tl_init(&line);
         if (r->s <= 0) {
-            tl_add(&line, TC_DIM, "  layer %d has not run yet", l);
+            tl_add(&line, TC_DIM, dropped(d, l) ? "  layer %d: its tensors were dropped (ATTNSCOPE_RUN_BUDGET_MB)"
+                                                : "  layer %d has not run yet", l);
         } else if (!r->indexer_ran) {
             tl_add(&line, TC_WARN, "  layer %d: indexer did not run (compress_len %d)", l, r->compress_len);
             if (r->sel_from.layer >= 0)
