@@ -12,6 +12,7 @@
 #include "ref/cancel.h"
 #include "ref/candidates.h"
 #include "ref/indexer.h"
+#include "ref/linear.h"
 #include "ref/numerics.h"
 #include "ref/quant.h"
 
@@ -315,44 +316,93 @@ static double pre_tolerance(const AsRun *want, AsTensorId id, AsTolerance tol)
     return m * tol.rel + tol.abs;
 }
 
+/* One chunk's share of a comparison: counts, and its first element of the largest difference. */
+typedef struct {
+    int64_t n_flips, n_flips_wide, n_bad, worst;
+    double max_abs;
+} ValueChunk;
+
+enum { VALUE_CHUNK = 1 << 16 }; /* elements a chunk; a cancel is seen once a chunk */
+
+static double elem_diff(double a, double b)
+{
+    if (isnan(a) || isnan(b))
+        return (isnan(a) && isnan(b)) ? 0 : INFINITY;
+    return a == b ? 0 : fabs(a - b); /* also -inf == -inf; inf when only one side is infinite */
+}
+
+/* The comparison of elements [i0, i1): an element beyond tol is a flip or bad; the worst is the first
+ * of the largest difference among the elements that are not flips. */
+static void compare_chunk(const AsRun *got, const AsRun *want, AsTensorId id, double tol, bool quantised,
+                          int near_ulps, double pre_tol, int64_t i0, int64_t i1, ValueChunk *c)
+{
+    const AsHostTensor *g = &got->t[id], *w = &want->t[id];
+    *c = (ValueChunk){.worst = -1};
+    for (int64_t i = i0; i < i1; i++) {
+        double diff = elem_diff(val(g, i), val(w, i));
+        if (diff > tol) {
+            bool wide = false;
+            if (quantised && isfinite(diff) && is_flip(got, want, id, i, near_ulps, pre_tol, &wide)) {
+                c->n_flips++;
+                c->n_flips_wide += wide;
+                continue;
+            }
+            c->n_bad++;
+        }
+        if (diff > c->max_abs) {
+            c->max_abs = diff;
+            c->worst = i;
+        }
+    }
+}
+
+/* Every element against the tolerance, the chunks on all threads; merged in order, so the counts and
+ * the worst element (the first of the largest difference) are the sequential loop's. */
 static void compare_values(const AsRun *got, const AsRun *want, AsTensorId id, AsTolerance tol, int near_ulps,
                            AsTensorDiff *out)
 {
     const AsHostTensor *g = &got->t[id], *w = &want->t[id];
-    int64_t n = out->numel;
+    const int64_t n = out->numel, nc = (n + VALUE_CHUNK - 1) / VALUE_CHUNK;
+    ValueChunk one, *ch = nc > 1 ? malloc(sizeof *ch * (size_t)nc) : &one;
+    if (!ch) /* out of memory for the chunks' results: one chunk, one thread */
+        ch = &one;
+    const int64_t nch = ch == &one ? 1 : nc, len = nch == 1 ? n : VALUE_CHUNK;
     double want_max = 0;
-    /* a cancel is seen every 64K elements: a layer's comparison stops with it (ref/cancel.h) */
-    for (int64_t i = 0; i < n && ((i & 0xffff) || !as_ref_cancelled()); i++) {
-        double v = fabs(val(w, i));
-        if (isfinite(v) && v > want_max)
-            want_max = v; /* -inf index scores must not make the tolerance infinite */
+#pragma omp parallel for schedule(static) num_threads(as_ref_threads()) reduction(max : want_max) if (nch > 1)
+    for (int64_t k = 0; k < nch; k++) {
+        if (as_ref_cancelled()) /* a layer's comparison stops with a cancel (ref/cancel.h) */
+            continue;
+        const int64_t i1 = k + 1 == nch ? n : (k + 1) * len;
+        for (int64_t i = k * len; i < i1; i++) {
+            double v = fabs(val(w, i));
+            if (isfinite(v) && v > want_max)
+                want_max = v; /* -inf index scores must not make the tolerance infinite */
+        }
     }
     out->want_max = want_max;
     out->tol = want_max * tol.rel + tol.abs;
     bool quantised = as_tensor_desc[id].quant != AS_QZ_NONE;
     double pre_tol = quantised ? pre_tolerance(want, id, tol) : 0;
-    for (int64_t i = 0; i < n && ((i & 0xffff) || !as_ref_cancelled()); i++) {
-        double a = val(g, i), b = val(w, i), diff;
-        if (isnan(a) || isnan(b))
-            diff = (isnan(a) && isnan(b)) ? 0 : INFINITY;
-        else if (a == b)
-            diff = 0; /* also -inf == -inf */
-        else
-            diff = fabs(a - b); /* inf when only one side is infinite */
-        if (diff > out->tol) {
-            bool wide = false;
-            if (quantised && isfinite(diff) && is_flip(got, want, id, i, near_ulps, pre_tol, &wide)) {
-                out->n_flips++;
-                out->n_flips_wide += wide;
-                continue;
-            }
-            out->n_bad++;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(as_ref_threads()) if (nch > 1)
+    for (int64_t k = 0; k < nch; k++) {
+        if (as_ref_cancelled()) {
+            ch[k] = (ValueChunk){.worst = -1};
+            continue;
         }
-        if (diff > out->max_abs || (out->worst < 0 && diff > 0)) {
-            out->max_abs = diff;
-            out->worst = i;
+        compare_chunk(got, want, id, out->tol, quantised, near_ulps, pre_tol, k * len, k + 1 == nch ? n : (k + 1) * len,
+                      &ch[k]);
+    }
+    for (int64_t k = 0; k < nch; k++) {
+        out->n_flips += ch[k].n_flips;
+        out->n_flips_wide += ch[k].n_flips_wide;
+        out->n_bad += ch[k].n_bad;
+        if (ch[k].worst >= 0 && ch[k].max_abs > out->max_abs) {
+            out->max_abs = ch[k].max_abs;
+            out->worst = ch[k].worst;
         }
     }
+    if (ch != &one)
+        free(ch);
     if (out->worst >= 0) {
         unravel(w, out->worst, out->worst_coord);
         out->worst_got = val(g, out->worst);

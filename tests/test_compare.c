@@ -89,6 +89,37 @@ TEST(compare_tolerance_edges)
     as_run_free(&g);
 }
 
+/* A tensor of many chunks (the comparison runs them on all threads): the counts are every element's,
+ * the worst is the first of the largest difference even when a later chunk holds an equal one, and the
+ * tolerance comes from the largest reference value wherever it is. */
+TEST(compare_chunks_keep_the_sequential_answer)
+{
+    AsRun w, g;
+    as_run_init(&w);
+    const int64_t rows = 40, cols = 5000, n = rows * cols; /* 200000 values: 4 chunks of 65536 */
+    float *o = mkf(&w, AS_T_OUT, 2, rows, cols, 0);
+    for (int64_t i = 0; i < n; i++)
+        o[i] = as_bf16((float)((i * 7919) % 1001 - 500) / 256.0f);
+    o[n - 3] = 64.0f; /* the largest |want|: in the last chunk */
+    copy_run(&g, &w);
+    float *go = g.t[AS_T_OUT].data;
+    const int64_t bad[] = {70000, 140000, 199000}, small[] = {5, 65536 * 2 + 17};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        go[bad[k]] = o[bad[k]] + 3.0f; /* beyond tol: equal differences, the first must be the worst */
+    for (size_t k = 0; k < sizeof small / sizeof small[0]; k++)
+        go[small[k]] = o[small[k]] + 0.125f; /* within tol = 64 * 2^-7 + 1e-4 */
+    AsTensorDiff d = cmp1(&g, &w, AS_T_OUT);
+    CHECK(d.want_max == 64.0 && fabs(d.tol - (64.0 * 0x1p-7 + 1e-4)) < 1e-12, "want_max %g tol %g", d.want_max, d.tol);
+    CHECK(d.n_bad == 3 && d.n_flips == 0, "n_bad %lld n_flips %lld, want 3 and 0", (long long)d.n_bad,
+          (long long)d.n_flips);
+    CHECK(d.worst == 70000 && d.max_abs == 3.0, "worst %lld (max_abs %g), want the first of the equal largest, 70000",
+          (long long)d.worst, d.max_abs);
+    CHECK(d.worst_coord[0] == 70000 / cols && d.worst_coord[1] == 70000 % cols, "worst at token %lld channel %lld",
+          (long long)d.worst_coord[0], (long long)d.worst_coord[1]);
+    as_run_free(&w);
+    as_run_free(&g);
+}
+
 TEST(compare_nan_and_inf)
 {
     AsRun w, g;
