@@ -519,8 +519,8 @@ static int loop(App *a)
         if (!busy && a->d && (a->dirty || !a->built))
             rebuild(a);
         draw(a, busy);
-        /* while busy the loop comes round sooner: a finished job (a cancel) is shown at once */
-        /* keys that came together (a pasted go-to, a held arrow) are taken before the next frame */
+        /* while busy the loop comes round sooner: a finished job (a cancel) is shown at once; keys that
+         * came together (a pasted go-to, a held arrow) are taken before the next frame */
         int k = tui_term_key(busy ? 25 : 100);
         for (int n = 1; k != TUI_KEY_NONE; n++) {
             if (k == TUI_KEY_RESIZE)

@@ -243,7 +243,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&w->mu);
         if (r.rc == AS_ECANCELLED && w->cancel_t > 0) { /* how long the cancel took, and where it found the job */
             size_t n = strlen(r.msg);
-            snprintf(r.msg + n, sizeof r.msg - n, "; it stopped %.0f ms after Esc, which came in layer %d (%s)",
+            snprintf(r.msg + n, sizeof r.msg - n, "; it stopped %.0f ms after the cancel, which came in layer %d (%s)",
                      (now_s() - w->cancel_t) * 1e3, w->cancel_layer, as_driver_phase_name(w->cancel_phase));
         }
         w->cancel_t = 0;
