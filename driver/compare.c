@@ -324,6 +324,9 @@ typedef struct {
 
 enum { VALUE_CHUNK = 1 << 16 }; /* elements a chunk; a cancel is seen once a chunk */
 
+/* The end of chunk k of nch chunks of len elements over n (the last takes the rest). */
+static int64_t chunk_end(int64_t k, int64_t nch, int64_t len, int64_t n) { return k + 1 == nch ? n : (k + 1) * len; }
+
 static double elem_diff(double a, double b)
 {
     if (isnan(a) || isnan(b))
@@ -372,7 +375,7 @@ static void compare_values(const AsRun *got, const AsRun *want, AsTensorId id, A
     for (int64_t k = 0; k < nch; k++) {
         if (as_ref_cancelled()) /* a layer's comparison stops with a cancel (ref/cancel.h) */
             continue;
-        const int64_t i1 = k + 1 == nch ? n : (k + 1) * len;
+        const int64_t i1 = chunk_end(k, nch, len, n);
         for (int64_t i = k * len; i < i1; i++) {
             double v = fabs(val(w, i));
             if (isfinite(v) && v > want_max)
@@ -389,8 +392,7 @@ static void compare_values(const AsRun *got, const AsRun *want, AsTensorId id, A
             ch[k] = (ValueChunk){.worst = -1};
             continue;
         }
-        compare_chunk(got, want, id, out->tol, quantised, near_ulps, pre_tol, k * len, k + 1 == nch ? n : (k + 1) * len,
-                      &ch[k]);
+        compare_chunk(got, want, id, out->tol, quantised, near_ulps, pre_tol, k * len, chunk_end(k, nch, len, n), &ch[k]);
     }
     for (int64_t k = 0; k < nch; k++) {
         out->n_flips += ch[k].n_flips;

@@ -128,6 +128,9 @@ const char *tui_layer_verdict(const TuiData *d, int l, TuiColor *c);
 TuiColor tui_verdict_color(AsVerdict v);
 /* The tensors present on either side of layer l, in table order; returns the count. */
 int tui_layer_tensors(const TuiData *d, int l, AsTensorId out[AS_T_COUNT]);
+/* Layer l ran in the current step but gave its tensors up to the run budget (ATTNSCOPE_RUN_BUDGET_MB):
+ * its verdicts stay, its values (caches' copies too) are gone. */
+bool tui_layer_dropped(const TuiData *d, int l);
 
 void tui_model_layers(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);
 void tui_model_tensors(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPanel *p);

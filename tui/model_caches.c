@@ -31,9 +31,6 @@ static const AsRun *got_run(const TuiData *d, int l)
 
 static int rows_of(const AsRun *r, AsTensorId id) { return r && r->t[id].data ? (int)r->t[id].shape[0] : 0; }
 
-/* Layer l ran in this step but gave its tensors (its caches' copies too) up to the run budget. */
-static bool dropped(const TuiData *d, int l) { return d->cur.step >= 0 && d->done[l] && d->ref[l].s == 0; }
-
 /* The rows cell of a dropped layer: its count is not known any more, not 0. */
 static void dropped_cells(TuiLine *c)
 {
@@ -97,7 +94,7 @@ static void compressed_caches(const TuiData *d, const TuiGlyphs *g, int w, TuiPa
         tl_add(&c[0], TC_NORMAL, "%d", l);
         tl_add(&c[1], TC_NORMAL, "r%d", role->ratio);
         tl_add(&c[4], TC_NORMAL, "%d", cap);
-        if (dropped(d, l)) {
+        if (tui_layer_dropped(d, l)) {
             dropped_cells(c);
         } else {
             tl_add(&c[2], TC_NORMAL, "%d", rows);
@@ -159,19 +156,18 @@ static void key_caches(const TuiData *d, const TuiGlyphs *g, int w, TuiPanel *p)
         int rows = rows_of(r, AS_T_ST_IKCACHE);
         tl_add(&c[0], TC_NORMAL, "%d", l);
         tl_add(&c[1], TC_NORMAL, "r%d", role->ratio);
-        if (dropped(d, l)) {
-            tl_add(&c[4], TC_NORMAL, "%d", role->ratio > 0 ? cfg->max_seq / role->ratio : 0);
-            dropped_cells(c);
-            continue;
-        }
-        tl_add(&c[2], TC_NORMAL, "%d", rows);
-        engine_count(&c[3], gr, rows_of(gr, AS_T_ST_IKCACHE), rows);
         tl_add(&c[4], TC_NORMAL, "%d", role->ratio > 0 ? cfg->max_seq / role->ratio : 0);
-        cache_verdict(d, l, AS_T_ST_IKCACHE, &c[5]);
-        bool differ = gr && (gr->n_new > 0) != (r->n_new > 0);
-        published(&c[6], r, false);
-        if (gr)
-            published(&c[7], gr, differ);
+        if (tui_layer_dropped(d, l)) {
+            dropped_cells(c);
+        } else {
+            tl_add(&c[2], TC_NORMAL, "%d", rows);
+            engine_count(&c[3], gr, rows_of(gr, AS_T_ST_IKCACHE), rows);
+            cache_verdict(d, l, AS_T_ST_IKCACHE, &c[5]);
+            bool differ = gr && (gr->n_new > 0) != (r->n_new > 0);
+            published(&c[6], r, false);
+            if (gr)
+                published(&c[7], gr, differ);
+        }
         age_cell(d, l, &c[8]);
     }
     tt_render(&t, w, g->ellipsis, p);
@@ -200,8 +196,9 @@ static void index_sources(const TuiData *d, int w, TuiPanel *p)
         TuiLine line;
         tl_init(&line);
         if (r->s <= 0) {
-            tl_add(&line, TC_DIM, dropped(d, l) ? "  layer %d: its tensors were dropped (ATTNSCOPE_RUN_BUDGET_MB)"
-                                                : "  layer %d has not run yet", l);
+            const char *why = tui_layer_dropped(d, l) ? "its tensors were dropped (ATTNSCOPE_RUN_BUDGET_MB)"
+                                                      : "has not run yet";
+            tl_add(&line, TC_DIM, "  layer %d %s", l, why);
         } else if (!r->indexer_ran) {
             tl_add(&line, TC_WARN, "  layer %d: indexer did not run (compress_len %d)", l, r->compress_len);
             if (r->sel_from.layer >= 0)

@@ -93,6 +93,12 @@ int tui_layer_tensors(const TuiData *d, int l, AsTensorId out[AS_T_COUNT])
     return n;
 }
 
+bool tui_layer_dropped(const TuiData *d, int l)
+{
+    AsTensorId held[AS_T_COUNT];
+    return d->cur.step >= 0 && d->done[l] && tui_layer_tensors(d, l, held) == 0;
+}
+
 void tui_screen_init(TuiScreen *s)
 {
     memset(s, 0, sizeof *s);

@@ -164,7 +164,7 @@ void tui_model_tensors(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
         snprintf(when, sizeof when, ", step %d", d->cur.step);
     snprintf(p->title, sizeof p->title, "layer %d tensors%s", l, when);
     if (n == 0) {
-        if (d->cur.step >= 0 && d->done[l])
+        if (tui_layer_dropped(d, l))
             tls_add(&p->lines, TC_WARN, " layer %d's tensors were dropped to bound memory (ATTNSCOPE_RUN_BUDGET_MB)", l);
         else
             tls_add(&p->lines, TC_DIM, " layer %d has not run yet: n runs the next layer, p prefills", l);

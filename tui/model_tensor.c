@@ -470,9 +470,8 @@ void tui_model_heatmap(const TuiData *d, TuiState *st, const TuiGlyphs *g, TuiPa
     char age[96];
     tui_run_age(d, l, age, sizeof age);
     if (!heat_src(d, l, id, &h)) {
-        AsTensorId held[AS_T_COUNT];
         snprintf(heat->title, sizeof heat->title, "layer %d: %s", l, desc->name);
-        if (d->cur.step >= 0 && d->done[l] && tui_layer_tensors(d, l, held) == 0)
+        if (tui_layer_dropped(d, l))
             tls_add(&heat->lines, TC_WARN, " layer %d's tensors were dropped to bound memory: only the latest layers "
                     "keep theirs (ATTNSCOPE_RUN_BUDGET_MB); its verdicts stay in the layer list", l);
         else
