@@ -56,6 +56,27 @@ __device__ __forceinline__ void e4m3x4_scaled(uint32_t u, float s256, float *f)
     f[0] = a.x * s256, f[1] = a.y * s256, f[2] = b.x * s256, f[3] = b.y * s256;
 }
 
+// Four e4m3 codes (the bytes of u, the lowest first) times the block scale s, exactly: each pair of codes
+// goes to two f16 on the conversion unit (exact: every e4m3 value is an f16) and each f16 to f32, then
+// times s (a power of two, so each weight is bf16(code * s), the bf16 upload's value). NaN codes give NaN
+// here and 480 in e4m3x4_scaled; the fp8 form has none (model/fp8_form.h). Before sm_89, and on the
+// host: e4m3x4_scaled.
+__device__ __forceinline__ void e4m3x4_cvt(uint32_t u, float s, float *f)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    float a, b, c, d;
+    asm("{\n\t.reg .b16 a, b, h0, h1, h2, h3;\n\t.reg .b32 lo, hi;\n\tmov.b32 {a, b}, %4;\n\t"
+        "cvt.rn.f16x2.e4m3x2 lo, a;\n\tcvt.rn.f16x2.e4m3x2 hi, b;\n\tmov.b32 {h0, h1}, lo;\n\t"
+        "mov.b32 {h2, h3}, hi;\n\tcvt.f32.f16 %0, h0;\n\tcvt.f32.f16 %1, h1;\n\tcvt.f32.f16 %2, h2;\n\t"
+        "cvt.f32.f16 %3, h3;\n\t}"
+        : "=f"(a), "=f"(b), "=f"(c), "=f"(d)
+        : "r"(u));
+    f[0] = a * s, f[1] = b * s, f[2] = c * s, f[3] = d * s;
+#else
+    e4m3x4_scaled(u, s * 256.0f, f);
+#endif
+}
+
 // 8 bytes of a stream read once (weights), as as_d_ld_stream16: not kept in L1.
 __device__ __forceinline__ uint2 ld_stream8(const void *p)
 {

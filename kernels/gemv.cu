@@ -21,6 +21,8 @@
 //   * one wave: the launch makes at most as many blocks as are resident at once, each looping over row
 //     sets, and a block's first weight loads go out before its PDL wait; the store can add a residual or
 //     rotate q's RoPE pairs (gemv_epilogue.cuh).
+//   * e4m3 weights at one token row (the decode) take gemv_e4m3_m1_kernel: the same sums, its loads a
+//     step ahead of them.
 // Launch configuration (R, W_WARPS) comes from pick_config() (bench/kernels_bench.cu sweeps the
 // alternatives through as_k_gemv_bf16_cfg / as_k_gemv_f32w_cfg).
 #include <stdio.h>
@@ -272,6 +274,105 @@ __global__ void __launch_bounds__(kThreads, M == 1 && sizeof(TW) <= 2 ? 3 : 1) g
         as_d_gemv_norm_after(a);
 }
 
+// e4m3 weights, one token row (the decode): a lane's chunks of a row set go in steps of KU, each step's
+// loads issued one step ahead (the next row set's first step while this one's last is summed), and a
+// lane past the row's last chunk skips it (no serial tail). The same lanes sum the same chunks in the
+// same order as gemv_vec_kernel, so the bits are the bf16 GEMV's of the dequantised weight. The codes
+// widen on the conversion unit (e4m3x4_cvt): measured faster than the integer widening, whose shifts
+// and masks compete with the sums for issue slots (bench/RESULTS.md).
+template <int R, int KU>
+__global__ void __launch_bounds__(kThreads, 2) gemv_e4m3_m1_kernel(GemvArgs a, int w_warps)
+{
+    __shared__ float red[kWarps][R];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int groups_per_block = kWarps / w_warps;
+    const int group = warp / w_warps, wig = warp % w_warps;
+    const int li = wig * 32 + lane, L = 32 * w_warps;
+    const int64_t b = blockIdx.y;
+    const int row_sets = (a.n_out + R * groups_per_block - 1) / (R * groups_per_block);
+    const int nchunks = a.n_in >> 3;
+    const int steps = (nchunks + KU * L - 1) / (KU * L);
+    const uint8_t *Wb = (const uint8_t *)a.W + b * a.strideW;
+    const float *Sb = a.ws + b * a.stride_ws;
+    const uint16_t *xb = a.x + b * a.strideX;
+
+    struct Step { // one step's codes and their block scales
+        uint2 w[KU][R];
+        float s[KU];
+    };
+    auto load = [&](Step &B, int set, int s) {
+        const int row0 = (set * groups_per_block + group) * R;
+        const uint8_t *wr[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) // clamped: loaded, never stored
+            wr[r] = Wb + (int64_t)(row0 + r < a.n_out ? row0 + r : a.n_out - 1) * a.ldw;
+        const float *srow = Sb + (int64_t)(row0 >> 5) * a.ldws;
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            const int c = li + (s * KU + u) * L;
+            if (c < nchunks) {
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    B.w[u][r] = ase4m3::ld_stream8(wr[r] + (int64_t)c * 8);
+                B.s[u] = srow[c >> 2];
+            }
+        }
+    };
+    float acc[R][1];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        acc[r][0] = 0.0f;
+    auto sum = [&](const Step &B, int s) {
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            const int c = li + (s * KU + u) * L;
+            if (c < nchunks) {
+                float xf[8];
+                x_chunk(xb + (int64_t)c * 8, xf);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    float wf[8];
+                    ase4m3::e4m3x4_cvt(B.w[u][r].x, B.s[u], wf);
+                    ase4m3::e4m3x4_cvt(B.w[u][r].y, B.s[u], wf + 4);
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        acc[r][0] = fmaf(wf[e], xf[e], acc[r][0]);
+                }
+            }
+        }
+    };
+    Step A, B;
+    int set = blockIdx.x, s = 0;
+    if (set < row_sets)
+        load(A, set, 0); // the weights, before the wait (never what the previous kernel writes)
+    as_d_pdl_wait();
+    // One step: the next position's loads into nxt, then cur summed (and stored at a row set's end).
+    // False when this block has no row set left.
+    auto step = [&](Step &cur, Step &nxt) {
+        int nset = set, ns = s + 1;
+        if (ns == steps)
+            ns = 0, nset += gridDim.x;
+        if (nset < row_sets)
+            load(nxt, nset, ns);
+        sum(cur, s);
+        if (s == steps - 1) {
+            const int row0 = (set * groups_per_block + group) * R;
+            as_d_group_sum_store<R, 1>(acc, red, w_warps, row0, b, a, a.res, a.ldres, a.rope.rd ? &a.rope : nullptr);
+            __syncthreads(); // red is written again by the next row set
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                acc[r][0] = 0.0f;
+        }
+        set = nset, s = ns;
+        return set < row_sets;
+    };
+    if (set < row_sets)
+        while (step(A, B) && step(B, A)) {
+        }
+    if (a.norm.ctr)
+        as_d_gemv_norm_after(a);
+}
+
 // Any alignment: one warp per (batch, output row), element loads, all m token rows.
 template <typename TW>
 __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(GemvArgs a)
@@ -472,6 +573,17 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st, int
     }
     if (a.rope.rd && r < 2)
         r = 2; // a RoPE pair's two rows in one group
+    if constexpr (sizeof(TW) == 1)
+        if (a.m == 1) { // the decode's kernel: four rows a group unless asked (the benchmark's sweep)
+            const int groups_per_block = kWarps / w;
+            const int rr = R ? r : 4;
+            const int64_t row_sets = ((a.n_out + rr - 1) / rr + groups_per_block - 1) / groups_per_block;
+            switch (rr) {
+            case 1: return launch_vec<gemv_e4m3_m1_kernel<1, 2>>(a, row_sets, batch, w, room, st);
+            case 2: return launch_vec<gemv_e4m3_m1_kernel<2, 2>>(a, row_sets, batch, w, room, st);
+            default: return launch_vec<gemv_e4m3_m1_kernel<4, 2>>(a, row_sets, batch, w, room, st);
+            }
+        }
     switch (r) {
     case 1: return launch_vec_m<TW, 1>(a, batch, w, room, st);
     case 2: return launch_vec_m<TW, 2>(a, batch, w, room, st);
