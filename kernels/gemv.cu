@@ -561,10 +561,8 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st, int
     if (!r || !w) {
         int pr, pw;
         // e4m3 weights take the bf16 weights' W (the same lanes sum the same chunks: the same bits as the
-        // bf16 GEMV of the dequantised weight) and the one-wave rule on their own kernel's occupancy
-        const int64_t resident = a.m != 1 ? 0
-                               : sizeof(TW) == 2 ? resident_blocks_bf16_m1()
-                               : sizeof(TW) == 1 ? resident_blocks<gemv_vec_kernel<uint8_t, 4, 1>>() : 0;
+        // bf16 GEMV of the dequantised weight); their decode kernel takes its own R (below)
+        const int64_t resident = a.m == 1 && sizeof(TW) == 2 ? resident_blocks_bf16_m1() : 0;
         pick_config(a.n_out, a.n_in, batch, resident, &pr, &pw);
         if (!r)
             r = pr;
