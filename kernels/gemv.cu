@@ -503,14 +503,20 @@ template <auto Kernel> int launch_vec(GemvArgs a, int64_t row_sets, int batch, i
     return AS_LAUNCH_RESULT();
 }
 
+// Row sets of a launch: groups of R rows, kWarps / w_warps groups a block.
+int64_t row_sets_of(int n_out, int R, int w_warps)
+{
+    const int groups_per_block = kWarps / w_warps;
+    return ((int64_t)(n_out + R - 1) / R + groups_per_block - 1) / groups_per_block;
+}
+
 template <typename TW, int R>
 int launch_vec_m(const GemvArgs &a, int batch, int w_warps, int room, cudaStream_t st)
 {
-    const int groups_per_block = kWarps / w_warps;
-    const int64_t groups = (a.n_out + R - 1) / R;
-    const int64_t row_sets = (groups + groups_per_block - 1) / groups_per_block;
-    if (a.m <= 1)
-        return launch_vec<gemv_vec_kernel<TW, R, 1>>(a, row_sets, batch, w_warps, room, st);
+    const int64_t row_sets = row_sets_of(a.n_out, R, w_warps);
+    if constexpr (sizeof(TW) != 1) // e4m3 at one token row: gemv_e4m3_m1_kernel (gemv_launch)
+        if (a.m <= 1)
+            return launch_vec<gemv_vec_kernel<TW, R, 1>>(a, row_sets, batch, w_warps, room, st);
     if (a.m <= 2)
         return launch_vec<gemv_vec_kernel<TW, R, 2>>(a, row_sets, batch, w_warps, room, st);
     if (a.m <= 4)
@@ -573,9 +579,8 @@ int gemv_launch(const GemvArgs &a, int batch, int R, int W, cudaStream_t st, int
         r = 2; // a RoPE pair's two rows in one group
     if constexpr (sizeof(TW) == 1)
         if (a.m == 1) { // the decode's kernel: four rows a group unless asked (the benchmark's sweep)
-            const int groups_per_block = kWarps / w;
             const int rr = R ? r : 4;
-            const int64_t row_sets = ((a.n_out + rr - 1) / rr + groups_per_block - 1) / groups_per_block;
+            const int64_t row_sets = row_sets_of(a.n_out, rr, w);
             switch (rr) {
             case 1: return launch_vec<gemv_e4m3_m1_kernel<1, 2>>(a, row_sets, batch, w, room, st);
             case 2: return launch_vec<gemv_e4m3_m1_kernel<2, 2>>(a, row_sets, batch, w, room, st);
